@@ -1,0 +1,238 @@
+"""From environment steps to trajectories, and the queues between env side and trainers.
+
+``AgentProcessor`` turns the DecisionSteps / TerminalSteps of one behavior in one environment
+into per-agent experience and cuts it into ``Trajectory`` objects at ``time_horizon`` or at the
+end of an episode. It runs where the environment runs (in the worker process, or in the main
+process for the in-process manager), so a worker that dies takes its half-built trajectories
+with it: they can never be mixed into training.
+
+An experience is (obs_t, action_t, reward_{t+1}); the reward arrives with the next step of the
+same agent. ``interrupted`` (a max-step cut) is kept apart from a true termination, so the
+trainer bootstraps the value of the last observation only for interrupted or cut trajectories.
+An agent that finishes its episode and reappears in the same step (as Unity agents do) starts
+a fresh trajectory.
+"""
+
+from __future__ import annotations
+
+import queue
+import threading
+from typing import TYPE_CHECKING, Callable, Generic, NamedTuple, Optional, TypeVar
+
+import numpy as np
+from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
+
+from ml_arl.policy.muscle import ActionInfo, masks_allowed
+
+if TYPE_CHECKING:
+    from ml_arl.envs.env_runner import PolicyMessage
+    from ml_arl.stats import StatsReporter
+
+
+class Trajectory(NamedTuple):
+    behavior: str
+    agent_id: str  # "<worker>-<agent id>"
+    obs: list[np.ndarray]  # one [T, *shape] float32 array per observation
+    next_obs: list[np.ndarray]  # one [*shape] array per observation: what followed the last step
+    continuous: np.ndarray  # [T, n_cont] raw sampled actions
+    discrete: np.ndarray  # [T, n_branches] int32
+    allowed: Optional[np.ndarray]  # [T, sum(branches)] bool action masks (True = allowed)
+    log_prob: np.ndarray  # [T] log-probability under the acting policy
+    rewards: np.ndarray  # [T] environment reward received after each action
+    done: bool  # the episode ended with the last step
+    interrupted: bool  # ... because of a max-step cut, not a terminal state
+    policy_version: int
+
+    def __len__(self) -> int:  # type: ignore[override]
+        return int(self.rewards.shape[0])
+
+
+class EpisodeStat(NamedTuple):
+    behavior: str
+    reward: float
+    length: int
+    interrupted: bool
+
+
+class _AgentState:
+    __slots__ = ("obs", "cont", "disc", "allowed", "logp", "rewards", "pending", "ep_reward", "ep_length")
+
+    def __init__(self) -> None:
+        self.obs: list[list[np.ndarray]] = []
+        self.cont: list[np.ndarray] = []
+        self.disc: list[np.ndarray] = []
+        self.allowed: list[np.ndarray] = []
+        self.logp: list[float] = []
+        self.rewards: list[float] = []
+        self.pending: Optional[tuple] = None
+        self.ep_reward = 0.0
+        self.ep_length = 0
+
+
+class AgentProcessor:
+    """Assembles trajectories of one behavior in one environment (one worker)."""
+
+    def __init__(self, behavior: str, spec: BehaviorSpec, time_horizon: int, worker_id: int):
+        self.behavior = behavior
+        self.spec = spec
+        self.time_horizon = time_horizon
+        self.worker_id = worker_id
+        self.branches = tuple(spec.action_spec.discrete_branches)
+        self.agents: dict[int, _AgentState] = {}
+        self.trajectories: list[Trajectory] = []
+        self.episodes: list[EpisodeStat] = []
+        self.policy_version = 0
+
+    def add_experiences(
+        self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps, action_info: Optional[ActionInfo]
+    ) -> None:
+        """Record one environment step; ``action_info`` holds the actions taken for ``decision_steps``."""
+        if len(terminal_steps):
+            for i, agent_id in enumerate(terminal_steps.agent_id):
+                state = self.agents.pop(int(agent_id), None)
+                if state is None:
+                    continue
+                reward = float(terminal_steps.reward[i])
+                if state.pending is not None:
+                    self._complete(state, reward)
+                    obs = [o[i] for o in terminal_steps.obs]
+                    self._emit(state, int(agent_id), obs, True, bool(terminal_steps.interrupted[i]))
+                if state.ep_length > 0:
+                    self.episodes.append(
+                        EpisodeStat(self.behavior, state.ep_reward, state.ep_length, bool(terminal_steps.interrupted[i]))
+                    )
+        if not len(decision_steps) or action_info is None:
+            return
+        allowed = masks_allowed(decision_steps.action_mask, len(decision_steps), self.branches)
+        for i, agent_id in enumerate(decision_steps.agent_id):
+            key = int(agent_id)
+            state = self.agents.get(key)
+            obs = [o[i] for o in decision_steps.obs]
+            if state is None:
+                state = self.agents[key] = _AgentState()
+            elif state.pending is not None:
+                self._complete(state, float(decision_steps.reward[i]))
+                if len(state.rewards) >= self.time_horizon:
+                    self._emit(state, key, obs, False, False)
+            state.pending = (
+                obs,
+                action_info.continuous[i],
+                action_info.discrete[i],
+                allowed[i] if allowed is not None else None,
+                float(action_info.log_prob[i]),
+            )
+
+    def _complete(self, state: _AgentState, reward: float) -> None:
+        assert state.pending is not None
+        obs, cont, disc, allowed, logp = state.pending
+        state.obs.append(obs)
+        state.cont.append(cont)
+        state.disc.append(disc)
+        if allowed is not None:
+            state.allowed.append(allowed)
+        state.logp.append(logp)
+        state.rewards.append(reward)
+        state.pending = None
+        state.ep_reward += reward
+        state.ep_length += 1
+
+    def _emit(self, state: _AgentState, agent_id: int, next_obs: list[np.ndarray], done: bool, interrupted: bool) -> None:
+        n_obs = len(next_obs)
+        traj = Trajectory(
+            behavior=self.behavior,
+            agent_id=f"{self.worker_id}-{agent_id}",
+            obs=[np.stack([step[k] for step in state.obs]) for k in range(n_obs)],
+            next_obs=[np.array(o) for o in next_obs],
+            continuous=np.stack(state.cont),
+            discrete=np.stack(state.disc),
+            allowed=np.stack(state.allowed) if state.allowed else None,
+            log_prob=np.asarray(state.logp, np.float32),
+            rewards=np.asarray(state.rewards, np.float32),
+            done=done,
+            interrupted=interrupted,
+            policy_version=self.policy_version,
+        )
+        self.trajectories.append(traj)
+        state.obs, state.cont, state.disc, state.allowed, state.logp, state.rewards = [], [], [], [], [], []
+
+    def end_episodes(self) -> None:
+        """Drop every half-built trajectory (after a forced reset); nothing reaches training."""
+        self.agents.clear()
+
+    def take(self) -> tuple[list[Trajectory], list[EpisodeStat]]:
+        out = (self.trajectories, self.episodes)
+        self.trajectories, self.episodes = [], []
+        return out
+
+
+T = TypeVar("T")
+
+
+class AgentManagerQueue(Generic[T]):
+    """A thread-safe FIFO between the env side and a trainer. ``maxlen`` 0 = unbounded.
+
+    ``put`` blocks while the queue is full, up to ``timeout`` seconds (then raises queue.Full),
+    which gives a threaded trainer back-pressure instead of dropping data.
+    """
+
+    def __init__(self, behavior: str, maxlen: int = 0):
+        self.behavior = behavior
+        self._queue: queue.Queue[T] = queue.Queue(maxsize=maxlen)
+
+    def put(self, item: T, timeout: Optional[float] = None) -> None:
+        self._queue.put(item, timeout=timeout)
+
+    def get_nowait(self) -> T:
+        return self._queue.get_nowait()
+
+    def get(self, timeout: float) -> T:
+        return self._queue.get(timeout=timeout)
+
+    def qsize(self) -> int:
+        return self._queue.qsize()
+
+    def empty(self) -> bool:
+        return self._queue.empty()
+
+    def drain(self, limit: Optional[int] = None) -> list[T]:
+        items: list[T] = []
+        n = self._queue.qsize() if limit is None else limit
+        for _ in range(n):
+            try:
+                items.append(self._queue.get_nowait())
+            except queue.Empty:
+                break
+        return items
+
+
+class AgentManager:
+    """Main-process end of one behavior: routes its trajectories and episode stats to the trainer."""
+
+    def __init__(self, behavior: str, stats: StatsReporter, threaded: bool, stop_event: threading.Event):
+        self.behavior = behavior
+        self.stats = stats
+        self.threaded = threaded
+        self.stop_event = stop_event
+        self.trajectory_queue: AgentManagerQueue[Trajectory] = AgentManagerQueue(behavior, 20 if threaded else 0)
+        self.policy_queue: AgentManagerQueue[PolicyMessage] = AgentManagerQueue(behavior)
+
+    def add_trajectories(self, trajectories: list[Trajectory], check_alive: Callable[[], None]) -> None:
+        for traj in trajectories:
+            while True:
+                try:
+                    self.trajectory_queue.put(traj, timeout=0.5)
+                    break
+                except queue.Full:
+                    check_alive()  # raises if the trainer thread died; otherwise keep waiting
+                    if self.stop_event.is_set():
+                        return
+
+    def record_episodes(self, episodes: list[EpisodeStat]) -> None:
+        for ep in episodes:
+            self.stats.add_stat("Environment/Cumulative Reward", ep.reward)
+            self.stats.add_stat("Environment/Episode Length", float(ep.length))
+            self.stats.add_episode_reward(ep.reward)
+
+    def record_entropy(self, total: float, count: int) -> None:
+        if count:
+            self.stats.add_stat("Policy/Entropy", total / count)

@@ -1,0 +1,136 @@
+"""Checkpoints and run status, every file written atomically (temp file in the same folder,
+fsync, then os.replace), so an interrupted run never leaves a half-written file behind.
+
+Layout (as ML-Agents): results/<run>/<Behavior>/<Behavior>-<step>.pt, .../checkpoint.pt (the
+newest), results/<run>/run_logs/training_status.json (checkpoint list per behavior).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import tempfile
+import threading
+import time
+from typing import Any, Callable, Optional
+
+import numpy as np
+import torch
+import yaml
+
+import ml_arl
+
+STATUS_FORMAT_VERSION = "0.3.0"
+
+
+def atomic_write(path: str, write: Callable[[Any], None], mode: str = "wb") -> None:
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+    try:
+        with os.fdopen(fd, mode) as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise
+
+
+def write_json(path: str, data: Any) -> None:
+    atomic_write(path, lambda f: json.dump(data, f, indent=4), "w")
+
+
+def write_yaml(path: str, data: Any) -> None:
+    atomic_write(path, lambda f: yaml.safe_dump(data, f, sort_keys=False), "w")
+
+
+def save_torch(path: str, state: dict[str, Any]) -> None:
+    atomic_write(path, lambda f: torch.save(state, f))
+
+
+def load_torch(path: str, device: str = "cpu") -> dict[str, Any]:
+    return torch.load(path, map_location=device, weights_only=True)
+
+
+def metadata() -> dict[str, Any]:
+    return {
+        "stats_format_version": STATUS_FORMAT_VERSION,
+        "ml_arl_version": ml_arl.__version__,
+        "torch_version": torch.__version__,
+        "numpy_version": np.__version__,
+        "python_version": platform.python_version(),
+    }
+
+
+class TrainingStatus:
+    """run_logs/training_status.json: per behavior {checkpoints, final_checkpoint, ...} + metadata."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.data: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                self.data = json.load(f)
+
+    def behavior(self, name: str) -> dict[str, Any]:
+        with self._lock:
+            return self.data.setdefault(name, {"checkpoints": []})
+
+    def save(self) -> None:
+        with self._lock:
+            self.data["metadata"] = metadata()
+            write_json(self.path, self.data)
+
+
+class CheckpointManager:
+    """Writes <Behavior>-<step>.pt and checkpoint.pt, keeps the newest ``keep`` step files."""
+
+    def __init__(self, behavior: str, folder: str, keep: int, status: TrainingStatus):
+        self.behavior = behavior
+        self.folder = folder
+        self.keep = keep
+        self.status = status
+
+    @property
+    def latest_path(self) -> str:
+        return os.path.join(self.folder, "checkpoint.pt")
+
+    def save(self, step: int, state: dict[str, Any], reward: Optional[float], final: bool = False) -> str:
+        path = os.path.join(self.folder, f"{self.behavior}-{step}.pt")
+        save_torch(path, state)
+        save_torch(self.latest_path, state)
+        entry = {
+            "steps": step,
+            "file_path": path,
+            "reward": reward,
+            "creation_time": time.time(),
+            "auxillary_file_paths": [],
+        }
+        status = self.status.behavior(self.behavior)
+        checkpoints = [c for c in status.setdefault("checkpoints", []) if c["file_path"] != path]
+        checkpoints.append(entry)
+        while len(checkpoints) > self.keep:
+            old = checkpoints.pop(0)
+            for p in [old["file_path"], *old.get("auxillary_file_paths", [])]:
+                if os.path.exists(p):
+                    os.remove(p)
+        status["checkpoints"] = checkpoints
+        if final:
+            status["final_checkpoint"] = entry
+        self.status.save()
+        return path
+
+    def mark_final(self, step: int) -> None:
+        """The newest checkpoint already holds ``step``: record it as the final one."""
+        status = self.status.behavior(self.behavior)
+        for entry in status.get("checkpoints", []):
+            if entry["steps"] == step:
+                status["final_checkpoint"] = entry
+        self.status.save()

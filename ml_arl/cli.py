@@ -1,0 +1,151 @@
+"""arl-learn: command-line flags -> RunOptions -> TrainerController.
+
+Flags mean what they mean for mlagents-learn. A flag overrides the config file only when it is
+typed: argparse defaults are suppressed, so only typed flags reach the merge.
+Exit codes: 0 finished or interrupted with Ctrl-C (a checkpoint is saved), 1 the run failed,
+2 the configuration or command line is invalid.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from types import FrameType
+from typing import Any, Optional
+
+from ml_arl.exceptions import ArlError, ConfigError, RestartQuotaExceeded, TrainerThreadError, WorkerError
+
+logger = logging.getLogger("ml_arl")
+
+EXAMPLES = """\
+examples:
+  arl-learn config/ppo/Reach.yaml --run-id reach
+  arl-learn config/ppo/CartPole.yaml --run-id cp --num-envs 4
+  arl-learn config/ppo/CartPole.yaml --run-id cp --resume       # continue at the saved step
+  arl-learn config/ppo/Reach.yaml --run-id reach2 --initialize-from reach
+  arl-learn config/ppo/Reach.yaml --env builtin:ReachDiscrete --run-id rd --force
+  arl-learn my.yaml --env mypkg.envs:make_env --env-args size=8   # your own BaseEnv factory
+  tensorboard --logdir results
+"""
+
+# flag destination -> config section ("" = top level)
+_ROUTES = {
+    "checkpoint_settings": ("run_id", "resume", "force", "initialize_from", "inference", "results_dir"),
+    "env_settings": (
+        "env_path", "env_args", "base_port", "num_envs", "num_areas", "timeout_wait", "seed",
+        "max_lifetime_restarts", "restarts_rate_limit_n", "restarts_rate_limit_period_s",
+    ),
+    "engine_settings": (
+        "width", "height", "quality_level", "time_scale", "target_frame_rate", "capture_frame_rate",
+        "no_graphics", "no_graphics_monitor",
+    ),
+    "torch_settings": ("device",),
+    "": ("debug",),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2, as for config errors
+        self.exit(2, f"arl-learn: error: {message} (see arl-learn --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(
+        prog="arl-learn",
+        description="Train reinforcement-learning agents (ML-Agents compatible configs).",
+        epilog=EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        argument_default=argparse.SUPPRESS,
+    )
+    p.add_argument("trainer_config_path", metavar="CONFIG", help="YAML run configuration")
+    p.add_argument("--env", dest="env_path", help="environment: builtin:<Name>, gymnasium:<EnvId> or package.module:factory")
+    p.add_argument("--resume", action="store_true", help="continue the run --run-id from its last checkpoint")
+    p.add_argument("--force", action="store_true", help="overwrite the results of an existing --run-id")
+    p.add_argument("--run-id", help="name of the run; results go to <results-dir>/<run-id> (default: ppo)")
+    p.add_argument("--initialize-from", metavar="RUN_ID", help="start from the weights of an earlier run, at step 0")
+    p.add_argument("--seed", type=int, help="random seed; worker i gets seed + i (default: -1 = random)")
+    p.add_argument("--inference", action="store_true", help="act without training (use with --resume)")
+    p.add_argument("--base-port", type=int, help="first port for Unity workers (default: 5005)")
+    p.add_argument("--num-envs", type=int, help="number of environment worker processes (default: 1)")
+    p.add_argument("--num-areas", type=int, help="training areas per Unity instance (default: 1)")
+    p.add_argument("--debug", action="store_true", help="debug logging")
+    p.add_argument("--env-args", nargs=argparse.REMAINDER, help="arguments for the environment (everything after it)")
+    p.add_argument("--max-lifetime-restarts", type=int, help="restarts allowed per worker, -1 = unlimited (default: 10)")
+    p.add_argument("--restarts-rate-limit-n", type=int, help="restarts allowed per worker within the period, -1 = no limit (default: 1)")
+    p.add_argument("--restarts-rate-limit-period-s", type=int, help="period of the restart rate limit in seconds (default: 60)")
+    p.add_argument("--results-dir", help="base folder of results (default: results)")
+    p.add_argument("--timeout-wait", type=int, help="seconds to wait for an environment to start or answer (default: 60)")
+    eng = p.add_argument_group("engine configuration (Unity builds)")
+    eng.add_argument("--width", type=int, help="window width (default: 84)")
+    eng.add_argument("--height", type=int, help="window height (default: 84)")
+    eng.add_argument("--quality-level", type=int, help="quality level (default: 5)")
+    eng.add_argument("--time-scale", type=float, help="time scale (default: 20)")
+    eng.add_argument("--target-frame-rate", type=int, help="target frame rate (default: -1)")
+    eng.add_argument("--capture-frame-rate", type=int, help="capture frame rate (default: 60)")
+    eng.add_argument("--no-graphics", action="store_true", help="run builds without graphics")
+    eng.add_argument("--no-graphics-monitor", action="store_true", help="graphics only for worker 0")
+    tch = p.add_argument_group("torch configuration")
+    tch.add_argument("--torch-device", dest="device", help="cpu, cuda or cuda:N (default: cuda if available)")
+    return p
+
+
+def parse_options(argv: list[str]) -> Any:
+    from ml_arl.settings import build_run_options, load_config_file
+
+    args = vars(build_parser().parse_args(argv))
+    path = args.pop("trainer_config_path")
+    overrides: dict[str, dict[str, Any]] = {}
+    for section, keys in _ROUTES.items():
+        typed = {k: args[k] for k in keys if k in args}
+        if typed:
+            overrides[section] = typed
+    return build_run_options(load_config_file(path), overrides, path)
+
+
+def _configure_logging(debug: bool) -> None:
+    fmt = "%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s" if debug else "[%(levelname)s] %(message)s"
+    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=fmt, stream=sys.stdout, force=True)
+    for noisy in ("matplotlib", "PIL", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def _sigterm(signum: int, frame: Optional[FrameType]) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        options = parse_options(argv)
+    except ConfigError as err:
+        for problem in err.problems:
+            sys.stderr.write(f"arl-learn: error: {problem}\n")
+        return err.exit_code
+    _configure_logging(options.debug)
+    signal.signal(signal.SIGTERM, _sigterm)
+    try:
+        from ml_arl.trainer_controller import TrainerController, prepare_results_dir, set_torch_threads
+
+        prepare_results_dir(options)
+        set_torch_threads()
+        TrainerController(options).start_learning()
+    except ConfigError as err:
+        for problem in err.problems:
+            logger.error("%s", problem)
+        return err.exit_code
+    except (WorkerError, RestartQuotaExceeded, TrainerThreadError) as err:
+        logger.error("Training stopped: %s", err)
+        return err.exit_code
+    except ArlError as err:
+        logger.error("%s", err)
+        return err.exit_code
+    except KeyboardInterrupt:
+        logger.info("Interrupted before training started.")
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""Built-in environments, written against mlagents_envs' BaseEnv so they run like Unity builds.
+
+``Reach`` is a fast 1-D reach-the-goal task with several agents per environment, in a
+continuous, a discrete (with action masks) and a hybrid variant. Each agent starts at a random
+position on [-1, 1] and must reach a random goal; it observes ``[position, goal - position]``.
+Reward: -0.01 per step, +1 when within ``goal_radius`` of the goal (the episode then ends).
+Episodes are cut after ``max_episode_steps`` (reported as interrupted, not terminated).
+An agent that ends its episode shows up in the TerminalSteps of that step and again, with a
+new episode, in the DecisionSteps of the same step, as Unity agents do.
+
+``Trivial`` observes 8 floats and takes 2 continuous actions with fixed-length episodes:
+the benchmark workload, whose step cost is close to nothing.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import Optional
+
+import numpy as np
+from mlagents_envs.base_env import (
+    ActionSpec,
+    ActionTuple,
+    BaseEnv,
+    BehaviorMapping,
+    BehaviorSpec,
+    DecisionSteps,
+    DimensionProperty,
+    ObservationSpec,
+    ObservationType,
+    TerminalSteps,
+)
+
+
+def vector_obs_spec(size: int, name: str = "vector") -> ObservationSpec:
+    return ObservationSpec((size,), (DimensionProperty.NONE,), ObservationType.DEFAULT, name)
+
+
+class _VectorBatchEnv(BaseEnv):
+    """Shared machinery: one behavior, ``n_agents`` agents, numpy state, auto-reset per agent."""
+
+    behavior_name = "Env"
+
+    def __init__(self, action_spec: ActionSpec, obs_size: int, n_agents: int, max_episode_steps: int, seed: int):
+        self._spec = BehaviorSpec([vector_obs_spec(obs_size)], action_spec)
+        self.n_agents = n_agents
+        self.max_episode_steps = max_episode_steps
+        self.rng = np.random.default_rng(seed)
+        self.agent_ids = np.arange(n_agents, dtype=np.int32)
+        self.t = np.zeros(n_agents, dtype=np.int32)
+        self._actions: Optional[ActionTuple] = None
+        self._decision: DecisionSteps = DecisionSteps.empty(self._spec)
+        self._terminal: TerminalSteps = TerminalSteps.empty(self._spec)
+        self._zero_group = np.zeros(n_agents, dtype=np.int32)
+        self._zero_group_reward = np.zeros(n_agents, dtype=np.float32)
+        self.parameters: dict[str, float] = {}
+
+    # --- to be provided by subclasses
+    @abstractmethod
+    def _reset_agents(self, idx: np.ndarray) -> None:
+        """Start a new episode for the agents at ``idx``."""
+
+    @abstractmethod
+    def _observe(self) -> np.ndarray:
+        """A fresh [n_agents, obs_size] float32 array of observations."""
+
+    @abstractmethod
+    def _advance(self, actions: ActionTuple) -> tuple[np.ndarray, np.ndarray]:
+        """Apply actions; return (reward, terminated) for every agent."""
+
+    def _masks(self) -> Optional[list[np.ndarray]]:
+        return None
+
+    # --- BaseEnv
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        return BehaviorMapping({self.behavior_name: self._spec})
+
+    def reset(self) -> None:
+        self.t[:] = 0
+        self._reset_agents(self.agent_ids)
+        self._decision = DecisionSteps(
+            [self._observe()], np.zeros(self.n_agents, np.float32), self.agent_ids, self._masks(),
+            self._zero_group, self._zero_group_reward,
+        )
+        self._terminal = TerminalSteps.empty(self._spec)
+
+    def step(self) -> None:
+        actions = self._actions
+        if actions is None:
+            actions = self._spec.action_spec.empty_action(self.n_agents)
+        self._actions = None
+        reward, terminated = self._advance(actions)
+        self.t += 1
+        truncated = (self.t >= self.max_episode_steps) & ~terminated
+        done = terminated | truncated
+        if done.any():
+            idx = np.nonzero(done)[0]
+            final_obs = self._observe()[idx]
+            self._terminal = TerminalSteps(
+                [final_obs], reward[idx], truncated[idx], self.agent_ids[idx],
+                self._zero_group[idx], self._zero_group_reward[idx],
+            )
+            self.t[idx] = 0
+            self._reset_agents(idx)
+            reward = reward.copy()
+            reward[idx] = 0.0
+        else:
+            self._terminal = TerminalSteps.empty(self._spec)
+        self._decision = DecisionSteps(
+            [self._observe()], reward, self.agent_ids, self._masks(), self._zero_group, self._zero_group_reward
+        )
+
+    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+        return self._decision, self._terminal
+
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        self._actions = action
+
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
+        if self._actions is None:
+            self._actions = self._spec.action_spec.empty_action(self.n_agents)
+        self._actions.continuous[agent_id] = action.continuous[0]
+        self._actions.discrete[agent_id] = action.discrete[0]
+
+    def close(self) -> None:
+        pass
+
+
+class Reach(_VectorBatchEnv):
+    """1-D reach-the-goal. ``variant``: "continuous", "discrete" (3 moves, masked at the walls) or "hybrid"."""
+
+    STEP = 0.2
+
+    def __init__(
+        self,
+        variant: str = "continuous",
+        n_agents: int = 4,
+        max_episode_steps: int = 25,
+        goal_radius: float = 0.1,
+        seed: int = 0,
+    ):
+        specs = {
+            "continuous": ActionSpec(1, ()),
+            "discrete": ActionSpec(0, (3,)),
+            "hybrid": ActionSpec(1, (2,)),
+        }
+        if variant not in specs:
+            raise ValueError(f"Reach variant must be one of {sorted(specs)}, got {variant!r}")
+        self.variant = variant
+        self.behavior_name = {"continuous": "Reach", "discrete": "ReachDiscrete", "hybrid": "ReachHybrid"}[variant]
+        self.goal_radius = goal_radius
+        self.pos = np.zeros(n_agents, np.float32)
+        self.goal = np.zeros(n_agents, np.float32)
+        super().__init__(specs[variant], 2, n_agents, max_episode_steps, seed)
+
+    def _reset_agents(self, idx: np.ndarray) -> None:
+        self.pos[idx] = self.rng.uniform(-1.0, 1.0, len(idx))
+        goal = self.rng.uniform(-1.0, 1.0, len(idx))
+        # Keep the goal out of reach of the start, so every episode needs a decision.
+        too_close = np.abs(goal - self.pos[idx]) < 2 * self.goal_radius
+        goal[too_close] = -self.pos[idx][too_close]
+        self.goal[idx] = goal
+
+    def _observe(self) -> np.ndarray:
+        return np.stack([self.pos, self.goal - self.pos], axis=1).astype(np.float32)
+
+    def _masks(self) -> Optional[list[np.ndarray]]:
+        if self.variant != "discrete":
+            return None
+        # Branch 0: 0 = left, 1 = stay, 2 = right. True = not allowed (mlagents_envs convention).
+        mask = np.zeros((self.n_agents, 3), dtype=bool)
+        mask[:, 0] = self.pos <= -1.0 + 1e-6
+        mask[:, 2] = self.pos >= 1.0 - 1e-6
+        return [mask]
+
+    def _advance(self, actions: ActionTuple) -> tuple[np.ndarray, np.ndarray]:
+        if self.variant == "continuous":
+            move = np.clip(actions.continuous[:, 0], -1.0, 1.0) * self.STEP
+        elif self.variant == "discrete":
+            move = (actions.discrete[:, 0].astype(np.float32) - 1.0) * self.STEP
+        else:
+            # Hybrid: the discrete branch picks the direction, the continuous action the speed.
+            direction = np.where(actions.discrete[:, 0] == 0, -1.0, 1.0)
+            speed = (np.clip(actions.continuous[:, 0], -1.0, 1.0) + 1.0) * 0.5
+            move = direction * (0.25 + 0.75 * speed) * self.STEP
+        self.pos = np.clip(self.pos + move, -1.0, 1.0).astype(np.float32)
+        reached = np.abs(self.goal - self.pos) < self.goal_radius
+        reward = np.where(reached, 1.0, -0.01).astype(np.float32)
+        return reward, reached
+
+
+class Trivial(_VectorBatchEnv):
+    """8 observed floats, 2 continuous actions, fixed-length episodes: a near-zero-cost env."""
+
+    behavior_name = "Trivial"
+
+    def __init__(self, n_agents: int = 4, max_episode_steps: int = 100, seed: int = 0):
+        super().__init__(ActionSpec(2, ()), 8, n_agents, max_episode_steps, seed)
+        self.state = np.zeros((n_agents, 8), np.float32)
+
+    def _reset_agents(self, idx: np.ndarray) -> None:
+        self.state[idx] = 0.0
+
+    def _observe(self) -> np.ndarray:
+        return self.state.copy()
+
+    def _advance(self, actions: ActionTuple) -> tuple[np.ndarray, np.ndarray]:
+        self.state[:, :2] += actions.continuous
+        reward = -np.abs(self.state[:, 0]).astype(np.float32)
+        return reward, np.zeros(self.n_agents, dtype=bool)
+
+
+BUILTIN_ENVS = {
+    "Reach": lambda seed, **kw: Reach("continuous", seed=seed, **kw),
+    "ReachDiscrete": lambda seed, **kw: Reach("discrete", seed=seed, **kw),
+    "ReachHybrid": lambda seed, **kw: Reach("hybrid", seed=seed, **kw),
+    "Trivial": lambda seed, **kw: Trivial(seed=seed, **kw),
+}

@@ -1,0 +1,324 @@
+"""N worker processes, each stepping one environment with its muscles.
+
+Protocol: one duplex Pipe per worker. The main process sends ``EnvironmentRequest``s (an Enum
+of commands); a worker answers every request with an ``EnvironmentResponse`` that says whether
+it succeeded. Step results from all workers are read as one stream, in arrival order, by
+``multiprocessing.connection.wait`` over the workers' pipes and process sentinels: the main
+process blocks with a deadline, never polls, and notices a killed worker at once. (A shared
+multiprocessing.Queue has one write lock for all workers; a worker killed while holding it
+would freeze the others, so replies travel on each worker's own pipe.)
+
+First-ready stepping: an idle worker is sent STEP (with any newer policy weights) right away,
+so a slow environment never holds back a fast one.
+
+A failing worker ships (worker id, exception type, message, traceback) and closes its env in
+``finally``. Shutdown asks (CLOSE), waits up to 10 s, then terminates and finally kills.
+"""
+
+from __future__ import annotations
+
+import enum
+import logging
+import multiprocessing
+import signal
+import sys
+import time
+import traceback
+from multiprocessing.connection import Connection, wait
+from typing import Any, NamedTuple, Optional
+
+import cloudpickle
+from mlagents_envs.base_env import BehaviorSpec
+
+from ml_arl.envs.env_manager import EnvManager
+from ml_arl.envs.env_runner import RESTARTABLE_EXCEPTIONS, EnvRunner, StepBatch
+from ml_arl.envs.sources import EnvFactory
+from ml_arl.exceptions import WorkerError
+from ml_arl.settings import EnvSettings
+
+logger = logging.getLogger(__name__)
+
+WORKER_SHUTDOWN_TIMEOUT_S = 10.0
+
+
+class EnvironmentCommand(enum.Enum):
+    STEP = 1
+    BEHAVIOR_SPECS = 2
+    RESET = 4
+    CLOSE = 5
+    FAILED = 6
+    CLOSED = 7
+
+
+class EnvironmentRequest(NamedTuple):
+    cmd: EnvironmentCommand
+    payload: Any = None
+
+
+class WorkerFailure(NamedTuple):
+    exc_type: str
+    message: str
+    traceback: str
+    restartable: bool
+
+
+class EnvironmentResponse(NamedTuple):
+    cmd: EnvironmentCommand
+    worker_id: int
+    payload: Any
+
+
+def worker_main(conn: Connection, factory_bytes: bytes, worker_id: int, seed: int, steps_per_message: int) -> None:
+    """Entry point of a worker process."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when we stop
+    runner: Optional[EnvRunner] = None
+    try:
+        factory: EnvFactory = cloudpickle.loads(factory_bytes)
+        runner = EnvRunner(factory(worker_id, seed), worker_id, seed)
+        conn.send(EnvironmentResponse(EnvironmentCommand.BEHAVIOR_SPECS, worker_id, runner.take_new_specs()))
+        while True:
+            req: EnvironmentRequest = conn.recv()
+            if req.cmd is EnvironmentCommand.STEP:
+                for behavior, msg in (req.payload or {}).items():
+                    runner.set_policy(behavior, msg)
+                conn.send(EnvironmentResponse(EnvironmentCommand.STEP, worker_id, runner.run(steps_per_message)))
+            elif req.cmd is EnvironmentCommand.RESET:
+                runner.reset()
+                conn.send(EnvironmentResponse(EnvironmentCommand.RESET, worker_id, None))
+            elif req.cmd is EnvironmentCommand.CLOSE:
+                break
+    except (EOFError, BrokenPipeError):
+        pass  # the main process is gone; nothing to report to
+    except BaseException as exc:  # noqa: BLE001 - shipped to the main process, never swallowed
+        failure = WorkerFailure(
+            type(exc).__name__, str(exc) or type(exc).__name__, traceback.format_exc(),
+            isinstance(exc, RESTARTABLE_EXCEPTIONS),
+        )
+        try:
+            conn.send(EnvironmentResponse(EnvironmentCommand.FAILED, worker_id, failure))
+        except (OSError, EOFError):
+            sys.stderr.write(f"worker {worker_id} failed and could not report it:\n{failure.traceback}")
+    finally:
+        if runner is not None:
+            try:
+                runner.close()
+            except Exception:  # noqa: BLE001 - closing after a failure must not hide the failure
+                logger.exception("worker %d: error while closing its environment", worker_id)
+        try:
+            conn.send(EnvironmentResponse(EnvironmentCommand.CLOSED, worker_id, None))
+        except (OSError, EOFError):
+            pass
+        conn.close()
+
+
+class _Worker:
+    def __init__(self, worker_id: int, process: multiprocessing.process.BaseProcess, conn: Connection):
+        self.worker_id = worker_id
+        self.process = process
+        self.conn = conn
+        self.busy_since: Optional[float] = None
+        self.policy_versions: dict[str, int] = {}
+
+
+def _context() -> Any:
+    # forkserver: children fork from a clean server process (no trainer threads, no torch),
+    # which is safe and fast. spawn where forkserver does not exist.
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["ml_arl.envs.subprocess_env_manager"])
+    return ctx
+
+
+class SubprocessEnvManager(EnvManager):
+    def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int):
+        super().__init__(settings)
+        self.factory_bytes = cloudpickle.dumps(factory)
+        self.seed = seed
+        self.ctx = _context()
+        self.workers: list[_Worker] = []
+        self.specs: dict[str, BehaviorSpec] = {}
+
+    @property
+    def num_workers(self) -> int:
+        return len(self.workers)
+
+    def _spawn(self, worker_id: int) -> _Worker:
+        parent, child = self.ctx.Pipe(duplex=True)
+        proc = self.ctx.Process(
+            target=worker_main,
+            args=(child, self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message),
+            name=f"arl-worker-{worker_id}",
+            daemon=True,
+        )
+        proc.start()
+        child.close()
+        return _Worker(worker_id, proc, parent)
+
+    def _await_specs(self, worker: _Worker) -> dict[str, BehaviorSpec]:
+        deadline = self.settings.timeout_wait
+        ready = wait([worker.conn, worker.process.sentinel], timeout=deadline)
+        if not ready:
+            self._kill(worker)
+            raise WorkerError(
+                worker.worker_id,
+                f"worker {worker.worker_id}: environment did not start within {deadline} s (--timeout-wait)",
+                restartable=True,
+            )
+        resp = self._recv(worker)
+        if resp.cmd is not EnvironmentCommand.BEHAVIOR_SPECS:
+            raise self._failure(worker, resp)
+        return resp.payload
+
+    def start(self) -> dict[str, BehaviorSpec]:
+        self.workers = [self._spawn(i) for i in range(self.settings.num_envs)]
+        for worker in self.workers:
+            specs = self._await_specs(worker)
+            for name, spec in specs.items():
+                self.specs.setdefault(name, spec)
+        return dict(self.specs)
+
+    def restart_worker(self, worker_id: int) -> None:
+        old = self.workers[worker_id]
+        self._kill(old)
+        new = self._spawn(worker_id)
+        self.workers[worker_id] = new
+        self._await_specs(new)
+
+    def _recv(self, worker: _Worker) -> EnvironmentResponse:
+        try:
+            return worker.conn.recv()
+        except (EOFError, OSError, ConnectionResetError):
+            worker.process.join(timeout=1.0)
+            code = worker.process.exitcode
+            how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+            return EnvironmentResponse(
+                EnvironmentCommand.FAILED,
+                worker.worker_id,
+                WorkerFailure("WorkerDied", f"worker process died ({how})", "", True),
+            )
+
+    def _failure(self, worker: _Worker, resp: EnvironmentResponse) -> WorkerError:
+        failure: WorkerFailure = resp.payload
+        tb = failure.traceback
+        message = f"worker {worker.worker_id}: {failure.exc_type}: {failure.message}"
+        if tb:
+            logger.error("worker %d raised:\n%s", worker.worker_id, tb.rstrip())
+        return WorkerError(worker.worker_id, message, tb, failure.restartable)
+
+    def step(self) -> list[StepBatch]:
+        now = time.monotonic()
+        for worker in self.workers:
+            if worker.busy_since is None:
+                updates = {
+                    b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != msg.version
+                }
+                try:
+                    worker.conn.send(EnvironmentRequest(EnvironmentCommand.STEP, updates))
+                except (OSError, BrokenPipeError):
+                    pass  # the process is gone; its sentinel will report it below
+                for b, msg in updates.items():
+                    worker.policy_versions[b] = msg.version
+                worker.busy_since = now
+        by_handle: dict[Any, _Worker] = {}
+        for worker in self.workers:
+            by_handle[worker.conn] = worker
+            by_handle[worker.process.sentinel] = worker
+        deadline = min(w.busy_since for w in self.workers if w.busy_since is not None) + self.settings.timeout_wait
+        ready = wait(list(by_handle), timeout=max(0.0, deadline - time.monotonic()))
+        batches: list[StepBatch] = []
+        failed: list[WorkerError] = []
+        seen: set[int] = set()
+        for handle in ready:
+            worker = by_handle[handle]
+            if worker.worker_id in seen:
+                continue
+            seen.add(worker.worker_id)
+            resp = self._recv(worker)
+            worker.busy_since = None
+            if resp.cmd is EnvironmentCommand.STEP:
+                batches.append(resp.payload)
+            else:
+                failed.append(self._failure(worker, resp))
+        if not ready:
+            now = time.monotonic()
+            for worker in self.workers:
+                if worker.busy_since is not None and now - worker.busy_since >= self.settings.timeout_wait:
+                    worker.busy_since = None
+                    failed.append(
+                        WorkerError(
+                            worker.worker_id,
+                            f"worker {worker.worker_id}: environment did not answer a step within "
+                            f"{self.settings.timeout_wait} s (hung?); raise --timeout-wait if it is just slow",
+                            restartable=True,
+                        )
+                    )
+        for failure in failed:
+            self.handle_failure(failure)
+        return batches
+
+    def reset(self) -> None:
+        for worker in self.workers:
+            if worker.busy_since is not None:
+                self._finish_pending(worker)
+            worker.conn.send(EnvironmentRequest(EnvironmentCommand.RESET))
+            worker.busy_since = time.monotonic()
+        for worker in self.workers:
+            if not wait([worker.conn], timeout=self.settings.timeout_wait):
+                raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: reset timed out", restartable=True)
+            resp = self._recv(worker)
+            worker.busy_since = None
+            if resp.cmd is not EnvironmentCommand.RESET:
+                raise self._failure(worker, resp)
+
+    def _finish_pending(self, worker: _Worker) -> None:
+        """Wait for an in-flight STEP answer and drop it (used before a reset)."""
+        if wait([worker.conn], timeout=self.settings.timeout_wait):
+            resp = self._recv(worker)
+            if resp.cmd is EnvironmentCommand.FAILED:
+                raise self._failure(worker, resp)
+        worker.busy_since = None
+
+    def _kill(self, worker: _Worker) -> None:
+        if worker.process.is_alive():
+            worker.process.terminate()
+            worker.process.join(timeout=2.0)
+            if worker.process.is_alive():
+                worker.process.kill()
+                worker.process.join(timeout=2.0)
+        worker.conn.close()
+
+    def close(self) -> None:
+        """Ask every worker to close, wait up to 10 s for all, then terminate the stragglers."""
+        for worker in self.workers:
+            try:
+                worker.conn.send(EnvironmentRequest(EnvironmentCommand.CLOSE))
+            except (OSError, BrokenPipeError):
+                pass
+        deadline = time.monotonic() + WORKER_SHUTDOWN_TIMEOUT_S
+        pending = {w.worker_id: w for w in self.workers if w.process.is_alive()}
+        while pending:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            handles: list[Any] = []
+            for w in pending.values():
+                handles += [w.process.sentinel, w.conn]
+            ready = wait(handles, timeout=remaining)
+            for worker in list(pending.values()):
+                if worker.conn in ready:
+                    try:
+                        worker.conn.recv()  # drop late answers so a worker blocked in send can exit
+                    except (EOFError, OSError):
+                        pass
+                if worker.process.sentinel in ready:
+                    worker.process.join(timeout=0)
+                    del pending[worker.worker_id]
+        if pending:
+            logger.warning(
+                "SubprocessEnvManager: workers %s did not shut down within %.0f s; terminating them",
+                sorted(pending), WORKER_SHUTDOWN_TIMEOUT_S,
+            )
+        for worker in self.workers:
+            self._kill(worker)
+        self.workers = []

@@ -1,0 +1,54 @@
+"""Exceptions that carry a message meant for the user (printed as one line, no traceback)."""
+
+from __future__ import annotations
+
+
+class ArlError(Exception):
+    """Base class: an error whose message is complete on its own."""
+
+    exit_code = 1
+
+
+class ConfigError(ArlError):
+    """The configuration (file or flags) is invalid. Every problem is in ``problems``."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__("\n".join(problems))
+
+
+class RunDirectoryError(ArlError):
+    """The results directory does not fit the requested mode (--resume, --force, ...)."""
+
+    exit_code = 2
+
+
+class EnvironmentSourceError(ArlError):
+    """An --env value could not be turned into an environment."""
+
+    exit_code = 2
+
+
+class WorkerError(ArlError):
+    """A worker process failed. ``restartable`` tells whether a restart may fix it."""
+
+    def __init__(self, worker_id: int, message: str, tb: str = "", restartable: bool = False):
+        self.worker_id = worker_id
+        self.worker_traceback = tb
+        self.restartable = restartable
+        super().__init__(message)
+
+
+class RestartQuotaExceeded(ArlError):
+    """A worker failed more often than max_lifetime_restarts / the rate limit allow."""
+
+
+class TrainerThreadError(ArlError):
+    """A trainer running in its own thread raised; the traceback is in ``thread_traceback``."""
+
+    def __init__(self, behavior: str, message: str, tb: str):
+        self.behavior = behavior
+        self.thread_traceback = tb
+        super().__init__(message)

@@ -1,0 +1,105 @@
+"""The muscle: the actor's forward pass in numpy, run where the environment runs.
+
+A trainer (the brain) learns with torch; workers act with a numpy copy of the actor, so a
+worker process never imports torch (fast start, small memory) and no step waits on a round
+trip to the main process. The maths mirrors ``ActorCritic.evaluate``; a unit test checks that
+log-probabilities agree with torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple, Optional
+
+import numpy as np
+from mlagents_envs.base_env import ActionTuple
+
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+
+
+class ActionInfo(NamedTuple):
+    continuous: np.ndarray  # [B, n_cont] float32, raw Gaussian sample (what the trainer scores)
+    discrete: np.ndarray  # [B, n_branches] int32
+    log_prob: np.ndarray  # [B] float32, joint log-probability of the action
+    entropy: np.ndarray  # [B] float32
+    env_action: ActionTuple  # sent to the env: continuous clamp(a, -3, 3) / 3, as ML-Agents does
+
+
+def masks_allowed(action_mask: Optional[list[np.ndarray]], n: int, branches: tuple[int, ...]) -> Optional[np.ndarray]:
+    """mlagents_envs masks (per branch, True = forbidden) -> one [n, sum(branches)] allowed array."""
+    if not branches:
+        return None
+    if action_mask is None:
+        return np.ones((n, sum(branches)), dtype=bool)
+    return ~np.concatenate(action_mask, axis=1) if len(action_mask) > 1 else ~action_mask[0]
+
+
+def _swish(x: np.ndarray) -> np.ndarray:
+    return x * (0.5 + 0.5 * np.tanh(0.5 * x))
+
+
+class Muscle:
+    def __init__(self, weights: dict[str, np.ndarray], deterministic: bool = False, seed: int = 0):
+        self.rng = np.random.default_rng(seed)
+        self.deterministic = deterministic
+        self.set_weights(weights)
+
+    def set_weights(self, w: dict[str, np.ndarray]) -> None:
+        n_layers = sum(1 for k in w if k.startswith("body.") and k.endswith(".w"))
+        self.layers = [(w[f"body.{i}.w"], w[f"body.{i}.b"]) for i in range(n_layers)]
+        self.mu_w, self.mu_b = w["mu.w"], w["mu.b"]
+        self.log_std = w["log_std"]
+        self.std = np.exp(self.log_std)
+        self.logits_w, self.logits_b = w["logits.w"], w["logits.b"]
+        self.norm = (w["norm.mean"], w["norm.std"]) if "norm.mean" in w else None
+        self.branches = tuple(int(b) for b in w["branches"])
+        self.n_cont = self.mu_b.shape[0]
+        self._cont_entropy = float(np.sum(0.5 + _LOG_SQRT_2PI + self.log_std)) if self.n_cont else 0.0
+        self._offsets = np.cumsum((0,) + self.branches)
+
+    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
+        x = obs[0].reshape(obs[0].shape[0], -1) if len(obs) == 1 else np.concatenate(
+            [o.reshape(o.shape[0], -1) for o in obs], axis=1
+        )
+        if self.norm is not None:
+            x = np.clip((x - self.norm[0]) / self.norm[1], -5.0, 5.0)
+        h = x.astype(np.float32, copy=False)
+        for w, b in self.layers:
+            h = _swish(h @ w + b)
+        batch = h.shape[0]
+        log_prob = np.zeros(batch, np.float32)
+        entropy = np.zeros(batch, np.float32)
+        if self.n_cont:
+            mu = h @ self.mu_w + self.mu_b
+            if self.deterministic:
+                cont = mu
+            else:
+                noise = self.rng.standard_normal(mu.shape).astype(np.float32)
+                cont = mu + noise * self.std
+            z = (cont - mu) / self.std
+            log_prob += np.sum(-0.5 * z * z - self.log_std - _LOG_SQRT_2PI, axis=1)
+            entropy += self._cont_entropy
+        else:
+            cont = np.zeros((batch, 0), np.float32)
+        disc = np.zeros((batch, len(self.branches)), np.int32)
+        if self.branches:
+            logits = h @ self.logits_w + self.logits_b
+            if allowed is not None:
+                logits = np.where(allowed, logits, -1e8)
+            for i in range(len(self.branches)):
+                lg = logits[:, self._offsets[i] : self._offsets[i + 1]]
+                lg = lg - lg.max(axis=1, keepdims=True)
+                p = np.exp(lg)
+                p /= p.sum(axis=1, keepdims=True)
+                if self.deterministic:
+                    choice = p.argmax(axis=1)
+                else:
+                    u = self.rng.random(batch)[:, None]
+                    choice = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), self.branches[i] - 1)
+                disc[:, i] = choice
+                logp = lg - np.log(np.exp(lg).sum(axis=1, keepdims=True))
+                log_prob += logp[np.arange(batch), choice]
+                entropy -= np.sum(np.where(p > 0, p * logp, 0.0), axis=1)
+        cont = cont.astype(np.float32, copy=False)
+        env_action = ActionTuple(continuous=np.clip(cont, -3.0, 3.0) / 3.0, discrete=disc)
+        return ActionInfo(cont, disc, log_prob, entropy, env_action)

@@ -1,0 +1,166 @@
+"""Actor-critic networks (torch) for vector observations and hybrid action spaces.
+
+One module holds the observation normalizer, the actor (MLP body with Swish, a Gaussian head
+with a state-independent log-std, a categorical head per discrete branch) and the critic
+(its own MLP body unless ``shared_critic``). The same maths runs in numpy inside the workers
+(``ml_arl.policy.muscle``); ``muscle_weights()`` is the hand-over.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+import numpy as np
+import torch
+from mlagents_envs.base_env import BehaviorSpec
+from torch import nn
+
+from ml_arl.settings import NetworkSettings
+
+MASK_LOGIT = -1e8
+
+
+def obs_size(spec: BehaviorSpec) -> int:
+    return int(sum(int(np.prod(o.shape)) for o in spec.observation_specs))
+
+
+class Normalizer(nn.Module):
+    """Running mean and variance (parallel Welford); output clamp((x - mean) / std, -5, 5)."""
+
+    def __init__(self, size: int):
+        super().__init__()
+        self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+        self.register_buffer("mean", torch.zeros(size, dtype=torch.float64))
+        self.register_buffer("var", torch.ones(size, dtype=torch.float64))
+
+    def update(self, x: torch.Tensor) -> None:
+        x = x.detach().to(torch.float64)
+        n = x.shape[0]
+        if n == 0:
+            return
+        batch_mean = x.mean(0)
+        batch_var = x.var(0, unbiased=False)
+        total = self.count + n
+        delta = batch_mean - self.mean
+        new_mean = self.mean + delta * n / total
+        m2 = self.var * self.count + batch_var * n + delta.pow(2) * self.count * n / total
+        self.mean.copy_(new_mean)
+        self.var.copy_(m2 / total)
+        self.count.copy_(total)
+
+    def std(self) -> torch.Tensor:
+        return torch.sqrt(self.var + 1e-8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.clamp((x - self.mean.float()) / self.std().float(), -5.0, 5.0)
+
+
+def _mlp(in_size: int, hidden: int, layers: int) -> nn.Sequential:
+    mods: list[nn.Module] = []
+    size = in_size
+    for _ in range(layers):
+        lin = nn.Linear(size, hidden)
+        nn.init.orthogonal_(lin.weight, gain=math.sqrt(2))
+        nn.init.zeros_(lin.bias)
+        mods += [lin, nn.SiLU()]  # SiLU is Swish: x * sigmoid(x), as ML-Agents uses
+        size = hidden
+    return nn.Sequential(*mods)
+
+
+def _head(in_size: int, out_size: int, gain: float) -> nn.Linear:
+    lin = nn.Linear(in_size, out_size)
+    nn.init.orthogonal_(lin.weight, gain=gain)
+    nn.init.zeros_(lin.bias)
+    return lin
+
+
+class ActorCritic(nn.Module):
+    def __init__(self, spec: BehaviorSpec, settings: NetworkSettings, shared_critic: bool = False):
+        super().__init__()
+        self.in_size = obs_size(spec)
+        self.n_cont = spec.action_spec.continuous_size
+        self.branches = tuple(int(b) for b in spec.action_spec.discrete_branches)
+        self.normalize = settings.normalize
+        self.normalizer = Normalizer(self.in_size)
+        h = settings.hidden_units
+        self.body = _mlp(self.in_size, h, settings.num_layers)
+        self.shared_critic = shared_critic
+        self.critic_body = self.body if shared_critic else _mlp(self.in_size, h, settings.num_layers)
+        # Heads exist only for the action kinds the behavior has (no zero-sized layers).
+        self.mu = _head(h, self.n_cont, gain=0.01) if self.n_cont else None
+        self.log_std = nn.Parameter(torch.zeros(self.n_cont))
+        self.logits = _head(h, sum(self.branches), gain=0.01) if self.branches else None
+        self.value_head = _head(h, 1, gain=1.0)
+
+    # ------------------------------------------------------------------ pieces
+    def encode_input(self, obs: list[torch.Tensor]) -> torch.Tensor:
+        x = torch.cat([o.reshape(o.shape[0], -1) for o in obs], dim=1) if len(obs) > 1 else obs[0].reshape(obs[0].shape[0], -1)
+        return self.normalizer(x) if self.normalize else x
+
+    def value(self, obs: list[torch.Tensor]) -> torch.Tensor:
+        return self.value_head(self.critic_body(self.encode_input(obs))).squeeze(-1)
+
+    def _branch_logits(self, hidden: torch.Tensor, masks: Optional[torch.Tensor]) -> list[torch.Tensor]:
+        assert self.logits is not None
+        logits = self.logits(hidden)
+        if masks is not None:
+            logits = torch.where(masks, logits, torch.full_like(logits, MASK_LOGIT))
+        return list(torch.split(logits, self.branches, dim=1))
+
+    def evaluate(
+        self,
+        obs: list[torch.Tensor],
+        masks: Optional[torch.Tensor],
+        continuous: torch.Tensor,
+        discrete: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Log-probability and entropy of given actions, and the value, in one pass."""
+        x = self.encode_input(obs)
+        hidden = self.body(x)
+        batch = x.shape[0]
+        log_prob = torch.zeros(batch, device=x.device)
+        entropy = torch.zeros(batch, device=x.device)
+        if self.mu is not None:
+            mu = self.mu(hidden)
+            dist = torch.distributions.Normal(mu, self.log_std.exp().expand_as(mu))
+            log_prob = log_prob + dist.log_prob(continuous).sum(-1)
+            entropy = entropy + dist.entropy().sum(-1)
+        if self.branches:
+            for i, logits in enumerate(self._branch_logits(hidden, masks)):
+                logp = torch.log_softmax(logits, dim=-1)
+                log_prob = log_prob + logp.gather(1, discrete[:, i : i + 1].long()).squeeze(1)
+                entropy = entropy - (logp.exp() * logp).sum(-1)
+        critic_hidden = hidden if self.shared_critic else self.critic_body(x)
+        value = self.value_head(critic_hidden).squeeze(-1)
+        return log_prob, entropy, value
+
+    def muscle_weights(self) -> dict[str, np.ndarray]:
+        """The actor as numpy arrays (float32), for ml_arl.policy.muscle.Muscle."""
+        def np32(t: torch.Tensor) -> np.ndarray:
+            return t.detach().to("cpu", torch.float32).numpy().copy()
+
+        out: dict[str, np.ndarray] = {}
+        linears = [m for m in self.body if isinstance(m, nn.Linear)]
+        for i, lin in enumerate(linears):
+            out[f"body.{i}.w"] = np32(lin.weight.T)
+            out[f"body.{i}.b"] = np32(lin.bias)
+        hidden = linears[-1].out_features
+        if self.mu is not None:
+            out["mu.w"] = np32(self.mu.weight.T)
+            out["mu.b"] = np32(self.mu.bias)
+        else:
+            out["mu.w"] = np.zeros((hidden, 0), np.float32)
+            out["mu.b"] = np.zeros(0, np.float32)
+        out["log_std"] = np32(self.log_std)
+        if self.logits is not None:
+            out["logits.w"] = np32(self.logits.weight.T)
+            out["logits.b"] = np32(self.logits.bias)
+        else:
+            out["logits.w"] = np.zeros((hidden, 0), np.float32)
+            out["logits.b"] = np.zeros(0, np.float32)
+        if self.normalize:
+            out["norm.mean"] = np32(self.normalizer.mean)
+            out["norm.std"] = np32(self.normalizer.std())
+        out["branches"] = np.asarray(self.branches, dtype=np.int64)
+        return out

@@ -1,0 +1,418 @@
+"""The run configuration: schema, defaults, YAML loading, validation and the CLI merge.
+
+The schema follows ML-Agents' ``mlagents-learn`` YAML (behaviors, default_settings,
+env_settings, engine_settings, checkpoint_settings, torch_settings, debug) with the same
+defaults. Validation is strict and reports every problem at once, one line each, naming
+the file, the key path, the bad value and the closest valid key.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+import os
+from typing import Annotated, Any, Literal, Optional, Union
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from ml_arl.exceptions import ConfigError
+
+
+def _to_int(value: Any) -> Any:
+    """Accept 5.0e5, 500000.0 and "5.0e5" for integer keys, as ML-Agents does (int(float(v)))."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            as_float = float(value)
+        except ValueError:
+            return value
+        if as_float.is_integer():
+            return int(as_float)
+    return value
+
+
+def _to_float(value: Any) -> Any:
+    """YAML 1.1 reads "3.0e-4" (no sign after e) as a string; accept it as a number."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+Int = Annotated[int, BeforeValidator(_to_int)]
+Float = Annotated[float, BeforeValidator(_to_float)]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+ScheduleType = Literal["linear", "constant"]
+
+
+class PPOSettings(_Strict):
+    batch_size: Int = Field(1024, gt=0)
+    buffer_size: Int = Field(10240, gt=0)
+    learning_rate: Float = Field(3.0e-4, gt=0)
+    beta: Float = Field(5.0e-3, ge=0)
+    epsilon: Float = Field(0.2, gt=0)
+    lambd: Float = Field(0.95, ge=0, le=1)
+    num_epoch: Int = Field(3, gt=0)
+    shared_critic: bool = False
+    learning_rate_schedule: ScheduleType = "linear"
+    beta_schedule: Optional[ScheduleType] = None
+    epsilon_schedule: Optional[ScheduleType] = None
+
+    @model_validator(mode="after")
+    def _inherit_schedules(self) -> "PPOSettings":
+        # As in ML-Agents: beta and epsilon follow the learning-rate schedule unless given.
+        if self.beta_schedule is None:
+            object.__setattr__(self, "beta_schedule", self.learning_rate_schedule)
+        if self.epsilon_schedule is None:
+            object.__setattr__(self, "epsilon_schedule", self.learning_rate_schedule)
+        return self
+
+
+class MemorySettings(_Strict):
+    sequence_length: Int = Field(64, gt=0)
+    memory_size: Int = Field(128, gt=0)
+
+
+class NetworkSettings(_Strict):
+    normalize: bool = False
+    hidden_units: Int = Field(128, gt=0)
+    num_layers: Int = Field(2, ge=1)
+    vis_encode_type: Literal["fully_connected", "match3", "simple", "nature_cnn", "resnet"] = "simple"
+    memory: Optional[MemorySettings] = None
+    goal_conditioning_type: Literal["hyper", "none"] = "hyper"
+    deterministic: bool = False
+
+
+class RewardSignalSettings(_Strict):
+    gamma: Float = Field(0.99, ge=0, le=1)
+    strength: Float = 1.0
+    network_settings: NetworkSettings = Field(default_factory=NetworkSettings)
+
+
+class RewardSignals(_Strict):
+    extrinsic: RewardSignalSettings = Field(default_factory=RewardSignalSettings)
+
+
+class TrainerSettings(_Strict):
+    trainer_type: Literal["ppo"] = "ppo"
+    hyperparameters: PPOSettings = Field(default_factory=PPOSettings)
+    checkpoint_interval: Int = Field(500000, gt=0)
+    network_settings: NetworkSettings = Field(default_factory=NetworkSettings)
+    reward_signals: RewardSignals = Field(default_factory=RewardSignals)
+    init_path: Optional[str] = None
+    keep_checkpoints: Int = Field(5, ge=1)
+    even_checkpoints: bool = False
+    max_steps: Int = Field(500000, gt=0)
+    time_horizon: Int = Field(64, gt=0)
+    summary_freq: Int = Field(50000, gt=0)
+    threaded: bool = False
+
+    @model_validator(mode="after")
+    def _derived(self) -> "TrainerSettings":
+        if self.even_checkpoints:
+            object.__setattr__(self, "checkpoint_interval", max(1, self.max_steps // self.keep_checkpoints))
+        return self
+
+
+class EnvSettings(_Strict):
+    env_path: Optional[str] = None
+    env_args: Optional[list[str]] = None
+    base_port: Int = Field(5005, ge=0, le=65535)
+    num_envs: Int = Field(1, ge=1)
+    num_areas: Int = Field(1, ge=1)
+    timeout_wait: Int = Field(60, gt=0)
+    seed: Int = -1
+    max_lifetime_restarts: Int = Field(10, ge=-1)
+    restarts_rate_limit_n: Int = Field(1, ge=-1)
+    restarts_rate_limit_period_s: Int = Field(60, ge=0)
+    # ml_arl extensions (not in ML-Agents): how workers run.
+    manager: Literal["subprocess", "inprocess"] = "subprocess"
+    steps_per_message: Int = Field(16, ge=1)
+
+
+class EngineSettings(_Strict):
+    width: Int = 84
+    height: Int = 84
+    quality_level: Int = 5
+    time_scale: Float = 20.0
+    target_frame_rate: Int = -1
+    capture_frame_rate: Int = 60
+    no_graphics: bool = False
+    no_graphics_monitor: bool = False
+
+
+class CheckpointSettings(_Strict):
+    run_id: str = "ppo"
+    initialize_from: Optional[str] = None
+    load_model: bool = False
+    resume: bool = False
+    force: bool = False
+    train_model: bool = False
+    inference: bool = False
+    results_dir: str = "results"
+
+    @property
+    def write_path(self) -> str:
+        return os.path.join(self.results_dir, self.run_id)
+
+    @property
+    def run_logs_dir(self) -> str:
+        return os.path.join(self.write_path, "run_logs")
+
+
+class TorchSettings(_Strict):
+    device: Optional[str] = None
+
+
+EnvironmentParameter = Union[Float, dict[str, Any]]
+
+
+class RunOptions(_Strict):
+    behaviors: dict[str, TrainerSettings] = Field(default_factory=dict)
+    default_settings: Optional[TrainerSettings] = None
+    env_settings: EnvSettings = Field(default_factory=EnvSettings)
+    engine_settings: EngineSettings = Field(default_factory=EngineSettings)
+    environment_parameters: Optional[dict[str, EnvironmentParameter]] = None
+    checkpoint_settings: CheckpointSettings = Field(default_factory=CheckpointSettings)
+    torch_settings: TorchSettings = Field(default_factory=TorchSettings)
+    debug: bool = False
+
+    def settings_for(self, behavior: str) -> TrainerSettings:
+        """Settings of a behavior seen in the environment ("Name?team=1" maps to "Name")."""
+        name = behavior.split("?", 1)[0]
+        if name in self.behaviors:
+            return self.behaviors[name]
+        if self.default_settings is not None:
+            return self.default_settings
+        known = ", ".join(sorted(self.behaviors)) or "none"
+        raise ConfigError(
+            [
+                f"behaviors: the environment has a behavior named '{name}' but the config has no "
+                f"entry for it (configured: {known}); add 'behaviors: {{{name}: ...}}' or a "
+                "'default_settings:' section"
+            ]
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
+    """Valid key names at ``loc`` (the path to a mapping inside ``model``)."""
+    current: Any = model
+    for part in loc:
+        if current is None:
+            return []
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(part))
+            if field is None:
+                return []
+            current = _model_in(field.annotation)
+            if current is None and field.annotation is not None and _is_dict_of_models(field.annotation):
+                current = ("dict", _dict_value_model(field.annotation))
+        elif isinstance(current, tuple) and current[0] == "dict":
+            current = current[1]
+        else:
+            return []
+    if isinstance(current, type) and issubclass(current, BaseModel):
+        return list(current.model_fields)
+    return []
+
+
+def _model_in(annotation: Any) -> Optional[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return annotation
+    for arg in getattr(annotation, "__args__", ()) or ():
+        if isinstance(arg, type) and issubclass(arg, BaseModel):
+            return arg
+    return None
+
+
+def _is_dict_of_models(annotation: Any) -> bool:
+    return _dict_value_model(annotation) is not None
+
+
+def _dict_value_model(annotation: Any) -> Optional[type[BaseModel]]:
+    candidates = [annotation, *(getattr(annotation, "__args__", ()) or ())]
+    for cand in candidates:
+        if getattr(cand, "__origin__", None) is dict:
+            args = getattr(cand, "__args__", ())
+            if len(args) == 2 and isinstance(args[1], type) and issubclass(args[1], BaseModel):
+                return args[1]
+    return None
+
+
+_UNSUPPORTED = {
+    "reward_signals": {"curiosity", "gail", "rnd"},
+    "": {"self_play", "behavioral_cloning"},
+}
+
+
+def _describe(error: dict[str, Any], prefix: tuple[Any, ...], root: type[BaseModel]) -> str:
+    loc = tuple(prefix) + tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
+    # pydantic adds the union member / literal tag to some locations; drop them for the user.
+    clean = tuple(p for p in loc if p not in ("float", "dict[str,any]", "constrained-float"))
+    path = ".".join(str(p) for p in clean) or "(top level)"
+    kind = error["type"]
+    value = error.get("input")
+    if kind == "extra_forbidden":
+        key = str(clean[-1])
+        parent = clean[:-1]
+        if key in _UNSUPPORTED["reward_signals"] and parent and parent[-1] == "reward_signals":
+            return f"{path}: reward signal '{key}' is not supported yet; only 'extrinsic' is available"
+        if key in _UNSUPPORTED[""]:
+            return f"{path}: '{key}' is not supported yet by ml_arl; remove it"
+        valid = _fields_at(root, _strip_for_schema(parent))
+        close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
+        hint = f"; did you mean '{close[0]}'?" if close else (f"; valid keys: {', '.join(valid)}" if valid else "")
+        return f"{path}: unknown key '{key}'{hint}"
+    if kind == "literal_error":
+        expected = error.get("ctx", {}).get("expected", "")
+        close_msg = ""
+        if isinstance(value, str):
+            options = [o.strip(" '") for o in str(expected).replace(" or ", ",").split(",")]
+            close = difflib.get_close_matches(value, options, n=1, cutoff=0.5)
+            if close:
+                close_msg = f"; did you mean '{close[0]}'?"
+        return f"{path}: {value!r} is not allowed, expected {expected}{close_msg}"
+    if kind == "missing":
+        return f"{path}: required key is missing"
+    return f"{path}: {value!r} is invalid: {error['msg'][0].lower() + error['msg'][1:]}"
+
+
+def _strip_for_schema(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The path as the schema sees it: behavior names are dict keys, schema-free."""
+    out: list[Any] = []
+    skip_next = False
+    for i, part in enumerate(loc):
+        if skip_next:
+            skip_next = False
+            out.append(part)
+            continue
+        out.append(part)
+        if part == "behaviors" and i == 0:
+            skip_next = True
+    return tuple(out)
+
+
+def _validate(model: type[BaseModel], data: Any, prefix: tuple[Any, ...], root: type[BaseModel]) -> tuple[Any, list[str]]:
+    try:
+        return model.model_validate(data), []
+    except ValidationError as err:
+        return None, [_describe(e, prefix, root) for e in err.errors()]
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read a YAML config with yaml.safe_load; errors name the file and line."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except FileNotFoundError:
+        raise ConfigError([f"{path}: config file not found; check the path"]) from None
+    except IsADirectoryError:
+        raise ConfigError([f"{path}: is a directory, expected a YAML config file"]) from None
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError([f"{path}:{where}: YAML syntax error: {problem}"]) from None
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"{path}: the top level must be a mapping of sections (behaviors:, env_settings:, ...)"])
+    return data
+
+
+def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]], source: str) -> RunOptions:
+    """Validate a config dict plus typed CLI flags into RunOptions, reporting every problem at once."""
+    data = copy.deepcopy(data)
+    for section, values in cli_overrides.items():
+        if section == "":
+            data.update(values)
+            continue
+        if not isinstance(data.get(section), dict):
+            data[section] = {}
+        data[section].update(values)
+
+    problems: list[str] = []
+    behaviors_raw = data.pop("behaviors", None) or {}
+    defaults_raw = data.pop("default_settings", None)
+    if not isinstance(behaviors_raw, dict):
+        problems.append(f"behaviors: expected a mapping of behavior name to settings, got {behaviors_raw!r}")
+        behaviors_raw = {}
+    if defaults_raw is not None and not isinstance(defaults_raw, dict):
+        problems.append(f"default_settings: expected a mapping of trainer settings, got {defaults_raw!r}")
+        defaults_raw = None
+
+    base, errs = _validate(RunOptions, data, (), RunOptions)
+    problems += errs
+    defaults = None
+    if defaults_raw is not None:
+        defaults, errs = _validate(TrainerSettings, defaults_raw, ("default_settings",), RunOptions)
+        problems += errs
+
+    behaviors: dict[str, TrainerSettings] = {}
+    for name, raw in behaviors_raw.items():
+        raw = raw or {}
+        if not isinstance(raw, dict):
+            problems.append(f"behaviors.{name}: expected a mapping of trainer settings, got {raw!r}")
+            continue
+        own, errs = _validate(TrainerSettings, raw, ("behaviors", name), RunOptions)
+        problems += errs
+        if own is None:
+            continue
+        merged_raw = _deep_merge(defaults_raw or {}, raw)
+        merged, errs = _validate(TrainerSettings, merged_raw, ("behaviors", name), RunOptions)
+        if merged is not None:
+            behaviors[str(name)] = merged
+        elif defaults is not None:
+            problems += errs
+
+    for name, settings in list(behaviors.items()) + ([("default_settings", defaults)] if defaults else []):
+        where = f"behaviors.{name}" if name != "default_settings" else name
+        hp = settings.hyperparameters
+        if hp.batch_size > hp.buffer_size:
+            problems.append(
+                f"{where}.hyperparameters.batch_size: {hp.batch_size} is larger than buffer_size "
+                f"({hp.buffer_size}); make batch_size <= buffer_size"
+            )
+        if settings.network_settings.memory is not None:
+            problems.append(f"{where}.network_settings.memory: recurrent networks (LSTM) are not supported yet; remove 'memory'")
+
+    if base is not None:
+        env = base.env_settings
+        if env.num_envs > 1 and env.env_path is None:
+            problems.append("env_settings.num_envs: num_envs > 1 needs env_settings.env_path (or --env)")
+        if base.checkpoint_settings.resume and base.checkpoint_settings.force:
+            problems.append("checkpoint_settings: resume and force cannot both be set; pick one")
+
+    if problems:
+        raise ConfigError([f"{source}: {p}" for p in problems])
+    assert base is not None
+    base.behaviors = behaviors
+    base.default_settings = defaults
+    return base

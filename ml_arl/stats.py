@@ -1,0 +1,143 @@
+"""Statistics: reporters per behavior (category) and the writers that own the outputs.
+
+Tags follow ML-Agents ("Environment/Cumulative Reward", "Losses/Value Loss", ...). Values are
+averaged over each summary period and written when the trainer step crosses a multiple of
+summary_freq, at that multiple.
+"""
+
+from __future__ import annotations
+
+import glob
+import logging
+import os
+import threading
+import time
+from typing import NamedTuple, Protocol
+
+import numpy as np
+
+logger = logging.getLogger(__name__)
+
+
+class StatsSummary(NamedTuple):
+    mean: float
+    std: float
+    count: int
+
+
+class StatsWriter(Protocol):
+    def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class TensorboardWriter:
+    """One event file per behavior under results/<run-id>/<Behavior>/."""
+
+    def __init__(self, base_dir: str, clear_past_data: bool):
+        self.base_dir = base_dir
+        self.clear_past_data = clear_past_data
+        self._writers: dict[str, object] = {}
+
+    def _writer(self, category: str):  # noqa: ANN202 - SummaryWriter is imported lazily
+        writer = self._writers.get(category)
+        if writer is None:
+            from torch.utils.tensorboard import SummaryWriter
+
+            path = os.path.join(self.base_dir, category)
+            os.makedirs(path, exist_ok=True)
+            if self.clear_past_data:
+                for old in glob.glob(os.path.join(path, "events.out.tfevents.*")):
+                    os.remove(old)
+            writer = self._writers[category] = SummaryWriter(path)
+        return writer
+
+    def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
+        writer = self._writer(category)
+        for key, summary in values.items():
+            writer.add_scalar(key, summary.mean, step)  # type: ignore[attr-defined]
+        writer.flush()  # type: ignore[attr-defined]
+
+    def close(self) -> None:
+        for writer in self._writers.values():
+            writer.close()  # type: ignore[attr-defined]
+
+
+class ConsoleWriter:
+    """The ML-Agents console line, every summary period."""
+
+    def __init__(self) -> None:
+        self.start = time.time()
+
+    def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
+        parts = [category, f"Step: {step}", f"Time Elapsed: {time.time() - self.start:0.3f} s"]
+        reward = values.get("Environment/Cumulative Reward")
+        if reward is not None and reward.count > 0:
+            parts += [f"Mean Reward: {reward.mean:0.3f}", f"Std of Reward: {reward.std:0.3f}"]
+        else:
+            parts.append("No episode was completed since last summary")
+        training = values.get("Is Training")
+        parts.append("Training" if training is None or training.mean > 0 else "Not Training")
+        logger.info(". ".join(parts) + ".")
+
+    def close(self) -> None:
+        pass
+
+
+class GaugeWriter:
+    """Mirrors every stat into the timers.json gauges (<Behavior>.<Tag>.mean)."""
+
+    def __init__(self, timers) -> None:  # noqa: ANN001 - ml_arl.timers.Timers
+        self.timers = timers
+
+    def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
+        for key, summary in values.items():
+            name = f"{category}.{key.replace('/', '.').replace(' ', '')}.mean"
+            self.timers.set_gauge(name, summary.mean)
+
+    def close(self) -> None:
+        pass
+
+
+HIDDEN_FROM_TENSORBOARD = ("Is Training",)
+
+
+class StatsReporter:
+    """Collects values for one category (behavior) between summaries. Thread-safe."""
+
+    def __init__(self, category: str, writers: list[StatsWriter]):
+        self.category = category
+        self.writers = writers
+        self._lock = threading.Lock()
+        self._values: dict[str, list[float]] = {}
+        self._recent_rewards: list[float] = []
+
+    def add_stat(self, key: str, value: float) -> None:
+        with self._lock:
+            self._values.setdefault(key, []).append(float(value))
+
+    def set_stat(self, key: str, value: float) -> None:
+        with self._lock:
+            self._values[key] = [float(value)]
+
+    def add_episode_reward(self, reward: float) -> None:
+        with self._lock:
+            self._recent_rewards.append(reward)
+
+    def take_mean_episode_reward(self) -> float | None:
+        """Mean return of episodes since the last call (checkpoint 'reward' in training_status)."""
+        with self._lock:
+            rewards, self._recent_rewards = self._recent_rewards, []
+        return float(np.mean(rewards)) if rewards else None
+
+    def write_stats(self, step: int) -> None:
+        with self._lock:
+            values, self._values = self._values, {}
+        summaries = {
+            k: StatsSummary(float(np.mean(v)), float(np.std(v)), len(v)) for k, v in values.items() if v
+        }
+        for writer in self.writers:
+            shown = summaries
+            if isinstance(writer, TensorboardWriter):
+                shown = {k: v for k, v in summaries.items() if k not in HIDDEN_FROM_TENSORBOARD}
+            writer.write_stats(self.category, shown, step)

@@ -1,0 +1,43 @@
+"""Pure helpers shared by trainers: GAE, discounted returns, schedules."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def gae(
+    rewards: np.ndarray, values: np.ndarray, value_next: float, gamma: float, lambd: float
+) -> np.ndarray:
+    """Generalised advantage estimates (Schulman et al. 2016) for one trajectory.
+
+    ``value_next`` is V(s_T), the value of the observation after the last step: 0 when the
+    episode truly terminated, the critic's estimate when it was cut (time horizon or max-step
+    interruption).
+    """
+    n = rewards.shape[0]
+    adv = np.zeros(n, dtype=np.float32)
+    last = 0.0
+    next_value = value_next
+    for t in range(n - 1, -1, -1):
+        delta = rewards[t] + gamma * next_value - values[t]
+        last = delta + gamma * lambd * last
+        adv[t] = last
+        next_value = values[t]
+    return adv
+
+
+def discounted_returns(rewards: np.ndarray, gamma: float, value_next: float = 0.0) -> np.ndarray:
+    out = np.zeros(rewards.shape[0], dtype=np.float32)
+    running = value_next
+    for t in range(rewards.shape[0] - 1, -1, -1):
+        running = rewards[t] + gamma * running
+        out[t] = running
+    return out
+
+
+def decayed(initial: float, floor: float, step: int, max_steps: int, schedule: str) -> float:
+    """ML-Agents' schedules: ``constant`` or ``linear`` (power 1) from initial to floor at max_steps."""
+    if schedule == "constant":
+        return initial
+    frac = min(max(step, 0), max_steps) / max_steps
+    return (initial - floor) * (1.0 - frac) + floor

@@ -1,0 +1,261 @@
+"""PPO as ML-Agents defines it: clipped surrogate, clipped value loss, GAE, entropy bonus,
+linear schedules for learning rate / epsilon / beta, advantages normalised over the buffer,
+optional observation normalisation. One Adam optimizer over actor and critic.
+
+The trainer is the *brain*: it consumes trajectories from its AgentManagerQueue, updates the
+network when ``buffer_size`` experiences are collected, and announces each new policy version
+on its policy queue; the env side then hands the new actor weights to the muscles.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from mlagents_envs.base_env import BehaviorSpec
+
+from ml_arl.agent_processor import AgentManagerQueue, Trajectory
+from ml_arl.checkpoints import CheckpointManager, load_torch
+from ml_arl.envs.env_runner import PolicyMessage
+from ml_arl.policy.networks import ActorCritic
+from ml_arl.settings import TrainerSettings
+from ml_arl.stats import StatsReporter
+from ml_arl.trainers.common import decayed, gae
+
+logger = logging.getLogger(__name__)
+
+
+class PPOBuffer:
+    """Experience since the last update, kept as per-trajectory arrays until the update."""
+
+    FIELDS = ("obs", "continuous", "discrete", "allowed", "log_prob", "advantages", "returns", "values")
+
+    def __init__(self) -> None:
+        self.parts: dict[str, list[Any]] = {k: [] for k in self.FIELDS}
+        self.size = 0
+
+    def add(self, traj: Trajectory, advantages: np.ndarray, returns: np.ndarray, values: np.ndarray) -> None:
+        self.parts["obs"].append(traj.obs)
+        self.parts["continuous"].append(traj.continuous)
+        self.parts["discrete"].append(traj.discrete)
+        self.parts["allowed"].append(traj.allowed)
+        self.parts["log_prob"].append(traj.log_prob)
+        self.parts["advantages"].append(advantages)
+        self.parts["returns"].append(returns)
+        self.parts["values"].append(values)
+        self.size += len(traj)
+
+    def tensors(self, device: torch.device) -> dict[str, Any]:
+        def cat(key: str, dtype: torch.dtype) -> torch.Tensor:
+            return torch.as_tensor(np.concatenate(self.parts[key]), dtype=dtype, device=device)
+
+        n_obs = len(self.parts["obs"][0])
+        out: dict[str, Any] = {
+            "obs": [
+                torch.as_tensor(np.concatenate([o[k] for o in self.parts["obs"]]), dtype=torch.float32, device=device)
+                for k in range(n_obs)
+            ],
+            "continuous": cat("continuous", torch.float32),
+            "discrete": cat("discrete", torch.int64),
+            "log_prob": cat("log_prob", torch.float32),
+            "advantages": cat("advantages", torch.float32),
+            "returns": cat("returns", torch.float32),
+            "values": cat("values", torch.float32),
+            "allowed": cat("allowed", torch.bool) if self.parts["allowed"][0] is not None else None,
+        }
+        return out
+
+    def clear(self) -> None:
+        self.__init__()  # type: ignore[misc]
+
+
+class PPOTrainer:
+    def __init__(
+        self,
+        behavior: str,
+        settings: TrainerSettings,
+        spec: BehaviorSpec,
+        stats: StatsReporter,
+        checkpoints: Optional[CheckpointManager],
+        device: torch.device,
+        training: bool = True,
+        seed: int = 0,
+    ):
+        self.behavior = behavior
+        self.settings = settings
+        self.hp = settings.hyperparameters
+        self.spec = spec
+        self.stats = stats
+        self.checkpoints = checkpoints
+        self.device = device
+        self.training = training
+        self.step = 0
+        self.saved_step = -1
+        self.policy_version = 0
+        self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
+        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=self.hp.learning_rate, eps=1e-7)
+        self.buffer = PPOBuffer()
+        self.gamma = settings.reward_signals.extrinsic.gamma
+        self.strength = settings.reward_signals.extrinsic.strength
+        self.trajectory_queues: list[AgentManagerQueue[Trajectory]] = []
+        self.policy_queues: list[AgentManagerQueue[PolicyMessage]] = []
+        self.rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------ wiring
+    def subscribe_trajectory_queue(self, q: AgentManagerQueue[Trajectory]) -> None:
+        self.trajectory_queues.append(q)
+
+    def publish_policy_queue(self, q: AgentManagerQueue[PolicyMessage]) -> None:
+        self.policy_queues.append(q)
+
+    @property
+    def should_still_train(self) -> bool:
+        return self.training and self.step < self.settings.max_steps
+
+    @property
+    def finished(self) -> bool:
+        """Training reached max_steps (or, with --inference, max_steps were acted)."""
+        return self.step >= self.settings.max_steps
+
+    def policy_message(self) -> PolicyMessage:
+        return PolicyMessage(
+            self.policy_version,
+            self.network.muscle_weights(),
+            self.settings.time_horizon,
+            self.settings.network_settings.deterministic,
+        )
+
+    # ------------------------------------------------------------------ the loop
+    def advance(self, block_timeout: float = 0.0) -> int:
+        """Process queued trajectories (waiting up to ``block_timeout`` s for the first one),
+        then update if the buffer is full. Returns the number of trajectories processed."""
+        processed = 0
+        for q in self.trajectory_queues:
+            items = q.drain()
+            if not items and block_timeout > 0 and processed == 0:
+                try:
+                    items = [q.get(timeout=block_timeout)]
+                except queue.Empty:
+                    items = []
+            for traj in items:
+                self.process_trajectory(traj)
+                processed += 1
+        if self.should_still_train and self.buffer.size >= self.hp.buffer_size:
+            self.update()
+            self.policy_version += 1
+            message = self.policy_message()  # built here, in the trainer's thread, never mid-update
+            for pq in self.policy_queues:
+                pq.put(message)
+        return processed
+
+    def process_trajectory(self, traj: Trajectory) -> None:
+        if not self.training:  # --inference: count what was acted, learn nothing
+            self.step += len(traj)
+            return
+        if not self.should_still_train:
+            return
+        net = self.network
+        if net.normalize:
+            flat = np.concatenate([o.reshape(len(traj), -1) for o in traj.obs], axis=1)
+            net.normalizer.update(torch.as_tensor(flat, device=self.device))
+        with torch.no_grad():
+            obs = [torch.as_tensor(o, device=self.device) for o in traj.obs]
+            nxt = [torch.as_tensor(o[None], device=self.device) for o in traj.next_obs]
+            values = net.value(obs).cpu().numpy()
+            value_next = 0.0 if (traj.done and not traj.interrupted) else float(net.value(nxt)[0])
+        rewards = traj.rewards * self.strength
+        advantages = gae(rewards, values, value_next, self.gamma, self.hp.lambd)
+        returns = advantages + values
+        self.buffer.add(traj, advantages, returns, values)
+        self.stats.add_stat("Policy/Extrinsic Value Estimate", float(values.mean()))
+        before = self.step
+        self.step += len(traj)
+        self._maybe_summarize(before)
+        if self.checkpoints is not None and self.step // self.settings.checkpoint_interval > before // self.settings.checkpoint_interval:
+            self.save_checkpoint()
+
+    def _maybe_summarize(self, before: int) -> None:
+        freq = self.settings.summary_freq
+        if self.step // freq > before // freq:
+            self.stats.set_stat("Is Training", 1.0 if self.should_still_train else 0.0)
+            self.stats.write_stats((self.step // freq) * freq)
+
+    # ------------------------------------------------------------------ the update
+    def update(self) -> None:
+        hp = self.hp
+        net = self.network
+        max_steps = self.settings.max_steps
+        lr = decayed(hp.learning_rate, 1e-10, self.step, max_steps, hp.learning_rate_schedule)
+        epsilon = decayed(hp.epsilon, 0.1, self.step, max_steps, hp.epsilon_schedule or "linear")
+        beta = decayed(hp.beta, 1e-5, self.step, max_steps, hp.beta_schedule or "linear")
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+        data = self.buffer.tensors(self.device)
+        n = data["advantages"].shape[0]
+        adv = data["advantages"]
+        data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
+        batch = min(hp.batch_size, n)
+        policy_losses, value_losses = [], []
+        for _ in range(hp.num_epoch):
+            perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
+            for start in range(0, n - batch + 1, batch):
+                idx = perm[start : start + batch]
+                allowed = data["allowed"][idx] if data["allowed"] is not None else None
+                log_prob, entropy, value = net.evaluate(
+                    [o[idx] for o in data["obs"]], allowed, data["continuous"][idx], data["discrete"][idx]
+                )
+                advantages = data["advantages"][idx]
+                ratio = torch.exp(log_prob - data["log_prob"][idx])
+                surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
+                policy_loss = -surrogate.mean()
+                old_values = data["values"][idx]
+                returns = data["returns"][idx]
+                clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
+                value_loss = torch.max((returns - value) ** 2, (returns - clipped) ** 2).mean()
+                loss = policy_loss + 0.5 * value_loss - beta * entropy.mean()
+                self.optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                self.optimizer.step()
+                policy_losses.append(policy_loss.item())
+                value_losses.append(value_loss.item())
+        self.buffer.clear()
+        self.stats.add_stat("Losses/Policy Loss", float(np.mean(policy_losses)))
+        self.stats.add_stat("Losses/Value Loss", float(np.mean(value_losses)))
+        self.stats.add_stat("Policy/Learning Rate", lr)
+        self.stats.add_stat("Policy/Epsilon", epsilon)
+        self.stats.add_stat("Policy/Beta", beta)
+
+    # ------------------------------------------------------------------ persistence
+    def state(self) -> dict[str, Any]:
+        return {
+            "Policy": self.network.state_dict(),
+            "Optimizer": self.optimizer.state_dict(),
+            "global_step": self.step,
+            "policy_version": self.policy_version,
+        }
+
+    def save_checkpoint(self, final: bool = False) -> Optional[str]:
+        if self.checkpoints is None:
+            return None
+        path = self.checkpoints.save(self.step, self.state(), self.stats.take_mean_episode_reward(), final=final)
+        self.saved_step = self.step
+        logger.info("Saved checkpoint %s", path)
+        return path
+
+    def load(self, path: str, resume: bool) -> None:
+        """--resume: weights, optimizer and step; --initialize-from: weights only, step 0."""
+        if not os.path.isfile(path):
+            raise FileNotFoundError(path)
+        state = load_torch(path, str(self.device))
+        missing, unexpected = self.network.load_state_dict(state["Policy"], strict=False)
+        if missing or unexpected:
+            logger.warning("%s: checkpoint %s: missing keys %s, unexpected keys %s", self.behavior, path, missing, unexpected)
+        if resume:
+            self.optimizer.load_state_dict(state["Optimizer"])
+            self.step = int(state["global_step"])
+            self.policy_version = int(state.get("policy_version", 0))

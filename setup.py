@@ -1,0 +1,26 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="ml_arl",
+    version="0.1.0",
+    description="Reinforcement learning for Unity builds, Python environments and adversarial scenarios",
+    packages=find_packages(include=["ml_arl", "ml_arl.*"]),
+    python_requires=">=3.10,<3.13",
+    install_requires=[
+        "mlagents-envs==0.28.0",
+        "protobuf>=3.20,<3.21",
+        "torch>=2.1",  # install torch==2.13.0 first (see Makefile); this range then installs nothing more
+        "numpy>=1.23",
+        "cloudpickle>=2.0",
+        "pyyaml>=6.0",
+        "tensorboard>=2.14",
+        "gymnasium>=1.0",
+        "pydantic>=2.5,<3",
+        "tqdm>=4.60",
+    ],
+    extras_require={
+        "dev": ["pytest>=7", "pytest-timeout>=2", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm"],
+        "bench": ["stable-baselines3>=2.3"],
+    },
+    entry_points={"console_scripts": ["arl-learn=ml_arl.cli:main"]},
+)
