@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import queue
 import threading
-from typing import TYPE_CHECKING, Callable, Generic, NamedTuple, Optional, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Generic, NamedTuple, Optional, TypeVar
 
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps

@@ -13,7 +13,8 @@ import platform
 import tempfile
 import threading
 import time
-from typing import Any, Callable, Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import numpy as np
 import torch

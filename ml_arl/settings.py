@@ -70,7 +70,7 @@ class PPOSettings(_Strict):
     epsilon_schedule: Optional[ScheduleType] = None
 
     @model_validator(mode="after")
-    def _inherit_schedules(self) -> "PPOSettings":
+    def _inherit_schedules(self) -> PPOSettings:
         # As in ML-Agents: beta and epsilon follow the learning-rate schedule unless given.
         if self.beta_schedule is None:
             object.__setattr__(self, "beta_schedule", self.learning_rate_schedule)
@@ -97,19 +97,19 @@ class NetworkSettings(_Strict):
 class RewardSignalSettings(_Strict):
     gamma: Float = Field(0.99, ge=0, le=1)
     strength: Float = 1.0
-    network_settings: NetworkSettings = Field(default_factory=NetworkSettings)
+    network_settings: NetworkSettings = Field(default_factory=lambda: NetworkSettings())
 
 
 class RewardSignals(_Strict):
-    extrinsic: RewardSignalSettings = Field(default_factory=RewardSignalSettings)
+    extrinsic: RewardSignalSettings = Field(default_factory=lambda: RewardSignalSettings())
 
 
 class TrainerSettings(_Strict):
     trainer_type: Literal["ppo"] = "ppo"
-    hyperparameters: PPOSettings = Field(default_factory=PPOSettings)
+    hyperparameters: PPOSettings = Field(default_factory=lambda: PPOSettings())
     checkpoint_interval: Int = Field(500000, gt=0)
-    network_settings: NetworkSettings = Field(default_factory=NetworkSettings)
-    reward_signals: RewardSignals = Field(default_factory=RewardSignals)
+    network_settings: NetworkSettings = Field(default_factory=lambda: NetworkSettings())
+    reward_signals: RewardSignals = Field(default_factory=lambda: RewardSignals())
     init_path: Optional[str] = None
     keep_checkpoints: Int = Field(5, ge=1)
     even_checkpoints: bool = False
@@ -119,7 +119,7 @@ class TrainerSettings(_Strict):
     threaded: bool = False
 
     @model_validator(mode="after")
-    def _derived(self) -> "TrainerSettings":
+    def _derived(self) -> TrainerSettings:
         if self.even_checkpoints:
             object.__setattr__(self, "checkpoint_interval", max(1, self.max_steps // self.keep_checkpoints))
         return self
@@ -181,11 +181,11 @@ EnvironmentParameter = Union[Float, dict[str, Any]]
 class RunOptions(_Strict):
     behaviors: dict[str, TrainerSettings] = Field(default_factory=dict)
     default_settings: Optional[TrainerSettings] = None
-    env_settings: EnvSettings = Field(default_factory=EnvSettings)
-    engine_settings: EngineSettings = Field(default_factory=EngineSettings)
+    env_settings: EnvSettings = Field(default_factory=lambda: EnvSettings())
+    engine_settings: EngineSettings = Field(default_factory=lambda: EngineSettings())
     environment_parameters: Optional[dict[str, EnvironmentParameter]] = None
-    checkpoint_settings: CheckpointSettings = Field(default_factory=CheckpointSettings)
-    torch_settings: TorchSettings = Field(default_factory=TorchSettings)
+    checkpoint_settings: CheckpointSettings = Field(default_factory=lambda: CheckpointSettings())
+    torch_settings: TorchSettings = Field(default_factory=lambda: TorchSettings())
     debug: bool = False
 
     def settings_for(self, behavior: str) -> TrainerSettings:
@@ -260,7 +260,7 @@ def _dict_value_model(annotation: Any) -> Optional[type[BaseModel]]:
     candidates = [annotation, *(getattr(annotation, "__args__", ()) or ())]
     for cand in candidates:
         if getattr(cand, "__origin__", None) is dict:
-            args = getattr(cand, "__args__", ())
+            args: list[Any] = list(getattr(cand, "__args__", ()))
             if len(args) == 2 and isinstance(args[1], type) and issubclass(args[1], BaseModel):
                 return args[1]
     return None
@@ -272,7 +272,7 @@ _UNSUPPORTED = {
 }
 
 
-def _describe(error: dict[str, Any], prefix: tuple[Any, ...], root: type[BaseModel]) -> str:
+def _describe(error: Any, prefix: tuple[Any, ...], root: type[BaseModel]) -> str:
     loc = tuple(prefix) + tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
     # pydantic adds the union member / literal tag to some locations; drop them for the user.
     clean = tuple(p for p in loc if p not in ("float", "dict[str,any]", "constrained-float"))

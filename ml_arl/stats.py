@@ -22,7 +22,7 @@ logger = logging.getLogger(__name__)
 class StatsSummary(NamedTuple):
     mean: float
     std: float
-    count: int
+    n: int
 
 
 class StatsWriter(Protocol):
@@ -72,7 +72,7 @@ class ConsoleWriter:
     def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
         parts = [category, f"Step: {step}", f"Time Elapsed: {time.time() - self.start:0.3f} s"]
         reward = values.get("Environment/Cumulative Reward")
-        if reward is not None and reward.count > 0:
+        if reward is not None and reward.n > 0:
             parts += [f"Mean Reward: {reward.mean:0.3f}", f"Std of Reward: {reward.std:0.3f}"]
         else:
             parts.append("No episode was completed since last summary")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator
+from typing import Any
 
 
 class TimerNode:
@@ -18,13 +19,13 @@ class TimerNode:
         self.count = 0
         self.children: dict[str, TimerNode] = {}
 
-    def child(self, name: str) -> "TimerNode":
+    def child(self, name: str) -> TimerNode:
         node = self.children.get(name)
         if node is None:
             node = self.children[name] = TimerNode()
         return node
 
-    def merge(self, other: "TimerNode") -> None:
+    def merge(self, other: TimerNode) -> None:
         self.total += other.total
         self.count += other.count
         for name, node in other.children.items():

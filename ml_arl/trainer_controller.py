@@ -118,7 +118,6 @@ class TrainerController:
     # ------------------------------------------------------------------ set-up
     def _create_trainer(self, behavior: str, spec: BehaviorSpec) -> None:
         settings = self.options.settings_for(behavior)
-        cp = self.options.checkpoint_settings
         stats = StatsReporter(behavior, self.writers)
         checkpoints = (
             CheckpointManager(behavior, os.path.join(self.write_path, behavior), settings.keep_checkpoints, self.status)

@@ -58,6 +58,7 @@ class Muscle:
         self._offsets = np.cumsum((0,) + self.branches)
 
     def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
+        cont: np.ndarray
         x = obs[0].reshape(obs[0].shape[0], -1) if len(obs) == 1 else np.concatenate(
             [o.reshape(o.shape[0], -1) for o in obs], axis=1
         )
@@ -94,7 +95,7 @@ class Muscle:
                 if self.deterministic:
                     choice = p.argmax(axis=1)
                 else:
-                    u = self.rng.random(batch)[:, None]
+                    u = self.rng.random((batch, 1))
                     choice = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), self.branches[i] - 1)
                 disc[:, i] = choice
                 logp = lg - np.log(np.exp(lg).sum(axis=1, keepdims=True))

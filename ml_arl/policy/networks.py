@@ -28,6 +28,10 @@ def obs_size(spec: BehaviorSpec) -> int:
 class Normalizer(nn.Module):
     """Running mean and variance (parallel Welford); output clamp((x - mean) / std, -5, 5)."""
 
+    count: torch.Tensor
+    mean: torch.Tensor
+    var: torch.Tensor
+
     def __init__(self, size: int):
         super().__init__()
         self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
@@ -89,7 +93,7 @@ class ActorCritic(nn.Module):
         self.critic_body = self.body if shared_critic else _mlp(self.in_size, h, settings.num_layers)
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
         self.mu = _head(h, self.n_cont, gain=0.01) if self.n_cont else None
-        self.log_std = nn.Parameter(torch.zeros(self.n_cont))
+        self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
         self.logits = _head(h, sum(self.branches), gain=0.01) if self.branches else None
         self.value_head = _head(h, 1, gain=1.0)
 
@@ -106,7 +110,7 @@ class ActorCritic(nn.Module):
         logits = self.logits(hidden)
         if masks is not None:
             logits = torch.where(masks, logits, torch.full_like(logits, MASK_LOGIT))
-        return list(torch.split(logits, self.branches, dim=1))
+        return list(torch.split(logits, list(self.branches), dim=1))
 
     def evaluate(
         self,
