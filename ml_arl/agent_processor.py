@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import queue
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Generic, NamedTuple, Optional, TypeVar
 
@@ -70,6 +71,13 @@ class _AgentState:
         self.ep_length = 0
 
 
+def _rows(obs: list[np.ndarray]) -> list[list[np.ndarray]]:
+    """Per agent, the list of its observation rows (one per observation spec)."""
+    if len(obs) == 1:
+        return [[row] for row in obs[0]]
+    return [list(agent_obs) for agent_obs in zip(*obs)]
+
+
 class AgentProcessor:
     """Assembles trajectories of one behavior in one environment (one worker)."""
 
@@ -89,39 +97,42 @@ class AgentProcessor:
     ) -> None:
         """Record one environment step; ``action_info`` holds the actions taken for ``decision_steps``."""
         if len(terminal_steps):
-            for i, agent_id in enumerate(terminal_steps.agent_id):
-                state = self.agents.pop(int(agent_id), None)
+            t_obs = _rows(terminal_steps.obs)
+            for i, (agent_id, reward, interrupted) in enumerate(
+                zip(terminal_steps.agent_id.tolist(), terminal_steps.reward.tolist(), terminal_steps.interrupted.tolist())
+            ):
+                state = self.agents.pop(agent_id, None)
                 if state is None:
                     continue
-                reward = float(terminal_steps.reward[i])
                 if state.pending is not None:
                     self._complete(state, reward)
-                    obs = [o[i] for o in terminal_steps.obs]
-                    self._emit(state, int(agent_id), obs, True, bool(terminal_steps.interrupted[i]))
+                    self._emit(state, agent_id, t_obs[i], True, bool(interrupted))
                 if state.ep_length > 0:
-                    self.episodes.append(
-                        EpisodeStat(self.behavior, state.ep_reward, state.ep_length, bool(terminal_steps.interrupted[i]))
-                    )
-        if not len(decision_steps) or action_info is None:
+                    self.episodes.append(EpisodeStat(self.behavior, state.ep_reward, state.ep_length, bool(interrupted)))
+        n = len(decision_steps)
+        if not n or action_info is None:
             return
-        allowed = masks_allowed(decision_steps.action_mask, len(decision_steps), self.branches)
-        for i, agent_id in enumerate(decision_steps.agent_id):
-            key = int(agent_id)
-            state = self.agents.get(key)
-            obs = [o[i] for o in decision_steps.obs]
+        allowed = masks_allowed(decision_steps.action_mask, n, self.branches)
+        allowed_rows = list(allowed) if allowed is not None else [None] * n
+        agents = self.agents
+        horizon = self.time_horizon
+        for agent_id, reward, obs, cont, disc, mask, logp in zip(
+            decision_steps.agent_id.tolist(),
+            decision_steps.reward.tolist(),
+            _rows(decision_steps.obs),
+            list(action_info.continuous),
+            list(action_info.discrete),
+            allowed_rows,
+            action_info.log_prob.tolist(),
+        ):
+            state = agents.get(agent_id)
             if state is None:
-                state = self.agents[key] = _AgentState()
+                state = agents[agent_id] = _AgentState()
             elif state.pending is not None:
-                self._complete(state, float(decision_steps.reward[i]))
-                if len(state.rewards) >= self.time_horizon:
-                    self._emit(state, key, obs, False, False)
-            state.pending = (
-                obs,
-                action_info.continuous[i],
-                action_info.discrete[i],
-                allowed[i] if allowed is not None else None,
-                float(action_info.log_prob[i]),
-            )
+                self._complete(state, reward)
+                if len(state.rewards) >= horizon:
+                    self._emit(state, agent_id, obs, False, False)
+            state.pending = (obs, cont, disc, mask, logp)
 
     def _complete(self, state: _AgentState, reward: float) -> None:
         assert state.pending is not None
@@ -216,6 +227,7 @@ class AgentManager:
         self.stop_event = stop_event
         self.trajectory_queue: AgentManagerQueue[Trajectory] = AgentManagerQueue(behavior, 20 if threaded else 0)
         self.policy_queue: AgentManagerQueue[PolicyMessage] = AgentManagerQueue(behavior)
+        self.recent_rewards: deque[float] = deque(maxlen=100)  # last episode returns, newest last
 
     def add_trajectories(self, trajectories: list[Trajectory], check_alive: Callable[[], None]) -> None:
         for traj in trajectories:
@@ -233,6 +245,7 @@ class AgentManager:
             self.stats.add_stat("Environment/Cumulative Reward", ep.reward)
             self.stats.add_stat("Environment/Episode Length", float(ep.length))
             self.stats.add_episode_reward(ep.reward)
+            self.recent_rewards.append(ep.reward)
 
     def record_entropy(self, total: float, count: int) -> None:
         if count:

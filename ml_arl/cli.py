@@ -126,10 +126,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     _configure_logging(options.debug)
     signal.signal(signal.SIGTERM, _sigterm)
     try:
-        from ml_arl.trainer_controller import TrainerController, prepare_results_dir, set_torch_threads
+        from ml_arl.trainer_controller import TrainerController, prepare_results_dir
 
         prepare_results_dir(options)
-        set_torch_threads()
         TrainerController(options).start_learning()
     except ConfigError as err:
         for problem in err.problems:

@@ -222,47 +222,22 @@ def _deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Valid key names at ``loc`` (the path to a mapping inside ``model``)."""
-    current: Any = model
+    """Valid key names at ``loc`` (the path to a nested section inside ``model``)."""
+    current: Optional[type[BaseModel]] = model
     for part in loc:
-        if current is None:
-            return []
-        if isinstance(current, type) and issubclass(current, BaseModel):
-            field = current.model_fields.get(str(part))
-            if field is None:
-                return []
-            current = _model_in(field.annotation)
-            if current is None and field.annotation is not None and _is_dict_of_models(field.annotation):
-                current = ("dict", _dict_value_model(field.annotation))
-        elif isinstance(current, tuple) and current[0] == "dict":
-            current = current[1]
-        else:
-            return []
-    if isinstance(current, type) and issubclass(current, BaseModel):
-        return list(current.model_fields)
-    return []
+        field = current.model_fields.get(str(part)) if current is not None else None
+        current = _model_in(field.annotation) if field is not None else None
+    return list(current.model_fields) if current is not None else []
 
 
 def _model_in(annotation: Any) -> Optional[type[BaseModel]]:
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return annotation
+    if getattr(annotation, "__origin__", None) is dict:
+        return None
     for arg in getattr(annotation, "__args__", ()) or ():
         if isinstance(arg, type) and issubclass(arg, BaseModel):
             return arg
-    return None
-
-
-def _is_dict_of_models(annotation: Any) -> bool:
-    return _dict_value_model(annotation) is not None
-
-
-def _dict_value_model(annotation: Any) -> Optional[type[BaseModel]]:
-    candidates = [annotation, *(getattr(annotation, "__args__", ()) or ())]
-    for cand in candidates:
-        if getattr(cand, "__origin__", None) is dict:
-            args: list[Any] = list(getattr(cand, "__args__", ()))
-            if len(args) == 2 and isinstance(args[1], type) and issubclass(args[1], BaseModel):
-                return args[1]
     return None
 
 
@@ -272,10 +247,13 @@ _UNSUPPORTED = {
 }
 
 
-def _describe(error: Any, prefix: tuple[Any, ...], root: type[BaseModel]) -> str:
-    loc = tuple(prefix) + tuple(p for p in error["loc"] if not (isinstance(p, str) and p.startswith("function-")))
-    # pydantic adds the union member / literal tag to some locations; drop them for the user.
-    clean = tuple(p for p in loc if p not in ("float", "dict[str,any]", "constrained-float"))
+def _describe(error: Any, prefix: tuple[Any, ...], model: type[BaseModel]) -> str:
+    # pydantic adds union members / validator tags to some locations; drop them for the user.
+    rel = tuple(
+        p for p in error["loc"]
+        if not (isinstance(p, str) and (p.startswith("function-") or p in ("float", "dict[str,any]", "constrained-float")))
+    )
+    clean = tuple(prefix) + rel
     path = ".".join(str(p) for p in clean) or "(top level)"
     kind = error["type"]
     value = error.get("input")
@@ -286,7 +264,7 @@ def _describe(error: Any, prefix: tuple[Any, ...], root: type[BaseModel]) -> str
             return f"{path}: reward signal '{key}' is not supported yet; only 'extrinsic' is available"
         if key in _UNSUPPORTED[""]:
             return f"{path}: '{key}' is not supported yet by ml_arl; remove it"
-        valid = _fields_at(root, _strip_for_schema(parent))
+        valid = _fields_at(model, rel[:-1])
         close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
         hint = f"; did you mean '{close[0]}'?" if close else (f"; valid keys: {', '.join(valid)}" if valid else "")
         return f"{path}: unknown key '{key}'{hint}"
@@ -304,26 +282,11 @@ def _describe(error: Any, prefix: tuple[Any, ...], root: type[BaseModel]) -> str
     return f"{path}: {value!r} is invalid: {error['msg'][0].lower() + error['msg'][1:]}"
 
 
-def _strip_for_schema(loc: tuple[Any, ...]) -> tuple[Any, ...]:
-    """The path as the schema sees it: behavior names are dict keys, schema-free."""
-    out: list[Any] = []
-    skip_next = False
-    for i, part in enumerate(loc):
-        if skip_next:
-            skip_next = False
-            out.append(part)
-            continue
-        out.append(part)
-        if part == "behaviors" and i == 0:
-            skip_next = True
-    return tuple(out)
-
-
-def _validate(model: type[BaseModel], data: Any, prefix: tuple[Any, ...], root: type[BaseModel]) -> tuple[Any, list[str]]:
+def _validate(model: type[BaseModel], data: Any, prefix: tuple[Any, ...]) -> tuple[Any, list[str]]:
     try:
         return model.model_validate(data), []
     except ValidationError as err:
-        return None, [_describe(e, prefix, root) for e in err.errors()]
+        return None, [_describe(e, prefix, model) for e in err.errors()]
 
 
 def load_config_file(path: str) -> dict[str, Any]:
@@ -368,11 +331,11 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         problems.append(f"default_settings: expected a mapping of trainer settings, got {defaults_raw!r}")
         defaults_raw = None
 
-    base, errs = _validate(RunOptions, data, (), RunOptions)
+    base, errs = _validate(RunOptions, data, ())
     problems += errs
     defaults = None
     if defaults_raw is not None:
-        defaults, errs = _validate(TrainerSettings, defaults_raw, ("default_settings",), RunOptions)
+        defaults, errs = _validate(TrainerSettings, defaults_raw, ("default_settings",))
         problems += errs
 
     behaviors: dict[str, TrainerSettings] = {}
@@ -381,12 +344,12 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         if not isinstance(raw, dict):
             problems.append(f"behaviors.{name}: expected a mapping of trainer settings, got {raw!r}")
             continue
-        own, errs = _validate(TrainerSettings, raw, ("behaviors", name), RunOptions)
+        own, errs = _validate(TrainerSettings, raw, ("behaviors", name))
         problems += errs
         if own is None:
             continue
         merged_raw = _deep_merge(defaults_raw or {}, raw)
-        merged, errs = _validate(TrainerSettings, merged_raw, ("behaviors", name), RunOptions)
+        merged, errs = _validate(TrainerSettings, merged_raw, ("behaviors", name))
         if merged is not None:
             behaviors[str(name)] = merged
         elif defaults is not None:

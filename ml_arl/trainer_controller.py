@@ -94,6 +94,7 @@ class TrainerController:
         np.random.seed(self.seed)
         torch.manual_seed(self.seed)
         self.device = choose_device(options.torch_settings.device)
+        set_torch_threads()
         if env_manager is None:
             factory = resolve_env(env.env_path, env.env_args)
             manager_cls = InProcessEnvManager if env.manager == "inprocess" else SubprocessEnvManager

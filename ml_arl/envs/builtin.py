@@ -50,7 +50,8 @@ class _VectorBatchEnv(BaseEnv):
         self.t = np.zeros(n_agents, dtype=np.int32)
         self._actions: Optional[ActionTuple] = None
         self._decision: DecisionSteps = DecisionSteps.empty(self._spec)
-        self._terminal: TerminalSteps = TerminalSteps.empty(self._spec)
+        self._no_terminal = TerminalSteps.empty(self._spec)
+        self._terminal: TerminalSteps = self._no_terminal
         self._zero_group = np.zeros(n_agents, dtype=np.int32)
         self._zero_group_reward = np.zeros(n_agents, dtype=np.float32)
         self.parameters: dict[str, float] = {}
@@ -106,7 +107,7 @@ class _VectorBatchEnv(BaseEnv):
             reward = reward.copy()
             reward[idx] = 0.0
         else:
-            self._terminal = TerminalSteps.empty(self._spec)
+            self._terminal = self._no_terminal
         self._decision = DecisionSteps(
             [self._observe()], reward, self.agent_ids, self._masks(), self._zero_group, self._zero_group_reward
         )

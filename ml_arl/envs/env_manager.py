@@ -38,7 +38,7 @@ class RestartQuota:
         if self.rate_n == -1:
             return True
         recent = self.times[worker_id]
-        while recent and now - recent[0] > self.period_s:
+        while recent and now - recent[0] >= self.period_s:
             recent.popleft()
         return len(recent) < self.rate_n
 
@@ -77,21 +77,29 @@ class EnvManager(ABC):
         self.policies[behavior] = msg
 
     def handle_failure(self, failure: WorkerError) -> None:
-        """Restart the failed worker if the failure is restartable and quota is left; else raise."""
-        wid = failure.worker_id
-        if not failure.restartable:
-            raise failure
-        now = time.monotonic()
-        if not self.quota.allows(wid, now):
-            raise RestartQuotaExceeded(
-                f"Worker {wid} exceeded the allowed number of restarts ({self.quota.counts[wid]} so far; "
-                f"max_lifetime_restarts={self.quota.max_lifetime}, restarts_rate_limit_n={self.quota.rate_n} "
-                f"per {self.quota.period_s} s); last failure: {failure}"
-            ) from failure
-        count = self.quota.record(wid, now)
-        limit = "unlimited" if self.quota.max_lifetime == -1 else str(self.quota.max_lifetime)
-        logger.warning("Restarting worker[%d] after '%s' (restart %d of %s)", wid, failure, count, limit)
-        self.restart_worker(wid)
+        """Restart the failed worker if the failure is restartable and quota is left; else raise.
+        A restarted worker that fails again while starting counts as a further restart."""
+        while True:
+            wid = failure.worker_id
+            if not failure.restartable:
+                raise failure
+            now = time.monotonic()
+            if not self.quota.allows(wid, now):
+                raise RestartQuotaExceeded(
+                    f"Worker {wid} exceeded the allowed number of restarts ({self.quota.counts[wid]} so far; "
+                    f"max_lifetime_restarts={self.quota.max_lifetime}, restarts_rate_limit_n={self.quota.rate_n} "
+                    f"per {self.quota.period_s} s); last failure: {failure}"
+                ) from failure
+            count = self.quota.record(wid, now)
+            limit = "unlimited" if self.quota.max_lifetime == -1 else str(self.quota.max_lifetime)
+            logger.warning("Restarting worker[%d] after '%s' (restart %d of %s)", wid, failure, count, limit)
+            try:
+                self.restart_worker(wid)
+                return
+            except WorkerError as again:
+                if again.worker_id != wid:
+                    raise
+                failure = again
 
     @abstractmethod
     def restart_worker(self, worker_id: int) -> None: ...

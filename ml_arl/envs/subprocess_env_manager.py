@@ -20,6 +20,7 @@ from __future__ import annotations
 import enum
 import logging
 import multiprocessing
+import os
 import signal
 import sys
 import time
@@ -120,7 +121,13 @@ class _Worker:
         self.policy_versions: dict[str, int] = {}
 
 
+# Workers share the machine's cores: one BLAS thread each (set before the forkserver starts).
+_SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+
+
 def _context() -> Any:
+    for var in _SINGLE_THREAD_ENV:
+        os.environ.setdefault(var, "1")
     # forkserver: children fork from a clean server process (no trainer threads, no torch),
     # which is safe and fast. spawn where forkserver does not exist.
     method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
@@ -245,6 +252,7 @@ class SubprocessEnvManager(EnvManager):
             for worker in self.workers:
                 if worker.busy_since is not None and now - worker.busy_since >= self.settings.timeout_wait:
                     worker.busy_since = None
+                    worker.process.kill()  # a hung env will not answer CLOSE either
                     failed.append(
                         WorkerError(
                             worker.worker_id,

@@ -34,10 +34,6 @@ def masks_allowed(action_mask: Optional[list[np.ndarray]], n: int, branches: tup
     return ~np.concatenate(action_mask, axis=1) if len(action_mask) > 1 else ~action_mask[0]
 
 
-def _swish(x: np.ndarray) -> np.ndarray:
-    return x * (0.5 + 0.5 * np.tanh(0.5 * x))
-
-
 class Muscle:
     def __init__(self, weights: dict[str, np.ndarray], deterministic: bool = False, seed: int = 0):
         self.rng = np.random.default_rng(seed)
@@ -46,7 +42,9 @@ class Muscle:
 
     def set_weights(self, w: dict[str, np.ndarray]) -> None:
         n_layers = sum(1 for k in w if k.startswith("body.") and k.endswith(".w"))
-        self.layers = [(w[f"body.{i}.w"], w[f"body.{i}.b"]) for i in range(n_layers)]
+        # Swish(x) = x * sigmoid(x) = y + y * tanh(y) with y = x / 2: the halving is folded
+        # into each layer's weights.
+        self.layers = [(0.5 * w[f"body.{i}.w"], 0.5 * w[f"body.{i}.b"]) for i in range(n_layers)]
         self.mu_w, self.mu_b = w["mu.w"], w["mu.b"]
         self.log_std = w["log_std"]
         self.std = np.exp(self.log_std)
@@ -55,6 +53,7 @@ class Muscle:
         self.branches = tuple(int(b) for b in w["branches"])
         self.n_cont = self.mu_b.shape[0]
         self._cont_entropy = float(np.sum(0.5 + _LOG_SQRT_2PI + self.log_std)) if self.n_cont else 0.0
+        self._cont_logp_const = -float(np.sum(self.log_std + _LOG_SQRT_2PI)) if self.n_cont else 0.0
         self._offsets = np.cumsum((0,) + self.branches)
 
     def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
@@ -66,7 +65,12 @@ class Muscle:
             x = np.clip((x - self.norm[0]) / self.norm[1], -5.0, 5.0)
         h = x.astype(np.float32, copy=False)
         for w, b in self.layers:
-            h = _swish(h @ w + b)
+            y = h @ w
+            y += b  # y = x / 2
+            t = np.tanh(y)
+            t *= y
+            t += y  # t = swish(x)
+            h = t
         batch = h.shape[0]
         log_prob = np.zeros(batch, np.float32)
         entropy = np.zeros(batch, np.float32)
@@ -74,11 +78,12 @@ class Muscle:
             mu = h @ self.mu_w + self.mu_b
             if self.deterministic:
                 cont = mu
+                log_prob += self._cont_logp_const
             else:
-                noise = self.rng.standard_normal(mu.shape).astype(np.float32)
+                noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
                 cont = mu + noise * self.std
-            z = (cont - mu) / self.std
-            log_prob += np.sum(-0.5 * z * z - self.log_std - _LOG_SQRT_2PI, axis=1)
+                # (cont - mu) / std is the noise itself
+                log_prob += self._cont_logp_const - 0.5 * np.einsum("ij,ij->i", noise, noise)
             entropy += self._cont_entropy
         else:
             cont = np.zeros((batch, 0), np.float32)

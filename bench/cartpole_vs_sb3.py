@@ -1,0 +1,248 @@
+"""PPO on CartPole-v1: wall-clock until the mean return of the last 20 episodes is >= 475.
+
+ml_arl and Stable-Baselines3 side by side, seed after seed (never both at once):
+
+* ml_arl: ``arl-learn config/ppo/CartPole.yaml --seed S`` as a subprocess, its env swapped for
+  bench.cartpole_probe (CartPole-v1 that logs each finished episode with a timestamp). Time runs
+  from the process start to the first moment the episodes of all workers, merged in time order,
+  reach the mean; the run is then interrupted (SIGINT, exit 0). It stops by itself at max_steps.
+* SB3: PPO with rl-baselines3-zoo's CartPole-v1 hyperparameters on make_vec_env (DummyVecEnv, 8
+  envs, Monitor), device cpu, as many torch threads as arl-learn uses. Time runs from env
+  creation; a callback on the Monitor episodes stops training at the mean. After the zoo's 1e5
+  steps it continues up to 3e5 (the linear schedules then run over the 3e5 total).
+
+Prints per-seed times, medians and the ratio of the medians ours/SB3 (the issue's goal: <= 0.5).
+It is a measurement, not a test: the exit code does not depend on the ratio.
+
+    python bench/cartpole_vs_sb3.py [--seeds 0 1 2] [--num-envs N] [--keep]
+
+SB3 is a bench-only extra: ``pip install -e ".[bench]"``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any, Optional
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+CONFIG = os.path.join("config", "ppo", "CartPole.yaml")
+THRESHOLD = 475.0
+WINDOW = 20
+SB3_ZOO_STEPS = 100_000
+SB3_MAX_STEPS = 300_000
+POLL_S = 0.25
+SHUTDOWN_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Result:
+    seconds: Optional[float]  # None: the mean was not reached
+    steps: int  # environment steps when it was reached (or when the run ended)
+    episodes: int
+    startup: Optional[float] = None  # ml_arl only: process start -> first env built
+
+
+def first_solved(episodes: Iterable[tuple[float, float]]) -> Optional[tuple[float, int, int]]:
+    """(time, steps, episodes) when the mean of the last WINDOW returns first reaches THRESHOLD.
+
+    Episodes are (timestamp, return); on CartPole the return is the episode length.
+    """
+    window: deque[float] = deque(maxlen=WINDOW)
+    steps = 0
+    for n, (t, ret) in enumerate(sorted(episodes), start=1):
+        window.append(ret)
+        steps += int(ret)
+        if len(window) == WINDOW and sum(window) / WINDOW >= THRESHOLD:
+            return t, steps, n
+    return None
+
+
+class EpisodeFiles:
+    """Reads the probe's per-worker logs incrementally; only whole lines are consumed."""
+
+    def __init__(self, log_dir: str):
+        self.log_dir = log_dir
+        self.offsets: dict[str, int] = {}
+        self.episodes: list[tuple[float, float]] = []
+        self.starts: list[float] = []
+
+    def update(self) -> None:
+        for name in sorted(os.listdir(self.log_dir)):
+            path = os.path.join(self.log_dir, name)
+            with open(path, "rb") as f:
+                f.seek(self.offsets.get(name, 0))
+                chunk = f.read()
+            end = chunk.rfind(b"\n") + 1
+            self.offsets[name] = self.offsets.get(name, 0) + end
+            for line in chunk[:end].decode().splitlines():
+                stamp, value = line.split()
+                if value == "start":
+                    self.starts.append(float(stamp))
+                else:
+                    self.episodes.append((float(stamp), float(value)))
+
+
+def run_ours(seed: int, num_envs: Optional[int], keep: bool) -> Result:
+    work = tempfile.mkdtemp(prefix=f"cartpole-bench-s{seed}-")
+    log_dir = os.path.join(work, "episodes")
+    os.makedirs(log_dir)
+    arl_learn = os.path.join(os.path.dirname(sys.executable), "arl-learn")
+    cmd = [
+        arl_learn, CONFIG, "--run-id", f"cartpole-bench-s{seed}", "--seed", str(seed),
+        "--results-dir", os.path.join(work, "results"), "--force", "--torch-device", "cpu",
+        "--env", "bench.cartpole_probe:make_env",
+    ]
+    if num_envs is not None:
+        cmd += ["--num-envs", str(num_envs)]
+    cmd += ["--env-args", f"log_dir={log_dir}"]  # last: --env-args takes everything after it
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (ROOT, env.get("PYTHONPATH")) if p)
+    files = EpisodeFiles(log_dir)
+    console = os.path.join(work, "console.txt")
+    with open(console, "wb") as out:
+        t0 = time.time()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            while proc.poll() is None:
+                time.sleep(POLL_S)
+                files.update()
+                if first_solved(files.episodes) is not None:
+                    proc.send_signal(signal.SIGINT)
+                    break
+            rc = proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    files.update()  # the other workers' last lines: the merged order decides the time
+    if rc != 0:
+        with open(console, errors="replace") as f:
+            tail = f.read()[-3000:]
+        raise RuntimeError(f"arl-learn exited with {rc} (seed {seed}); its output ends with:\n{tail}")
+    if keep:
+        print(f"  ml_arl seed {seed}: results kept in {work}", flush=True)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    startup = min(files.starts) - t0 if files.starts else None
+    solved = first_solved(files.episodes)
+    if solved is None:
+        return Result(None, int(sum(r for _, r in files.episodes)), len(files.episodes), startup)
+    t, steps, n = solved
+    return Result(t - t0, steps, n, startup)
+
+
+def run_sb3(seed: int) -> Result:
+    from stable_baselines3 import PPO
+    from stable_baselines3.common.callbacks import BaseCallback
+    from stable_baselines3.common.env_util import make_vec_env
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    class StopAtMeanReturn(BaseCallback):
+        def __init__(self, t0: float):
+            super().__init__()
+            self.t0 = t0
+            self.window: deque[float] = deque(maxlen=WINDOW)
+            self.episodes = 0
+            self.solved: Optional[float] = None
+
+        def _on_step(self) -> bool:
+            for info in self.locals["infos"]:
+                if "episode" in info:
+                    self.window.append(float(info["episode"]["r"]))
+                    self.episodes += 1
+            if len(self.window) == WINDOW and sum(self.window) / WINDOW >= THRESHOLD:
+                self.solved = time.perf_counter() - self.t0
+                return False
+            return True
+
+    def linear(initial: float) -> Any:  # rl-zoo's lin_<value>
+        return lambda progress_remaining: progress_remaining * initial
+
+    t0 = time.perf_counter()
+    vec_env = make_vec_env("CartPole-v1", n_envs=8, seed=seed, vec_env_cls=DummyVecEnv)
+    model = PPO(
+        "MlpPolicy", vec_env, n_steps=32, batch_size=256, gae_lambda=0.8, gamma=0.98, n_epochs=20,
+        ent_coef=0.0, learning_rate=linear(1e-3), clip_range=linear(0.2), seed=seed, device="cpu", verbose=0,
+    )
+    callback = StopAtMeanReturn(t0)
+    model.learn(SB3_ZOO_STEPS, callback=callback)
+    if callback.solved is None:
+        model.learn(SB3_MAX_STEPS - model.num_timesteps, callback=callback, reset_num_timesteps=False)
+    vec_env.close()
+    return Result(callback.solved, int(model.num_timesteps), callback.episodes)
+
+
+def _seconds(value: Optional[float], unit: str = "") -> str:
+    return "not reached" if value is None else f"{value:.1f}{unit}"
+
+
+def _median(results: list[Result]) -> float:
+    return statistics.median(math.inf if r.seconds is None else r.seconds for r in results)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds, run one after another (default: 0 1 2)")
+    p.add_argument("--num-envs", type=int, help="arl-learn --num-envs (default: the config's)")
+    p.add_argument("--keep", action="store_true", help="keep the arl-learn results folders (run_logs/timers.json)")
+    args = p.parse_args(argv)
+    if importlib.util.find_spec("stable_baselines3") is None:
+        print('stable-baselines3 is not installed; install the bench extra: pip install -e ".[bench]"', file=sys.stderr)
+        return 2
+
+    import stable_baselines3
+    import torch
+    import yaml
+
+    from ml_arl.trainer_controller import set_torch_threads
+
+    set_torch_threads()  # the same count arl-learn sets for itself
+    with open(os.path.join(ROOT, CONFIG)) as f:
+        num_envs = args.num_envs or yaml.safe_load(f)["env_settings"]["num_envs"]
+    print(
+        f"PPO CartPole-v1, wall-clock until the mean return of the last {WINDOW} episodes >= {THRESHOLD:g}\n"
+        f"ml_arl: arl-learn {CONFIG} --num-envs {num_envs}, time from process start\n"
+        f"SB3 {stable_baselines3.__version__}: rl-zoo hyperparameters, DummyVecEnv x8, time from env creation\n"
+        f"cpus {os.cpu_count()}, torch {torch.__version__} with {torch.get_num_threads()} threads, device cpu",
+        flush=True,
+    )
+    ours: list[Result] = []
+    sb3: list[Result] = []
+    for seed in args.seeds:
+        ours.append(run_ours(seed, args.num_envs, args.keep))
+        print(f"  seed {seed}: ml_arl {_seconds(ours[-1].seconds, ' s')}", flush=True)
+        sb3.append(run_sb3(seed))
+        print(f"  seed {seed}: SB3    {_seconds(sb3[-1].seconds, ' s')}", flush=True)
+
+    print(f"\n{'seed':>4} | {'ml_arl s':>11} {'startup s':>9} {'steps':>7} {'episodes':>8} | "
+          f"{'SB3 s':>11} {'steps':>7} {'episodes':>8}")
+    for seed, a, b in zip(args.seeds, ours, sb3):
+        startup = "-" if a.startup is None else f"{a.startup:.1f}"
+        print(f"{seed:>4} | {_seconds(a.seconds):>11} {startup:>9} {a.steps:>7} {a.episodes:>8} | "
+              f"{_seconds(b.seconds):>11} {b.steps:>7} {b.episodes:>8}")
+    ours_median, sb3_median = _median(ours), _median(sb3)
+    print(f"median ml_arl {ours_median:.1f} s, median SB3 {sb3_median:.1f} s")
+    if math.isinf(ours_median) or math.isinf(sb3_median):
+        print("ratio ours/SB3: undefined (a median did not reach the mean)")
+    else:
+        ratio = ours_median / sb3_median
+        print(f"ratio ours/SB3 {ratio:.2f} (goal <= 0.5: {'met' if ratio <= 0.5 else 'not met'})")
+    print("steps/episodes: at the moment the mean was reached (or at the end of the run)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

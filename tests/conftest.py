@@ -1,0 +1,48 @@
+"""Shared helpers: tiny configs and a way to run arl-learn as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def tiny_config(env: str = "builtin:Reach", max_steps: int = 3000, **trainer: Any) -> dict[str, Any]:
+    settings: dict[str, Any] = {
+        "trainer_type": "ppo",
+        "hyperparameters": {"batch_size": 128, "buffer_size": 512, "learning_rate": 3.0e-3, "beta": 1.0e-3, "num_epoch": 3},
+        "network_settings": {"hidden_units": 32, "num_layers": 2},
+        "reward_signals": {"extrinsic": {"gamma": 0.95}},
+        "max_steps": max_steps,
+        "time_horizon": 32,
+        "summary_freq": 1000,
+        "checkpoint_interval": 1000,
+        "keep_checkpoints": 2,
+    }
+    settings.update(trainer)
+    return {"env_settings": {"env_path": env}, "default_settings": settings, "behaviors": {}}
+
+
+def write_config(path: Path, config: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def arl_learn(args: list[str], cwd: Path, timeout: float = 120, **popen: Any) -> subprocess.CompletedProcess[str]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run(
+        [sys.executable, "-m", "ml_arl.cli", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **popen,
+    )
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    return tmp_path

@@ -1,0 +1,441 @@
+"""Fault injection: killed, crashing, raising and hung workers; Ctrl-C and --resume.
+
+The end-to-end tests run ``python -m ml_arl.cli`` as a subprocess (cwd = repository root,
+PYTHONPATH including it, so worker processes can import ``tests.fault_envs``) with a tiny
+config, a results dir under tmp_path and hard timeouts. The unit tests check RestartQuota and
+EnvManager.handle_failure against hand-computed expectations.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+import pytest
+
+from ml_arl.envs.env_manager import EnvManager, RestartQuota
+from ml_arl.exceptions import RestartQuotaExceeded, WorkerError
+from ml_arl.settings import EnvSettings
+
+REPO = Path(__file__).resolve().parent.parent
+ENV = "tests.fault_envs:make_env"
+BEHAVIOR = "Reach"
+RUN_TIMEOUT_S = 120.0
+
+CONFIG = """\
+default_settings:
+  trainer_type: ppo
+  hyperparameters:
+    batch_size: 64
+    buffer_size: 256
+    num_epoch: 1
+  network_settings:
+    hidden_units: 16
+    num_layers: 1
+  max_steps: {max_steps}
+  time_horizon: 32
+  summary_freq: {summary_freq}
+  checkpoint_interval: 1000000
+"""
+
+
+def write_config(tmp_path: Path, max_steps: int, summary_freq: int = 1000, name: str = "config.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(CONFIG.format(max_steps=max_steps, summary_freq=summary_freq))
+    return path
+
+
+@dataclass
+class Run:
+    proc: subprocess.Popen
+    stdout_path: Path
+    stderr_path: Path
+    started: float
+
+    @property
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+    @property
+    def stderr(self) -> str:
+        return self.stderr_path.read_text(errors="replace")
+
+    def output(self) -> str:
+        return f"--- rc={self.proc.returncode}\n--- stdout:\n{self.stdout}\n--- stderr:\n{self.stderr}"
+
+    def kill_tree(self) -> None:
+        """Kill the session the run was started in (arl-learn, its forkserver and the workers)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait(timeout=10)
+
+    def wait(self, timeout: float = RUN_TIMEOUT_S) -> int:
+        try:
+            return self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_tree()
+            pytest.fail(f"arl-learn did not exit within {timeout} s\n{self.output()}")
+
+    def wait_for(self, what: str, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            if self.proc.poll() is not None:
+                pytest.fail(f"arl-learn exited before {what}\n{self.output()}")
+            time.sleep(0.02)
+        self.kill_tree()
+        pytest.fail(f"timed out after {timeout} s waiting for {what}\n{self.output()}")
+
+
+def start_run(
+    tmp_path: Path,
+    config: Path,
+    run_id: str,
+    *flags: str,
+    env_args: tuple[str, ...] = (),
+    num_envs: int = 1,
+    tag: Optional[str] = None,
+) -> Run:
+    cmd = [
+        sys.executable, "-m", "ml_arl.cli", str(config),
+        "--run-id", run_id,
+        "--results-dir", str(tmp_path / "results"),
+        "--num-envs", str(num_envs),
+        "--seed", "1",
+        "--torch-device", "cpu",
+        *flags,
+        "--env", ENV,
+    ]
+    if env_args:
+        cmd += ["--env-args", *env_args]  # REMAINDER: must come last
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    env["PYTHONUNBUFFERED"] = "1"
+    name = tag or run_id
+    out, err = tmp_path / f"{name}.stdout", tmp_path / f"{name}.stderr"
+    with open(out, "wb") as fo, open(err, "wb") as fe:
+        proc = subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, start_new_session=True
+        )
+    return Run(proc, out, err, time.monotonic())
+
+
+def run_to_end(tmp_path: Path, *args, **kwargs) -> Run:
+    run = start_run(tmp_path, *args, **kwargs)
+    run.wait()
+    return run
+
+
+def last_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    return lines[-1] if lines else ""
+
+
+def assert_tracebacks_only_from_workers(run: Run, worker_id: int) -> None:
+    """A Traceback may only appear right after the logged "worker N raised:" line."""
+    assert "Traceback" not in run.stderr, run.output()
+    lines = run.stdout.splitlines()
+    for i, line in enumerate(lines):
+        if line.startswith("Traceback"):
+            assert i > 0 and lines[i - 1].endswith(f"worker {worker_id} raised:"), (
+                f"main-process traceback at stdout line {i + 1}\n{run.output()}"
+            )
+
+
+def behavior_dir(tmp_path: Path, run_id: str) -> Path:
+    return tmp_path / "results" / run_id / BEHAVIOR
+
+
+def status(tmp_path: Path, run_id: str) -> dict:
+    path = tmp_path / "results" / run_id / "run_logs" / "training_status.json"
+    assert path.is_file(), f"{path} missing"
+    return json.loads(path.read_text())
+
+
+def read_pid(path: Path) -> Optional[int]:
+    try:
+        text = path.read_text().strip()
+    except FileNotFoundError:
+        return None
+    return int(text) if text else None
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+@pytest.mark.slow
+def test_sigkill_worker_is_restarted_and_run_finishes(tmp_path: Path) -> None:
+    """Worker 0 parks itself at step 20 of its first life; the test SIGKILLs it; worker 1 keeps
+    going meanwhile. The run must restart worker 0 (restart 1 of 10) and finish normally."""
+    state = tmp_path / "state"
+    config = write_config(tmp_path, max_steps=3000)
+    run = start_run(
+        tmp_path, config, "kill",
+        num_envs=2,
+        env_args=("fault=block", "at_step=20", "only_worker=0", "lives=[1]", f"state_dir={state}", "step_sleep=0.004"),
+    )
+    blocked = state / "blocked-0-1"
+    run.wait_for("worker 0 to block", lambda: read_pid(blocked) is not None)
+    pid = read_pid(blocked)
+    assert pid == read_pid(state / "pid-0-1"), "the blocked env is not worker 0's first life"
+    os.kill(pid, signal.SIGKILL)
+    rc = run.wait()
+    out = run.output()
+    assert rc == 0, out
+    assert "Restarting worker[0]" in run.stdout, out
+    assert "(restart 1 of 10)" in run.stdout, out
+    assert "killed by signal 9" in run.stdout, out
+    assert "Restarting worker[1]" not in run.stdout, out
+    assert "Training finished" in run.stdout, out
+    assert read_pid(state / "pid-0-2") not in (None, pid), "worker 0 was not started again"
+    assert (state / "lives-1").read_text() == "1", "worker 1 must not have been restarted"
+    final = status(tmp_path, "kill")[BEHAVIOR]["final_checkpoint"]
+    assert final["steps"] >= 3000, final
+    assert (behavior_dir(tmp_path, "kill") / "checkpoint.pt").is_file()
+
+
+def test_restart_quota_exceeded_stops_with_one_line_reason(tmp_path: Path) -> None:
+    """Every life of worker 0 raises UnityCommunicationException at step 20: the first failure
+    is restarted, the second one within 60 s exceeds --restarts-rate-limit-n 1."""
+    config = write_config(tmp_path, max_steps=5000)
+    run = run_to_end(
+        tmp_path, config, "quota", "--restarts-rate-limit-n", "1",
+        env_args=("fault=unity", "at_step=20", "message=comm-lost-31337", f"state_dir={tmp_path / 'state'}"),
+    )
+    out = run.output()
+    assert run.proc.returncode == 1, out
+    assert run.stdout.count("Restarting worker[0]") == 1, out
+    assert "(restart 1 of 10)" in run.stdout, out
+    final = last_line(run.stdout)
+    assert "exceeded the allowed number of restarts" in final, out
+    assert "Worker 0" in final and "comm-lost-31337" in final, out
+    assert "restarts_rate_limit_n=1" in final, out
+    assert_tracebacks_only_from_workers(run, 0)
+    assert "UnityCommunicationException: worker 0 life 2: comm-lost-31337 at step 20" in run.stdout, out
+    assert (tmp_path / "state" / "lives-0").read_text() == "2", out  # no third life
+    assert (behavior_dir(tmp_path, "quota") / "checkpoint.pt").is_file(), out
+    assert status(tmp_path, "quota")[BEHAVIOR]["final_checkpoint"]["steps"] >= 0
+
+
+@pytest.mark.slow
+def test_sigint_saves_checkpoint_and_resume_continues(tmp_path: Path) -> None:
+    config = write_config(tmp_path, max_steps=1_000_000, summary_freq=500)
+    run = start_run(tmp_path, config, "intr", num_envs=2, env_args=("step_sleep=0.002",), tag="first")
+    run.wait_for("1000 trained steps", lambda: max(map(int, re.findall(r"Step: (\d+)\.", run.stdout)), default=0) >= 1000)
+    run.proc.send_signal(signal.SIGINT)
+    rc = run.wait(timeout=60)
+    out = run.output()
+    assert rc == 0, out
+    assert "Learning was interrupted" in run.stdout, out
+    assert "Traceback" not in run.stdout + run.stderr, out
+    bdir = behavior_dir(tmp_path, "intr")
+    assert (bdir / "checkpoint.pt").is_file(), out
+    saved = status(tmp_path, "intr")[BEHAVIOR]["final_checkpoint"]
+    n = saved["steps"]
+    assert n >= 1000, saved
+    assert (bdir / f"{BEHAVIOR}-{n}.pt").is_file(), sorted(os.listdir(bdir))
+    assert Path(saved["file_path"]).name == f"{BEHAVIOR}-{n}.pt"
+
+    config2 = write_config(tmp_path, max_steps=n + 2000, name="config2.yaml")
+    resumed = run_to_end(tmp_path, config2, "intr", "--resume", num_envs=2, tag="resume")
+    out = resumed.output()
+    assert resumed.proc.returncode == 0, out
+    m = re.search(rf"Resuming {BEHAVIOR} from \S+ at step (\d+)", resumed.stdout)
+    assert m is not None, out
+    assert int(m.group(1)) == n, out
+    assert "Training finished" in resumed.stdout, out
+    final = status(tmp_path, "intr")[BEHAVIOR]["final_checkpoint"]["steps"]
+    assert final > n and final >= n + 2000, out
+    assert (bdir / f"{BEHAVIOR}-{final}.pt").is_file(), sorted(os.listdir(bdir))
+
+
+def test_raising_env_stops_run_with_worker_traceback(tmp_path: Path) -> None:
+    config = write_config(tmp_path, max_steps=5000)
+    run = run_to_end(
+        tmp_path, config, "valerr",
+        num_envs=2,
+        env_args=("fault=value_error", "at_step=20", "only_worker=1", "message=boom-4711"),
+    )
+    out = run.output()
+    assert run.proc.returncode == 1, out
+    assert "Restarting worker" not in run.stdout, out  # a ValueError is not restartable
+    assert "worker 1 raised:" in run.stdout, out
+    assert "Traceback (most recent call last)" in run.stdout, out
+    assert "in step" in run.stdout and "fault_envs.py" in run.stdout, out  # the worker's frames
+    assert "ValueError: worker 1 life 1: boom-4711 at step 20" in run.stdout, out
+    final = last_line(run.stdout)
+    assert "worker 1" in final and "ValueError" in final and "boom-4711" in final, out
+    assert_tracebacks_only_from_workers(run, 1)
+
+
+@pytest.mark.slow
+def test_hung_env_times_out(tmp_path: Path) -> None:
+    """Worker 0 hangs (5 s) at step 20 while worker 1 keeps answering; with --timeout-wait 2 and
+    no restarts allowed the run stops after 2 s and names worker 0. (hang_s=5 rather than a
+    forever-hang only keeps shutdown short: close() waits up to 10 s for a worker to exit.)"""
+    config = write_config(tmp_path, max_steps=6000)
+    run = run_to_end(
+        tmp_path, config, "hang", "--timeout-wait", "2", "--max-lifetime-restarts", "0",
+        num_envs=2,
+        env_args=("fault=hang", "at_step=20", "only_worker=0", "hang_s=5", "step_sleep=0.004"),
+    )
+    out = run.output()
+    assert run.proc.returncode not in (0, None), out
+    final = last_line(run.stdout)
+    assert "Worker 0" in final or "worker 0" in final, out
+    assert "did not answer a step within 2 s" in final, out
+    assert "exceeded the allowed number of restarts" in final, out
+    assert "Training finished" not in run.stdout, out
+    assert_tracebacks_only_from_workers(run, 0)
+
+
+@pytest.mark.slow
+def test_env_failing_to_start_after_a_restart_is_restarted_again(tmp_path: Path) -> None:
+    """Life 1 of worker 0 loses its connection at step 20; life 2 fails while being created
+    (a restartable UnityCommunicationException); life 3 runs clean. With unlimited rate and 10
+    lifetime restarts the failed start is one more restartable failure and must be counted and
+    restarted, not end the run. (Upstream ML-Agents stops here too: its reset after a restart
+    re-raises; this test holds ml_arl to its own rule "Unity* exceptions are restartable".)"""
+    state = tmp_path / "state"
+    config = write_config(tmp_path, max_steps=3000)
+    run = run_to_end(
+        tmp_path, config, "recreate", "--restarts-rate-limit-n", "-1",
+        env_args=(
+            "fault=unity", "lives=[1]", "at_step=20", "create_fault=unity", "create_lives=[2]", f"state_dir={state}",
+        ),
+    )
+    out = run.output()
+    assert run.proc.returncode == 0, out
+    assert "(restart 1 of 10)" in run.stdout, out
+    assert "(restart 2 of 10)" in run.stdout, out
+    assert (state / "lives-0").read_text() == "3", out
+    assert "Training finished" in run.stdout, out
+
+
+# --------------------------------------------------------------------------- unit level
+
+
+def test_quota_lifetime_limit() -> None:
+    q = RestartQuota(max_lifetime=3, rate_n=-1, period_s=60)
+    for i in range(3):
+        assert q.allows(0, now=float(i))
+        assert q.record(0, now=float(i)) == i + 1
+    assert not q.allows(0, now=3.0)
+    assert not q.allows(0, now=1e6)  # lifetime restarts never expire
+    assert q.allows(1, now=3.0)  # per worker
+
+
+def test_quota_lifetime_zero_never_allows() -> None:
+    q = RestartQuota(max_lifetime=0, rate_n=-1, period_s=60)
+    assert not q.allows(0, now=0.0)
+    assert not q.allows(5, now=100.0)
+
+
+def test_quota_rate_limit_window() -> None:
+    q = RestartQuota(max_lifetime=-1, rate_n=1, period_s=60)
+    assert q.allows(0, now=100.0)
+    q.record(0, now=100.0)
+    assert not q.allows(0, now=100.0)
+    assert not q.allows(0, now=130.0)
+    assert not q.allows(0, now=159.5)
+    assert q.allows(0, now=160.5)
+    assert q.allows(1, now=100.0)  # other workers have their own window
+    q.record(0, now=160.5)
+    assert not q.allows(0, now=200.0)
+    assert q.allows(0, now=221.0)
+
+
+def test_quota_rate_limit_n2_sliding() -> None:
+    q = RestartQuota(max_lifetime=-1, rate_n=2, period_s=10)
+    q.record(0, now=0.0)
+    assert q.allows(0, now=5.0)
+    q.record(0, now=5.0)
+    assert not q.allows(0, now=9.0)  # 2 in (−1, 9]
+    assert q.allows(0, now=10.5)  # the restart at 0 left the window, the one at 5 did not
+    q.record(0, now=10.5)
+    assert not q.allows(0, now=14.9)  # 5 and 10.5 are in the window
+    assert q.allows(0, now=15.5)
+
+
+def test_quota_both_limits() -> None:
+    q = RestartQuota(max_lifetime=2, rate_n=1, period_s=10)
+    q.record(0, now=0.0)
+    assert not q.allows(0, now=5.0)  # rate
+    assert q.allows(0, now=11.0)
+    q.record(0, now=11.0)
+    assert not q.allows(0, now=100.0)  # lifetime (2 of 2), although the rate window is empty
+
+
+def test_quota_unlimited() -> None:
+    q = RestartQuota(max_lifetime=-1, rate_n=-1, period_s=60)
+    for i in range(1000):
+        assert q.allows(0, now=0.0)
+        assert q.record(0, now=0.0) == i + 1
+
+
+class _StubManager(EnvManager):
+    def __init__(self, settings: EnvSettings):
+        super().__init__(settings)
+        self.restarted: list[int] = []
+
+    @property
+    def num_workers(self) -> int:
+        return 2
+
+    def start(self):  # pragma: no cover - not used
+        return {}
+
+    def step(self):  # pragma: no cover - not used
+        return []
+
+    def close(self) -> None:  # pragma: no cover - not used
+        pass
+
+    def reset(self) -> None:  # pragma: no cover - not used
+        pass
+
+    def restart_worker(self, worker_id: int) -> None:
+        self.restarted.append(worker_id)
+
+
+def test_handle_failure_not_restartable_is_raised_unchanged() -> None:
+    mgr = _StubManager(EnvSettings())
+    err = WorkerError(1, "worker 1: ValueError: nope", "tb", restartable=False)
+    with pytest.raises(WorkerError) as info:
+        mgr.handle_failure(err)
+    assert info.value is err
+    assert mgr.restarted == []
+
+
+def test_handle_failure_restarts_until_quota(caplog: pytest.LogCaptureFixture) -> None:
+    mgr = _StubManager(EnvSettings(max_lifetime_restarts=10, restarts_rate_limit_n=1, restarts_rate_limit_period_s=60))
+    caplog.set_level("WARNING")
+    mgr.handle_failure(WorkerError(0, "worker 0: WorkerDied: gone", restartable=True))
+    assert mgr.restarted == [0]
+    assert "Restarting worker[0]" in caplog.text and "restart 1 of 10" in caplog.text
+    mgr.handle_failure(WorkerError(1, "worker 1: WorkerDied: gone", restartable=True))  # own quota
+    assert mgr.restarted == [0, 1]
+    with pytest.raises(RestartQuotaExceeded, match="exceeded the allowed number of restarts"):
+        mgr.handle_failure(WorkerError(0, "worker 0: WorkerDied: again", restartable=True))
+    assert mgr.restarted == [0, 1]
+
+
+def test_handle_failure_unlimited_label(caplog: pytest.LogCaptureFixture) -> None:
+    mgr = _StubManager(EnvSettings(max_lifetime_restarts=-1, restarts_rate_limit_n=-1))
+    caplog.set_level("WARNING")
+    for _ in range(5):
+        mgr.handle_failure(WorkerError(0, "x", restartable=True))
+    assert mgr.restarted == [0] * 5
+    assert "restart 5 of unlimited" in caplog.text

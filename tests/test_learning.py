@@ -1,0 +1,58 @@
+"""PPO learns: the built-in Reach task in its three action variants, through both managers,
+and gymnasium CartPole-v1 to a mean return of 475 over 20 episodes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ml_arl.settings import build_run_options
+from ml_arl.trainer_controller import TrainerController
+
+from .conftest import tiny_config
+
+REACH_THRESHOLD = 0.8  # mean return over the last 20 episodes; random play scores about -0.1
+
+
+def train(tmp_path: Path, config: dict, behavior: str) -> tuple[TrainerController, list[float]]:
+    config.setdefault("checkpoint_settings", {}).update({"results_dir": str(tmp_path), "run_id": "learn"})
+    config["env_settings"].setdefault("seed", 1)
+    options = build_run_options(config, {}, "test")
+    controller = TrainerController(options)
+    controller.start_learning()
+    return controller, list(controller.managers[behavior].recent_rewards)
+
+
+@pytest.mark.parametrize(
+    "env,behavior",
+    [("builtin:Reach", "Reach"), ("builtin:ReachDiscrete", "ReachDiscrete"), ("builtin:ReachHybrid", "ReachHybrid")],
+)
+@pytest.mark.parametrize("manager", ["inprocess", "subprocess"])
+def test_ppo_learns_reach(tmp_path: Path, env: str, behavior: str, manager: str) -> None:
+    config = tiny_config(env, max_steps=16000, hyperparameters={"batch_size": 128, "buffer_size": 1024,
+                                                                 "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
+    config["env_settings"].update({"manager": manager, "num_envs": 2})
+    controller, rewards = train(tmp_path, config, behavior)
+    assert len(rewards) >= 20
+    assert np.mean(rewards[-20:]) >= REACH_THRESHOLD, rewards[-20:]
+    assert controller.trainers[behavior].step >= 16000
+
+
+def test_threaded_trainer_learns(tmp_path: Path) -> None:
+    config = tiny_config("builtin:ReachDiscrete", max_steps=16000, threaded=True,
+                         hyperparameters={"batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "num_epoch": 4})
+    config["env_settings"].update({"manager": "subprocess", "num_envs": 2})
+    _, rewards = train(tmp_path, config, "ReachDiscrete")
+    assert np.mean(rewards[-20:]) >= REACH_THRESHOLD, rewards[-20:]
+
+
+@pytest.mark.slow
+def test_ppo_solves_cartpole(tmp_path: Path) -> None:
+    import yaml
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/ppo/CartPole.yaml").read_text())
+    config["env_settings"]["seed"] = 1
+    _, rewards = train(tmp_path, config, "CartPole")
+    assert np.mean(rewards[-20:]) >= 475, rewards[-20:]

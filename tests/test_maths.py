@@ -1,0 +1,95 @@
+"""GAE, returns and schedules against hand-computed values; the numpy muscle against torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from ml_arl.envs.builtin import Reach, Trivial
+from ml_arl.policy.muscle import Muscle, masks_allowed
+from ml_arl.policy.networks import ActorCritic, Normalizer
+from ml_arl.settings import NetworkSettings
+from ml_arl.trainers.common import decayed, discounted_returns, gae
+
+
+def test_gae_matches_hand_computation() -> None:
+    rewards = np.array([1.0, 0.0, 2.0], np.float32)
+    values = np.array([0.5, 1.0, 1.5], np.float32)
+    gamma, lambd, v_next = 0.9, 0.8, 2.0
+    # deltas: r_t + gamma * V(t+1) - V(t)
+    d2 = 2.0 + 0.9 * 2.0 - 1.5  # 2.3
+    d1 = 0.0 + 0.9 * 1.5 - 1.0  # 0.35
+    d0 = 1.0 + 0.9 * 1.0 - 0.5  # 1.4
+    a2 = d2
+    a1 = d1 + 0.9 * 0.8 * a2  # 0.35 + 0.72 * 2.3 = 2.006
+    a0 = d0 + 0.9 * 0.8 * a1  # 1.4 + 0.72 * 2.006 = 2.84432
+    np.testing.assert_allclose(gae(rewards, values, v_next, gamma, lambd), [a0, a1, a2], rtol=1e-6)
+
+
+def test_gae_with_lambda_one_is_return_minus_value() -> None:
+    rewards = np.array([1.0, 1.0, 1.0, 1.0], np.float32)
+    values = np.array([0.2, 0.4, 0.1, 0.3], np.float32)
+    adv = gae(rewards, values, 0.0, 0.5, 1.0)
+    returns = discounted_returns(rewards, 0.5)
+    np.testing.assert_allclose(returns, [1.875, 1.75, 1.5, 1.0], rtol=1e-6)
+    np.testing.assert_allclose(adv, returns - values, rtol=1e-6)
+
+
+def test_terminal_vs_bootstrapped_value() -> None:
+    rewards = np.array([0.0], np.float32)
+    values = np.array([0.0], np.float32)
+    assert gae(rewards, values, 0.0, 0.99, 0.95)[0] == 0.0  # true end: nothing follows
+    assert gae(rewards, values, 10.0, 0.99, 0.95)[0] == pytest.approx(9.9)  # interrupted: bootstrap
+
+
+def test_linear_schedule_reaches_floor() -> None:
+    assert decayed(3e-4, 1e-10, 0, 1000, "linear") == pytest.approx(3e-4)
+    assert decayed(0.2, 0.1, 500, 1000, "linear") == pytest.approx(0.15)
+    assert decayed(0.2, 0.1, 5000, 1000, "linear") == pytest.approx(0.1)
+    assert decayed(0.2, 0.1, 500, 1000, "constant") == 0.2
+
+
+def test_normalizer_running_statistics() -> None:
+    norm = Normalizer(2)
+    data = torch.tensor([[1.0, 10.0], [3.0, 30.0], [5.0, 50.0], [7.0, 70.0]])
+    norm.update(data[:1])
+    norm.update(data[1:])
+    np.testing.assert_allclose(norm.mean.numpy(), [4.0, 40.0], rtol=1e-3)
+    np.testing.assert_allclose(norm.var.numpy(), [5.0, 500.0], rtol=1e-3)
+
+
+@pytest.mark.parametrize("env", [Reach("continuous"), Reach("discrete"), Reach("hybrid"), Trivial()])
+def test_muscle_agrees_with_torch(env) -> None:  # noqa: ANN001
+    env.reset()
+    name = list(env.behavior_specs)[0]
+    spec = env.behavior_specs[name]
+    net = ActorCritic(spec, NetworkSettings(normalize=True, hidden_units=16))
+    net.normalizer.update(torch.randn(64, spec.observation_specs[0].shape[0]) * 3 + 1)
+    muscle = Muscle(net.muscle_weights(), seed=3)
+    decision, _ = env.get_steps(name)
+    allowed = masks_allowed(decision.action_mask, len(decision), muscle.branches)
+    info = muscle.act(decision.obs, allowed)
+    log_prob, entropy, _ = net.evaluate(
+        [torch.as_tensor(decision.obs[0])],
+        torch.as_tensor(allowed) if allowed is not None else None,
+        torch.as_tensor(info.continuous),
+        torch.as_tensor(info.discrete).long(),
+    )
+    np.testing.assert_allclose(info.log_prob, log_prob.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(info.entropy, entropy.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(info.env_action.continuous, np.clip(info.continuous, -3, 3) / 3, atol=1e-7)
+
+
+def test_masked_actions_are_never_sampled() -> None:
+    env = Reach("discrete", n_agents=64)
+    env.reset()
+    spec = env.behavior_specs["ReachDiscrete"]
+    muscle = Muscle(ActorCritic(spec, NetworkSettings(hidden_units=8)).muscle_weights(), seed=0)
+    allowed = np.ones((64, 3), bool)
+    allowed[:, 0] = False
+    allowed[::2, 2] = False
+    for _ in range(20):
+        info = muscle.act([np.zeros((64, 2), np.float32)], allowed)
+        assert not np.any(info.discrete[:, 0] == 0)
+        assert not np.any(info.discrete[::2, 0] == 2)

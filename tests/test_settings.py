@@ -1,0 +1,182 @@
+"""The config schema: ML-Agents defaults, strict errors (all at once, one line each, with the
+closest key), default_settings merging, and CLI flags overriding only when typed."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ml_arl.cli import parse_options
+from ml_arl.exceptions import ConfigError
+from ml_arl.settings import RunOptions, TrainerSettings, build_run_options, load_config_file
+
+from .conftest import write_config
+
+
+def problems(data: dict, source: str = "cfg.yaml") -> list[str]:
+    with pytest.raises(ConfigError) as err:
+        build_run_options(data, {}, source)
+    return err.value.problems
+
+
+def test_mlagents_defaults() -> None:
+    t = TrainerSettings()
+    hp = t.hyperparameters
+    assert (hp.batch_size, hp.buffer_size, hp.learning_rate, hp.beta, hp.epsilon, hp.lambd, hp.num_epoch) == (
+        1024, 10240, 3.0e-4, 5.0e-3, 0.2, 0.95, 3
+    )
+    assert hp.learning_rate_schedule == "linear" and hp.beta_schedule == "linear" and hp.epsilon_schedule == "linear"
+    assert (t.max_steps, t.time_horizon, t.summary_freq, t.checkpoint_interval, t.keep_checkpoints) == (
+        500000, 64, 50000, 500000, 5
+    )
+    assert (t.network_settings.hidden_units, t.network_settings.num_layers, t.network_settings.normalize) == (128, 2, False)
+    assert t.reward_signals.extrinsic.gamma == 0.99 and t.threaded is False
+    env = RunOptions().env_settings
+    assert (env.base_port, env.num_envs, env.timeout_wait, env.seed) == (5005, 1, 60, -1)
+    assert (env.max_lifetime_restarts, env.restarts_rate_limit_n, env.restarts_rate_limit_period_s) == (10, 1, 60)
+    assert RunOptions().checkpoint_settings.run_id == "ppo"
+
+
+def test_schedules_follow_learning_rate_schedule() -> None:
+    opts = build_run_options({"behaviors": {"B": {"hyperparameters": {"learning_rate_schedule": "constant"}}}}, {}, "c")
+    hp = opts.behaviors["B"].hyperparameters
+    assert hp.beta_schedule == "constant" and hp.epsilon_schedule == "constant"
+
+
+def test_unknown_key_names_path_and_closest_key() -> None:
+    (msg,) = problems({"behaviors": {"Walker": {"hyperparameters": {"learnin_rate": 0.1}}}})
+    assert msg.startswith("cfg.yaml: behaviors.Walker.hyperparameters.learnin_rate")
+    assert "did you mean 'learning_rate'" in msg
+
+
+def test_unknown_top_level_section() -> None:
+    (msg,) = problems({"env_setings": {"num_envs": 2}})
+    assert "env_setings" in msg and "did you mean 'env_settings'" in msg
+
+
+def test_wrong_type_names_value() -> None:
+    (msg,) = problems({"behaviors": {"B": {"max_steps": "lots"}}})
+    assert "behaviors.B.max_steps" in msg and "'lots'" in msg
+
+
+def test_every_problem_reported_at_once() -> None:
+    found = problems(
+        {
+            "behaviors": {"B": {"time_horizon": -3, "hyperparameters": {"batch_sise": 64}, "trainer_type": "ppp"}},
+            "env_settings": {"num_envs": "two"},
+            "checkpoint_settings": {"run_idd": "x"},
+        }
+    )
+    text = "\n".join(found)
+    assert len(found) == 5, text
+    for needle in ("time_horizon", "batch_sise", "trainer_type", "num_envs", "run_idd"):
+        assert needle in text
+    assert "did you mean 'ppo'" in text
+    assert all("\n" not in p for p in found)
+
+
+def test_default_settings_merge_under_behaviors() -> None:
+    opts = build_run_options(
+        {
+            "default_settings": {"max_steps": 1000, "hyperparameters": {"batch_size": 32, "buffer_size": 320}},
+            "behaviors": {"A": {"hyperparameters": {"batch_size": 64}}, "B": None},
+        },
+        {},
+        "c",
+    )
+    assert opts.behaviors["A"].max_steps == 1000
+    assert opts.behaviors["A"].hyperparameters.batch_size == 64
+    assert opts.behaviors["A"].hyperparameters.buffer_size == 320
+    assert opts.behaviors["B"].hyperparameters.batch_size == 32
+    assert opts.settings_for("Unlisted?team=1").max_steps == 1000
+
+
+def test_missing_behavior_without_defaults_is_an_error() -> None:
+    opts = build_run_options({"behaviors": {"A": {}}}, {}, "c")
+    with pytest.raises(ConfigError, match="no entry for it"):
+        opts.settings_for("B")
+
+
+def test_scientific_notation_steps() -> None:
+    opts = build_run_options({"behaviors": {"A": {"max_steps": "5.0e5", "hyperparameters": {"learning_rate": "3.0e-4"}}}}, {}, "c")
+    assert opts.behaviors["A"].max_steps == 500000
+    assert opts.behaviors["A"].hyperparameters.learning_rate == pytest.approx(3e-4)
+
+
+def test_unsupported_features_say_so() -> None:
+    found = problems({"behaviors": {"A": {"reward_signals": {"curiosity": {}}, "self_play": {}}}})
+    assert any("curiosity" in p and "not supported yet" in p for p in found)
+    assert any("self_play" in p and "not supported yet" in p for p in found)
+
+
+def test_cli_overrides_only_typed_flags(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.yaml", {"env_settings": {"env_path": "builtin:Reach", "num_envs": 3, "seed": 7},
+                                             "behaviors": {"Reach": {}}})
+    opts = parse_options([str(cfg)])
+    assert opts.env_settings.num_envs == 3 and opts.env_settings.seed == 7
+    assert opts.checkpoint_settings.run_id == "ppo"
+    opts = parse_options([str(cfg), "--num-envs", "2", "--run-id", "x", "--torch-device", "cpu", "--debug"])
+    assert opts.env_settings.num_envs == 2 and opts.env_settings.seed == 7
+    assert opts.checkpoint_settings.run_id == "x" and opts.torch_settings.device == "cpu" and opts.debug
+
+
+def test_env_args_take_the_rest_of_the_line(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.yaml", {"env_settings": {"env_path": "builtin:Reach"}})
+    opts = parse_options([str(cfg), "--env-args", "n_agents=8", "--not-ours"])
+    assert opts.env_settings.env_args == ["n_agents=8", "--not-ours"]
+
+
+def test_yaml_syntax_error_names_file_and_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("behaviors:\n  A: {max_steps: 10\n")
+    with pytest.raises(ConfigError) as err:
+        load_config_file(str(bad))
+    assert str(bad) in err.value.problems[0] and "line" in err.value.problems[0]
+
+
+def test_mlagents_style_config_parses_unchanged(tmp_path: Path) -> None:
+    text = """
+behaviors:
+  3DBall:
+    trainer_type: ppo
+    hyperparameters:
+      batch_size: 64
+      buffer_size: 12000
+      learning_rate: 0.0003
+      beta: 0.001
+      epsilon: 0.2
+      lambd: 0.99
+      num_epoch: 3
+      learning_rate_schedule: linear
+      beta_schedule: constant
+      epsilon_schedule: linear
+    network_settings:
+      normalize: true
+      hidden_units: 128
+      num_layers: 2
+      vis_encode_type: simple
+    reward_signals:
+      extrinsic:
+        gamma: 0.99
+        strength: 1.0
+    keep_checkpoints: 5
+    max_steps: 500000
+    time_horizon: 1000
+    summary_freq: 12000
+env_settings:
+  env_path: null
+  num_envs: 1
+engine_settings:
+  time_scale: 20
+checkpoint_settings:
+  run_id: ball
+torch_settings:
+  device: null
+debug: false
+"""
+    path = tmp_path / "3DBall.yaml"
+    path.write_text(text)
+    opts = build_run_options(load_config_file(str(path)), {}, str(path))
+    assert opts.behaviors["3DBall"].hyperparameters.beta_schedule == "constant"
+    assert opts.behaviors["3DBall"].time_horizon == 1000
