@@ -102,12 +102,22 @@ class GaugeWriter:
 HIDDEN_FROM_TENSORBOARD = ("Is Training",)
 
 
-class StatsReporter:
-    """Collects values for one category (behavior) between summaries. Thread-safe."""
+class StepCounter:
+    """Environment steps of the whole run (all workers), counted by the controller."""
 
-    def __init__(self, category: str, writers: list[StatsWriter]):
+    def __init__(self) -> None:
+        self.total = 0
+
+
+class StatsReporter:
+    """Collects values for one category (behavior) between summaries. Thread-safe.
+    With an ``env_steps`` counter it adds "Environment/Steps Per Second" over each summary period."""
+
+    def __init__(self, category: str, writers: list[StatsWriter], env_steps: StepCounter | None = None):
         self.category = category
         self.writers = writers
+        self.env_steps = env_steps
+        self._last_rate_point = (time.monotonic(), env_steps.total if env_steps else 0)
         self._lock = threading.Lock()
         self._values: dict[str, list[float]] = {}
         self._recent_rewards: list[float] = []
@@ -131,6 +141,12 @@ class StatsReporter:
         return float(np.mean(rewards)) if rewards else None
 
     def write_stats(self, step: int) -> None:
+        if self.env_steps is not None:
+            now, total = time.monotonic(), self.env_steps.total
+            then, before = self._last_rate_point
+            if now > then:
+                self.set_stat("Environment/Steps Per Second", (total - before) / (now - then))
+            self._last_rate_point = (now, total)
         with self._lock:
             values, self._values = self._values, {}
         summaries = {

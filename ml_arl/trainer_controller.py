@@ -31,7 +31,7 @@ from ml_arl.envs.sources import resolve_env
 from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.exceptions import ConfigError, RunDirectoryError, TrainerThreadError
 from ml_arl.settings import RunOptions
-from ml_arl.stats import ConsoleWriter, GaugeWriter, StatsReporter, StatsWriter, TensorboardWriter
+from ml_arl.stats import ConsoleWriter, GaugeWriter, StatsReporter, StatsWriter, StepCounter, TensorboardWriter
 from ml_arl.timers import Timers
 from ml_arl.trainers.ppo import PPOTrainer
 
@@ -113,13 +113,13 @@ class TrainerController:
         self.stop_event = threading.Event()
         self.threads: dict[str, threading.Thread] = {}
         self.thread_errors: list[tuple[str, BaseException, str]] = []
-        self.env_steps = 0
+        self.env_steps = StepCounter()
         self._progress: Any = None
 
     # ------------------------------------------------------------------ set-up
     def _create_trainer(self, behavior: str, spec: BehaviorSpec) -> None:
         settings = self.options.settings_for(behavior)
-        stats = StatsReporter(behavior, self.writers)
+        stats = StatsReporter(behavior, self.writers, self.env_steps)
         checkpoints = (
             CheckpointManager(behavior, os.path.join(self.write_path, behavior), settings.keep_checkpoints, self.status)
             if self.train_model
@@ -184,7 +184,7 @@ class TrainerController:
         for behavior, spec in batch.new_specs.items():
             if behavior not in self.trainers:
                 self._create_trainer(behavior, spec)
-        self.env_steps += batch.env_steps
+        self.env_steps.total += batch.env_steps
         by_behavior: dict[str, list] = {}
         for traj in batch.trajectories:
             by_behavior.setdefault(traj.behavior, []).append(traj)
@@ -220,15 +220,11 @@ class TrainerController:
             for behavior, spec in specs.items():
                 self._create_trainer(behavior, spec)
             self._open_progress()
-            last_rate_t, last_rate_steps = time.monotonic(), 0
+            last_progress = time.monotonic()
             while not self._done():
                 self.advance()
-                now = time.monotonic()
-                if now - last_rate_t >= 1.0:
-                    rate = (self.env_steps - last_rate_steps) / (now - last_rate_t)
-                    for manager in self.managers.values():
-                        manager.stats.add_stat("Environment/Steps Per Second", rate)
-                    last_rate_t, last_rate_steps = now, self.env_steps
+                if self._progress is not None and time.monotonic() - last_progress >= 0.5:
+                    last_progress = time.monotonic()
                     self._update_progress()
         except KeyboardInterrupt:
             interrupted = True
@@ -245,7 +241,7 @@ class TrainerController:
                 for writer in self.writers:
                     writer.close()
         if not interrupted:
-            logger.info("Training finished after %d environment steps.", self.env_steps)
+            logger.info("Training finished after %d environment steps.", self.env_steps.total)
 
     def _stop_threads(self) -> None:
         self.stop_event.set()

@@ -1,0 +1,151 @@
+"""arl-learn end to end: the results layout and TensorBoard tags, --resume, --force, reuse
+errors, and malformed configs (one line per problem, exit code 2, no traceback)."""
+
+from __future__ import annotations
+
+import glob
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from .conftest import ROOT, arl_learn, tiny_config, write_config
+
+EXPECTED_TAGS = {
+    "Environment/Cumulative Reward",
+    "Environment/Episode Length",
+    "Environment/Steps Per Second",
+    "Policy/Entropy",
+    "Policy/Learning Rate",
+    "Policy/Extrinsic Value Estimate",
+    "Losses/Policy Loss",
+    "Losses/Value Loss",
+}
+
+
+def scalar_tags(folder: Path) -> set[str]:
+    tags: set[str] = set()
+    for event_file in glob.glob(str(folder / "events.out.tfevents.*")):
+        acc = EventAccumulator(event_file)
+        acc.Reload()
+        tags |= set(acc.Tags()["scalars"])
+    return tags
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> tuple[Path, Path]:
+    config = tiny_config("builtin:Reach", max_steps=3000)
+    config["env_settings"]["num_envs"] = 2
+    return tmp_path, write_config(tmp_path / "reach.yaml", config)
+
+
+def test_tiny_run_writes_results_layout_and_tags(run_dir: tuple[Path, Path]) -> None:
+    tmp, cfg = run_dir
+    proc = arl_learn([str(cfg), "--run-id", "tiny", "--seed", "3"], cwd=tmp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = tmp / "results" / "tiny"
+    assert (out / "configuration.yaml").is_file()
+    saved = yaml.safe_load((out / "configuration.yaml").read_text())
+    assert saved["checkpoint_settings"]["run_id"] == "tiny" and saved["env_settings"]["num_envs"] == 2
+    status = json.loads((out / "run_logs" / "training_status.json").read_text())
+    assert status["Reach"]["final_checkpoint"]["steps"] >= 3000 and "metadata" in status
+    timers = json.loads((out / "run_logs" / "timers.json").read_text())
+    assert timers["name"] == "root" and "env_step" in timers["children"]
+    assert any(k.startswith("Reach.Environment.CumulativeReward") for k in timers["gauges"])
+    ckpts = sorted(p.name for p in (out / "Reach").glob("Reach-*.pt"))
+    assert len(ckpts) == 2, ckpts  # keep_checkpoints: 2
+    assert (out / "Reach" / "checkpoint.pt").is_file()
+    assert not list(out.rglob(".tmp-*")), "temporary files left behind"
+    assert EXPECTED_TAGS <= scalar_tags(out / "Reach")
+    line = re.search(r"Reach\. Step: 1000\. Time Elapsed: [\d.]+ s\. Mean Reward: -?[\d.]+\. Std of Reward: [\d.]+\. Training\.",
+                     proc.stdout)
+    assert line, proc.stdout
+    assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_resume_continues_step_count(run_dir: tuple[Path, Path]) -> None:
+    tmp, cfg = run_dir
+    assert arl_learn([str(cfg), "--run-id", "r"], cwd=tmp).returncode == 0
+    first = json.loads((tmp / "results/r/run_logs/training_status.json").read_text())["Reach"]["final_checkpoint"]["steps"]
+    config = yaml.safe_load(cfg.read_text())
+    config["default_settings"]["max_steps"] = 5000
+    write_config(cfg, config)
+    proc = arl_learn([str(cfg), "--run-id", "r", "--resume"], cwd=tmp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"at step {first}" in proc.stdout
+    second = json.loads((tmp / "results/r/run_logs/training_status.json").read_text())["Reach"]["final_checkpoint"]["steps"]
+    assert first < second and second >= 5000
+    assert "Reach. Step: 1000." not in proc.stdout  # summaries continue after the saved step
+
+
+def test_reuse_force_and_initialize_from(run_dir: tuple[Path, Path]) -> None:
+    tmp, cfg = run_dir
+    assert arl_learn([str(cfg), "--run-id", "x"], cwd=tmp).returncode == 0
+    before = (tmp / "results/x/Reach/checkpoint.pt").stat().st_mtime
+    reuse = arl_learn([str(cfg), "--run-id", "x"], cwd=tmp)
+    assert reuse.returncode == 2
+    assert "previous data from this run ID was found" in reuse.stdout + reuse.stderr
+    assert (tmp / "results/x/Reach/checkpoint.pt").stat().st_mtime == before  # nothing touched
+    missing = arl_learn([str(cfg), "--run-id", "nope", "--resume"], cwd=tmp)
+    assert missing.returncode == 2 and "was not found" in missing.stdout + missing.stderr
+    init = arl_learn([str(cfg), "--run-id", "y", "--initialize-from", "x"], cwd=tmp)
+    assert init.returncode == 0 and "Initialized Reach from" in init.stdout
+    forced = arl_learn([str(cfg), "--run-id", "x", "--force"], cwd=tmp)
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+
+
+def test_inference_acts_without_training(run_dir: tuple[Path, Path]) -> None:
+    tmp, cfg = run_dir
+    assert arl_learn([str(cfg), "--run-id", "inf"], cwd=tmp).returncode == 0
+    before = (tmp / "results/inf/Reach/checkpoint.pt").read_bytes()
+    proc = arl_learn([str(cfg), "--run-id", "inf", "--resume", "--inference"], cwd=tmp)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert (tmp / "results/inf/Reach/checkpoint.pt").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "text,needles",
+    [
+        ("behaviors:\n  Reach:\n    hyperparameters:\n      learnin_rate: 0.1\n", ["learnin_rate", "did you mean 'learning_rate'"]),
+        ("behaviors:\n  Reach:\n    max_steps: many\n    time_horizon: -1\n", ["max_steps", "'many'", "time_horizon"]),
+        ("behaviors: [1, 2\n", ["YAML syntax error", "line"]),
+        ("env_settings:\n  num_envs: 2\n  env_path: null\n", ["num_envs"]),
+    ],
+)
+def test_malformed_configs_give_one_line_errors(tmp_path: Path, text: str, needles: list[str]) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text(text)
+    proc = arl_learn([str(cfg), "--run-id", "bad"], cwd=tmp_path, timeout=60)
+    assert proc.returncode == 2
+    output = proc.stdout + proc.stderr
+    assert "Traceback" not in output
+    for needle in needles:
+        assert needle in output
+    assert all(line.startswith("arl-learn: error: ") and str(cfg) in line for line in proc.stderr.strip().splitlines())
+    assert not (tmp_path / "results").exists()
+
+
+@pytest.mark.parametrize(
+    "args,needle",
+    [
+        (["--env", "builtin:Nope"], "no built-in environment 'Nope'"),
+        (["--env", "gymnasium:NotAnEnv-v0"], "gymnasium has no environment id"),
+        (["--env", "no_such_module:make"], "cannot import module 'no_such_module'"),
+        (["--num-envs", "zero"], "invalid int value"),
+        (["--torch-device", "tpu"], "torch_settings.device"),
+    ],
+)
+def test_bad_flags_give_one_line_errors(run_dir: tuple[Path, Path], args: list[str], needle: str) -> None:
+    tmp, cfg = run_dir
+    proc = arl_learn([str(cfg), "--run-id", "bad", *args], cwd=tmp, timeout=60)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2, output
+    assert needle in output and "Traceback" not in output
+
+
+def test_help_shows_examples() -> None:
+    proc = arl_learn(["--help"], cwd=ROOT, timeout=60)
+    assert proc.returncode == 0 and "examples:" in proc.stdout and "--initialize-from" in proc.stdout
