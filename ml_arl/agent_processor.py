@@ -56,17 +56,16 @@ class EpisodeStat(NamedTuple):
     interrupted: bool
 
 
+_Step = tuple[list[np.ndarray], np.ndarray, np.ndarray, Optional[np.ndarray], float]
+
+
 class _AgentState:
-    __slots__ = ("obs", "cont", "disc", "allowed", "logp", "rewards", "pending", "ep_reward", "ep_length")
+    __slots__ = ("steps", "rewards", "pending", "ep_reward", "ep_length")
 
     def __init__(self) -> None:
-        self.obs: list[list[np.ndarray]] = []
-        self.cont: list[np.ndarray] = []
-        self.disc: list[np.ndarray] = []
-        self.allowed: list[np.ndarray] = []
-        self.logp: list[float] = []
+        self.steps: list[_Step] = []  # (obs rows, continuous, discrete, allowed, log_prob) per step
         self.rewards: list[float] = []
-        self.pending: Optional[tuple] = None
+        self.pending: Optional[_Step] = None  # the last decision, waiting for its reward
         self.ep_reward = 0.0
         self.ep_length = 0
 
@@ -136,36 +135,30 @@ class AgentProcessor:
 
     def _complete(self, state: _AgentState, reward: float) -> None:
         assert state.pending is not None
-        obs, cont, disc, allowed, logp = state.pending
-        state.obs.append(obs)
-        state.cont.append(cont)
-        state.disc.append(disc)
-        if allowed is not None:
-            state.allowed.append(allowed)
-        state.logp.append(logp)
+        state.steps.append(state.pending)
         state.rewards.append(reward)
         state.pending = None
         state.ep_reward += reward
         state.ep_length += 1
 
     def _emit(self, state: _AgentState, agent_id: int, next_obs: list[np.ndarray], done: bool, interrupted: bool) -> None:
-        n_obs = len(next_obs)
+        obs_rows, cont, disc, allowed, logp = zip(*state.steps)
         traj = Trajectory(
             behavior=self.behavior,
             agent_id=f"{self.worker_id}-{agent_id}",
-            obs=[np.stack([step[k] for step in state.obs]) for k in range(n_obs)],
+            obs=[np.stack(rows) for rows in zip(*obs_rows)],
             next_obs=[np.array(o) for o in next_obs],
-            continuous=np.stack(state.cont),
-            discrete=np.stack(state.disc),
-            allowed=np.stack(state.allowed) if state.allowed else None,
-            log_prob=np.asarray(state.logp, np.float32),
+            continuous=np.stack(cont),
+            discrete=np.stack(disc),
+            allowed=np.stack(allowed) if allowed[0] is not None else None,
+            log_prob=np.asarray(logp, np.float32),
             rewards=np.asarray(state.rewards, np.float32),
             done=done,
             interrupted=interrupted,
             policy_version=self.policy_version,
         )
         self.trajectories.append(traj)
-        state.obs, state.cont, state.disc, state.allowed, state.logp, state.rewards = [], [], [], [], [], []
+        state.steps, state.rewards = [], []
 
     def end_episodes(self) -> None:
         """Drop every half-built trajectory (after a forced reset); nothing reaches training."""

@@ -25,6 +25,7 @@ import signal
 import sys
 import time
 import traceback
+from collections import deque
 from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple, Optional
 
@@ -40,6 +41,9 @@ from ml_arl.settings import EnvSettings
 logger = logging.getLogger(__name__)
 
 WORKER_SHUTDOWN_TIMEOUT_S = 10.0
+# STEP requests queued per worker: while the main process reads one batch, the worker already
+# steps for the next, so no worker waits on a round trip.
+PIPELINE_DEPTH = 2
 
 
 class EnvironmentCommand(enum.Enum):
@@ -117,8 +121,16 @@ class _Worker:
         self.worker_id = worker_id
         self.process = process
         self.conn = conn
-        self.busy_since: Optional[float] = None
+        self.sent: deque[float] = deque()  # send times of the STEP requests not answered yet
+        self.last_reply = time.monotonic()
         self.policy_versions: dict[str, int] = {}
+
+    def step_deadline(self, timeout: float) -> Optional[float]:
+        """When the oldest outstanding request must be answered: requests queue up in the worker,
+        so the clock for one starts when it was sent or when the one before it was answered."""
+        if not self.sent:
+            return None
+        return max(self.sent[0], self.last_reply) + timeout
 
 
 # Workers share the machine's cores: one BLAS thread each (set before the forkserver starts).
@@ -213,25 +225,26 @@ class SubprocessEnvManager(EnvManager):
             logger.error("worker %d raised:\n%s", worker.worker_id, tb.rstrip())
         return WorkerError(worker.worker_id, message, tb, failure.restartable)
 
+    def _send_step(self, worker: _Worker) -> None:
+        updates = {b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != msg.version}
+        try:
+            worker.conn.send(EnvironmentRequest(EnvironmentCommand.STEP, updates))
+        except (OSError, BrokenPipeError):
+            pass  # the process is gone; its sentinel reports it in step()
+        for b, msg in updates.items():
+            worker.policy_versions[b] = msg.version
+        worker.sent.append(time.monotonic())
+
     def step(self) -> list[StepBatch]:
-        now = time.monotonic()
         for worker in self.workers:
-            if worker.busy_since is None:
-                updates = {
-                    b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != msg.version
-                }
-                try:
-                    worker.conn.send(EnvironmentRequest(EnvironmentCommand.STEP, updates))
-                except (OSError, BrokenPipeError):
-                    pass  # the process is gone; its sentinel will report it below
-                for b, msg in updates.items():
-                    worker.policy_versions[b] = msg.version
-                worker.busy_since = now
+            while len(worker.sent) < PIPELINE_DEPTH:
+                self._send_step(worker)
         by_handle: dict[Any, _Worker] = {}
         for worker in self.workers:
             by_handle[worker.conn] = worker
             by_handle[worker.process.sentinel] = worker
-        deadline = min(w.busy_since for w in self.workers if w.busy_since is not None) + self.settings.timeout_wait
+        timeout = self.settings.timeout_wait
+        deadline = min(d for w in self.workers if (d := w.step_deadline(timeout)) is not None)
         ready = wait(list(by_handle), timeout=max(0.0, deadline - time.monotonic()))
         batches: list[StepBatch] = []
         failed: list[WorkerError] = []
@@ -241,51 +254,54 @@ class SubprocessEnvManager(EnvManager):
             if worker.worker_id in seen:
                 continue
             seen.add(worker.worker_id)
-            resp = self._recv(worker)
-            worker.busy_since = None
-            if resp.cmd is EnvironmentCommand.STEP:
+            while worker.sent:
+                resp = self._recv(worker)
+                worker.sent.popleft()
+                worker.last_reply = time.monotonic()
+                if resp.cmd is not EnvironmentCommand.STEP:
+                    worker.sent.clear()
+                    failed.append(self._failure(worker, resp))
+                    break
                 batches.append(resp.payload)
-            else:
-                failed.append(self._failure(worker, resp))
-        if not ready:
-            now = time.monotonic()
-            for worker in self.workers:
-                if worker.busy_since is not None and now - worker.busy_since >= self.settings.timeout_wait:
-                    worker.busy_since = None
-                    worker.process.kill()  # a hung env will not answer CLOSE either
-                    failed.append(
-                        WorkerError(
-                            worker.worker_id,
-                            f"worker {worker.worker_id}: environment did not answer a step within "
-                            f"{self.settings.timeout_wait} s (hung?); raise --timeout-wait if it is just slow",
-                            restartable=True,
-                        )
+                if not worker.conn.poll():
+                    break
+        now = time.monotonic()
+        for worker in self.workers:
+            worker_deadline = worker.step_deadline(timeout)
+            if worker.worker_id not in seen and worker_deadline is not None and now >= worker_deadline:
+                worker.sent.clear()
+                worker.process.kill()  # a hung env will not answer CLOSE either
+                failed.append(
+                    WorkerError(
+                        worker.worker_id,
+                        f"worker {worker.worker_id}: environment did not answer a step within "
+                        f"{timeout} s (hung?); raise --timeout-wait if it is just slow",
+                        restartable=True,
                     )
+                )
         for failure in failed:
             self.handle_failure(failure)
         return batches
 
     def reset(self) -> None:
+        """Finish (and drop) the steps in flight, then reset every env; half-built trajectories
+        are discarded in the workers."""
         for worker in self.workers:
-            if worker.busy_since is not None:
-                self._finish_pending(worker)
+            while worker.sent:
+                if not wait([worker.conn, worker.process.sentinel], timeout=self.settings.timeout_wait):
+                    raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: step timed out", restartable=True)
+                resp = self._recv(worker)
+                worker.sent.popleft()
+                if resp.cmd is not EnvironmentCommand.STEP:
+                    worker.sent.clear()
+                    raise self._failure(worker, resp)
             worker.conn.send(EnvironmentRequest(EnvironmentCommand.RESET))
-            worker.busy_since = time.monotonic()
         for worker in self.workers:
-            if not wait([worker.conn], timeout=self.settings.timeout_wait):
+            if not wait([worker.conn, worker.process.sentinel], timeout=self.settings.timeout_wait):
                 raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: reset timed out", restartable=True)
             resp = self._recv(worker)
-            worker.busy_since = None
             if resp.cmd is not EnvironmentCommand.RESET:
                 raise self._failure(worker, resp)
-
-    def _finish_pending(self, worker: _Worker) -> None:
-        """Wait for an in-flight STEP answer and drop it (used before a reset)."""
-        if wait([worker.conn], timeout=self.settings.timeout_wait):
-            resp = self._recv(worker)
-            if resp.cmd is EnvironmentCommand.FAILED:
-                raise self._failure(worker, resp)
-        worker.busy_since = None
 
     def _kill(self, worker: _Worker) -> None:
         if worker.process.is_alive():

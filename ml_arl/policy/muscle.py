@@ -62,8 +62,10 @@ class Muscle:
             [o.reshape(o.shape[0], -1) for o in obs], axis=1
         )
         if self.norm is not None:
-            x = np.clip((x - self.norm[0]) / self.norm[1], -5.0, 5.0)
-        h = x.astype(np.float32, copy=False)
+            x = (x - self.norm[0]) / self.norm[1]
+            np.minimum(x, 5.0, out=x)
+            np.maximum(x, -5.0, out=x)
+        h = x if x.dtype == np.float32 else x.astype(np.float32)
         for w, b in self.layers:
             y = h @ w
             y += b  # y = x / 2
@@ -72,21 +74,28 @@ class Muscle:
             t += y  # t = swish(x)
             h = t
         batch = h.shape[0]
-        log_prob = np.zeros(batch, np.float32)
-        entropy = np.zeros(batch, np.float32)
         if self.n_cont:
-            mu = h @ self.mu_w + self.mu_b
+            mu = h @ self.mu_w
+            mu += self.mu_b
             if self.deterministic:
                 cont = mu
-                log_prob += self._cont_logp_const
+                log_prob = np.full(batch, self._cont_logp_const, np.float32)
             else:
                 noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
-                cont = mu + noise * self.std
+                cont = noise * self.std
+                cont += mu
                 # (cont - mu) / std is the noise itself
-                log_prob += self._cont_logp_const - 0.5 * np.einsum("ij,ij->i", noise, noise)
-            entropy += self._cont_entropy
+                log_prob = np.einsum("ij,ij->i", noise, noise)
+                log_prob *= -0.5
+                log_prob += self._cont_logp_const
+            entropy = np.full(batch, self._cont_entropy, np.float32)
+            clipped = np.minimum(cont, 3.0)
+            np.maximum(clipped, -3.0, out=clipped)
+            clipped /= 3.0
         else:
-            cont = np.zeros((batch, 0), np.float32)
+            cont = clipped = np.zeros((batch, 0), np.float32)
+            log_prob = np.zeros(batch, np.float32)
+            entropy = np.zeros(batch, np.float32)
         disc = np.zeros((batch, len(self.branches)), np.int32)
         if self.branches:
             logits = h @ self.logits_w + self.logits_b
@@ -106,6 +115,5 @@ class Muscle:
                 logp = lg - np.log(np.exp(lg).sum(axis=1, keepdims=True))
                 log_prob += logp[np.arange(batch), choice]
                 entropy -= np.sum(np.where(p > 0, p * logp, 0.0), axis=1)
-        cont = cont.astype(np.float32, copy=False)
-        env_action = ActionTuple(continuous=np.clip(cont, -3.0, 3.0) / 3.0, discrete=disc)
+        env_action = ActionTuple(continuous=clipped, discrete=disc)
         return ActionInfo(cont, disc, log_prob, entropy, env_action)
