@@ -125,11 +125,21 @@ def main(argv: Optional[list[str]] = None) -> int:
         return err.exit_code
     _configure_logging(options.debug)
     signal.signal(signal.SIGTERM, _sigterm)
+    env_manager = None
     try:
-        from ml_arl.trainer_controller import TrainerController, prepare_results_dir
+        from ml_arl.envs.managers import create_env_manager
+        from ml_arl.results_dir import prepare_results_dir, resolve_seed
 
         prepare_results_dir(options)
-        TrainerController(options).start_learning()
+        seed = resolve_seed(options)
+        # Workers start now and import their env while this process imports torch.
+        env_manager = create_env_manager(options, seed)
+        env_manager.launch()
+        from ml_arl.trainer_controller import TrainerController
+
+        controller = TrainerController(options, env_manager, seed)
+        env_manager = None  # the controller owns it now and closes it
+        controller.start_learning()
     except ConfigError as err:
         for problem in err.problems:
             logger.error("%s", problem)
@@ -143,6 +153,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         logger.info("Interrupted before training started.")
         return 0
+    finally:
+        if env_manager is not None:
+            env_manager.close()
     return 0
 
 

@@ -68,6 +68,9 @@ class PPOSettings(_Strict):
     learning_rate_schedule: ScheduleType = "linear"
     beta_schedule: Optional[ScheduleType] = None
     epsilon_schedule: Optional[ScheduleType] = None
+    # ml_arl extensions; the defaults are ML-Agents' behaviour.
+    clip_value_loss: bool = True  # ML-Agents clips the value change per update to +-epsilon
+    max_grad_norm: Optional[Float] = Field(None, gt=0)  # clip the gradient norm (SB3 uses 0.5)
 
     @model_validator(mode="after")
     def _inherit_schedules(self) -> PPOSettings:
@@ -92,6 +95,8 @@ class NetworkSettings(_Strict):
     memory: Optional[MemorySettings] = None
     goal_conditioning_type: Literal["hyper", "none"] = "hyper"
     deterministic: bool = False
+    # ml_arl extension: hidden-layer activation; ML-Agents always uses swish.
+    activation: Literal["swish", "tanh"] = "swish"
 
 
 class RewardSignalSettings(_Strict):

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import sys
 import threading
 import time
@@ -26,10 +25,9 @@ from ml_arl.agent_processor import AgentManager
 from ml_arl.checkpoints import CheckpointManager, TrainingStatus, metadata, write_json, write_yaml
 from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.env_runner import StepBatch
-from ml_arl.envs.inprocess_env_manager import InProcessEnvManager
-from ml_arl.envs.sources import resolve_env
-from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+from ml_arl.envs.managers import create_env_manager
 from ml_arl.exceptions import ConfigError, RunDirectoryError, TrainerThreadError
+from ml_arl.results_dir import resolve_seed
 from ml_arl.settings import RunOptions
 from ml_arl.stats import ConsoleWriter, GaugeWriter, StatsReporter, StatsWriter, StepCounter, TensorboardWriter
 from ml_arl.timers import Timers
@@ -38,29 +36,6 @@ from ml_arl.trainers.ppo import PPOTrainer
 logger = logging.getLogger(__name__)
 
 TRAINER_JOIN_TIMEOUT_S = 30.0
-
-
-def validate_run_directories(options: RunOptions) -> None:
-    """ML-Agents' rules for results/<run-id> with --resume / --force / --initialize-from."""
-    cp = options.checkpoint_settings
-    path = cp.write_path
-    exists = os.path.isdir(path)
-    if cp.resume and not exists:
-        raise RunDirectoryError(
-            f"{path}: previous data from this run ID was not found; train a new run by removing --resume"
-        )
-    if exists and not cp.resume and not cp.force and not cp.inference:
-        raise RunDirectoryError(
-            f"{path}: previous data from this run ID was found; use a new --run-id, --resume to continue "
-            "this run, or --force to overwrite it"
-        )
-    if cp.initialize_from is not None:
-        init_dir = os.path.join(cp.results_dir, cp.initialize_from)
-        if not os.path.isdir(init_dir):
-            raise RunDirectoryError(
-                f"{init_dir}: could not initialize from run '{cp.initialize_from}'; make sure models "
-                "have been saved with that run ID"
-            )
 
 
 def choose_device(requested: Optional[str]) -> torch.device:
@@ -83,23 +58,18 @@ def set_torch_threads() -> None:
 
 
 class TrainerController:
-    def __init__(self, options: RunOptions, env_manager: Optional[EnvManager] = None):
+    def __init__(self, options: RunOptions, env_manager: Optional[EnvManager] = None, seed: Optional[int] = None):
         self.options = options
         cp = options.checkpoint_settings
         self.write_path = cp.write_path
         self.train_model = not cp.inference
         self.timers = Timers()
-        env = options.env_settings
-        self.seed = env.seed if env.seed != -1 else int(np.random.randint(0, 10000))
+        self.seed = resolve_seed(options) if seed is None else seed
         np.random.seed(self.seed)
         torch.manual_seed(self.seed)
         self.device = choose_device(options.torch_settings.device)
         set_torch_threads()
-        if env_manager is None:
-            factory = resolve_env(env.env_path, env.env_args)
-            manager_cls = InProcessEnvManager if env.manager == "inprocess" else SubprocessEnvManager
-            env_manager = manager_cls(factory, env, self.seed)
-        self.env_manager = env_manager
+        self.env_manager = env_manager if env_manager is not None else create_env_manager(options, self.seed)
         self.status = TrainingStatus(os.path.join(cp.run_logs_dir, "training_status.json"))
         if cp.resume:
             self.status.load()
@@ -297,10 +267,3 @@ class TrainerController:
         if self._progress is not None:
             self._progress.close()
             self._progress = None
-
-
-def prepare_results_dir(options: RunOptions) -> None:
-    validate_run_directories(options)
-    cp = options.checkpoint_settings
-    if cp.force and os.path.isdir(cp.write_path):
-        shutil.rmtree(cp.write_path)

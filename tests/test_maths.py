@@ -59,12 +59,13 @@ def test_normalizer_running_statistics() -> None:
     np.testing.assert_allclose(norm.var.numpy(), [5.0, 500.0], rtol=1e-3)
 
 
+@pytest.mark.parametrize("activation", ["swish", "tanh"])
 @pytest.mark.parametrize("env", [Reach("continuous"), Reach("discrete"), Reach("hybrid"), Trivial()])
-def test_muscle_agrees_with_torch(env) -> None:  # noqa: ANN001
+def test_muscle_agrees_with_torch(env, activation: str) -> None:  # noqa: ANN001
     env.reset()
     name = list(env.behavior_specs)[0]
     spec = env.behavior_specs[name]
-    net = ActorCritic(spec, NetworkSettings(normalize=True, hidden_units=16))
+    net = ActorCritic(spec, NetworkSettings(normalize=True, hidden_units=16, activation=activation))
     net.normalizer.update(torch.randn(64, spec.observation_specs[0].shape[0]) * 3 + 1)
     muscle = Muscle(net.muscle_weights(), seed=3)
     decision, _ = env.get_steps(name)

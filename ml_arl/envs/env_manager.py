@@ -60,8 +60,12 @@ class EnvManager(ABC):
     @abstractmethod
     def num_workers(self) -> int: ...
 
+    def launch(self) -> None:  # noqa: B027 - optional hook; managers with nothing to launch keep it
+        """Begin starting the environments without waiting for them (optional)."""
+
     @abstractmethod
-    def start(self) -> dict[str, BehaviorSpec]: ...
+    def start(self) -> dict[str, BehaviorSpec]:
+        """Environments ready (launching them if needed); their behavior specs."""
 
     @abstractmethod
     def step(self) -> list[StepBatch]: ...

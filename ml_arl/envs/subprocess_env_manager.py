@@ -189,8 +189,12 @@ class SubprocessEnvManager(EnvManager):
             raise self._failure(worker, resp)
         return resp.payload
 
+    def launch(self) -> None:
+        if not self.workers:
+            self.workers = [self._spawn(i) for i in range(self.settings.num_envs)]
+
     def start(self) -> dict[str, BehaviorSpec]:
-        self.workers = [self._spawn(i) for i in range(self.settings.num_envs)]
+        self.launch()
         for worker in self.workers:
             specs = self._await_specs(worker)
             for name, spec in specs.items():

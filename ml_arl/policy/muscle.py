@@ -42,9 +42,11 @@ class Muscle:
 
     def set_weights(self, w: dict[str, np.ndarray]) -> None:
         n_layers = sum(1 for k in w if k.startswith("body.") and k.endswith(".w"))
+        self.swish = int(w.get("activation", 0)) == 0  # 0 = swish, 1 = tanh (networks.ACTIVATIONS)
         # Swish(x) = x * sigmoid(x) = y + y * tanh(y) with y = x / 2: the halving is folded
         # into each layer's weights.
-        self.layers = [(0.5 * w[f"body.{i}.w"], 0.5 * w[f"body.{i}.b"]) for i in range(n_layers)]
+        scale = 0.5 if self.swish else 1.0
+        self.layers = [(scale * w[f"body.{i}.w"], scale * w[f"body.{i}.b"]) for i in range(n_layers)]
         self.mu_w, self.mu_b = w["mu.w"], w["mu.b"]
         self.log_std = w["log_std"]
         self.std = np.exp(self.log_std)
@@ -68,10 +70,11 @@ class Muscle:
         h = x if x.dtype == np.float32 else x.astype(np.float32)
         for w, b in self.layers:
             y = h @ w
-            y += b  # y = x / 2
+            y += b  # swish: y = x / 2
             t = np.tanh(y)
-            t *= y
-            t += y  # t = swish(x)
+            if self.swish:
+                t *= y
+                t += y  # t = swish(x)
             h = t
         batch = h.shape[0]
         if self.n_cont:

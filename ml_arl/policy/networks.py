@@ -60,14 +60,18 @@ class Normalizer(nn.Module):
         return torch.clamp((x - self.mean.float()) / self.std().float(), -5.0, 5.0)
 
 
-def _mlp(in_size: int, hidden: int, layers: int) -> nn.Sequential:
+ACTIVATIONS = {"swish": nn.SiLU, "tanh": nn.Tanh}  # SiLU is Swish: x * sigmoid(x), as ML-Agents uses
+
+
+def _mlp(in_size: int, hidden: int, layers: int, activation: str) -> nn.Sequential:
     mods: list[nn.Module] = []
     size = in_size
+    gain = math.sqrt(2) if activation == "swish" else nn.init.calculate_gain("tanh")
     for _ in range(layers):
         lin = nn.Linear(size, hidden)
-        nn.init.orthogonal_(lin.weight, gain=math.sqrt(2))
+        nn.init.orthogonal_(lin.weight, gain=gain)
         nn.init.zeros_(lin.bias)
-        mods += [lin, nn.SiLU()]  # SiLU is Swish: x * sigmoid(x), as ML-Agents uses
+        mods += [lin, ACTIVATIONS[activation]()]
         size = hidden
     return nn.Sequential(*mods)
 
@@ -88,9 +92,10 @@ class ActorCritic(nn.Module):
         self.normalize = settings.normalize
         self.normalizer = Normalizer(self.in_size)
         h = settings.hidden_units
-        self.body = _mlp(self.in_size, h, settings.num_layers)
+        self.activation = settings.activation
+        self.body = _mlp(self.in_size, h, settings.num_layers, settings.activation)
         self.shared_critic = shared_critic
-        self.critic_body = self.body if shared_critic else _mlp(self.in_size, h, settings.num_layers)
+        self.critic_body = self.body if shared_critic else _mlp(self.in_size, h, settings.num_layers, settings.activation)
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
         self.mu = _head(h, self.n_cont, gain=0.01) if self.n_cont else None
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
@@ -167,4 +172,5 @@ class ActorCritic(nn.Module):
             out["norm.mean"] = np32(self.normalizer.mean)
             out["norm.std"] = np32(self.normalizer.std())
         out["branches"] = np.asarray(self.branches, dtype=np.int64)
+        out["activation"] = np.asarray(list(ACTIVATIONS).index(self.activation))
         return out

@@ -30,47 +30,40 @@ logger = logging.getLogger(__name__)
 
 
 class PPOBuffer:
-    """Experience since the last update, kept as per-trajectory arrays until the update."""
-
-    FIELDS = ("obs", "continuous", "discrete", "allowed", "log_prob", "advantages", "returns", "values")
+    """Trajectories since the last update. Values and advantages are computed at update time in
+    one forward pass: the critic only changes inside ``update``, so this equals computing them
+    trajectory by trajectory, at a fraction of the cost."""
 
     def __init__(self) -> None:
-        self.parts: dict[str, list[Any]] = {k: [] for k in self.FIELDS}
+        self.trajectories: list[Trajectory] = []
         self.size = 0
 
-    def add(self, traj: Trajectory, advantages: np.ndarray, returns: np.ndarray, values: np.ndarray) -> None:
-        self.parts["obs"].append(traj.obs)
-        self.parts["continuous"].append(traj.continuous)
-        self.parts["discrete"].append(traj.discrete)
-        self.parts["allowed"].append(traj.allowed)
-        self.parts["log_prob"].append(traj.log_prob)
-        self.parts["advantages"].append(advantages)
-        self.parts["returns"].append(returns)
-        self.parts["values"].append(values)
+    def add(self, traj: Trajectory) -> None:
+        self.trajectories.append(traj)
         self.size += len(traj)
 
     def tensors(self, device: torch.device) -> dict[str, Any]:
-        def cat(key: str, dtype: torch.dtype) -> torch.Tensor:
-            return torch.as_tensor(np.concatenate(self.parts[key]), dtype=dtype, device=device)
+        trajs = self.trajectories
 
-        n_obs = len(self.parts["obs"][0])
-        out: dict[str, Any] = {
-            "obs": [
-                torch.as_tensor(np.concatenate([o[k] for o in self.parts["obs"]]), dtype=torch.float32, device=device)
+        def cat(arrays: list[np.ndarray], dtype: torch.dtype) -> torch.Tensor:
+            return torch.as_tensor(np.concatenate(arrays), dtype=dtype, device=device)
+
+        n_obs = len(trajs[0].obs)
+        return {
+            "obs": [cat([t.obs[k] for t in trajs], torch.float32) for k in range(n_obs)],
+            "next_obs": [
+                torch.as_tensor(np.stack([t.next_obs[k] for t in trajs]), dtype=torch.float32, device=device)
                 for k in range(n_obs)
             ],
-            "continuous": cat("continuous", torch.float32),
-            "discrete": cat("discrete", torch.int64),
-            "log_prob": cat("log_prob", torch.float32),
-            "advantages": cat("advantages", torch.float32),
-            "returns": cat("returns", torch.float32),
-            "values": cat("values", torch.float32),
-            "allowed": cat("allowed", torch.bool) if self.parts["allowed"][0] is not None else None,
+            "continuous": cat([t.continuous for t in trajs], torch.float32),
+            "discrete": cat([t.discrete for t in trajs], torch.int64),
+            "log_prob": cat([t.log_prob for t in trajs], torch.float32),
+            "allowed": cat([t.allowed for t in trajs], torch.bool) if trajs[0].allowed is not None else None,  # type: ignore[misc]
         }
-        return out
 
     def clear(self) -> None:
-        self.__init__()  # type: ignore[misc]
+        self.trajectories = []
+        self.size = 0
 
 
 class PPOTrainer:
@@ -97,7 +90,9 @@ class PPOTrainer:
         self.saved_step = -1
         self.policy_version = 0
         self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
-        self.optimizer = torch.optim.Adam(self.network.parameters(), lr=self.hp.learning_rate, eps=1e-7)
+        self.optimizer = torch.optim.Adam(
+            self.network.parameters(), lr=self.hp.learning_rate, fused=device.type in ("cpu", "cuda")
+        )
         self.buffer = PPOBuffer()
         self.gamma = settings.reward_signals.extrinsic.gamma
         self.strength = settings.reward_signals.extrinsic.strength
@@ -158,20 +153,10 @@ class PPOTrainer:
             return
         if not self.should_still_train:
             return
-        net = self.network
-        if net.normalize:
+        if self.network.normalize:
             flat = np.concatenate([o.reshape(len(traj), -1) for o in traj.obs], axis=1)
-            net.normalizer.update(torch.as_tensor(flat, device=self.device))
-        with torch.no_grad():
-            obs = [torch.as_tensor(o, device=self.device) for o in traj.obs]
-            nxt = [torch.as_tensor(o[None], device=self.device) for o in traj.next_obs]
-            values = net.value(obs).cpu().numpy()
-            value_next = 0.0 if (traj.done and not traj.interrupted) else float(net.value(nxt)[0])
-        rewards = traj.rewards * self.strength
-        advantages = gae(rewards, values, value_next, self.gamma, self.hp.lambd)
-        returns = advantages + values
-        self.buffer.add(traj, advantages, returns, values)
-        self.stats.add_stat("Policy/Extrinsic Value Estimate", float(values.mean()))
+            self.network.normalizer.update(torch.as_tensor(flat, device=self.device))
+        self.buffer.add(traj)
         before = self.step
         self.step += len(traj)
         self._maybe_summarize(before)
@@ -196,6 +181,7 @@ class PPOTrainer:
             group["lr"] = lr
 
         data = self.buffer.tensors(self.device)
+        self._add_advantages(data)
         n = data["advantages"].shape[0]
         adv = data["advantages"]
         data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
@@ -215,11 +201,16 @@ class PPOTrainer:
                 policy_loss = -surrogate.mean()
                 old_values = data["values"][idx]
                 returns = data["returns"][idx]
-                clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
-                value_loss = torch.max((returns - value) ** 2, (returns - clipped) ** 2).mean()
+                if hp.clip_value_loss:
+                    clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
+                    value_loss = torch.max((returns - value) ** 2, (returns - clipped) ** 2).mean()
+                else:
+                    value_loss = ((returns - value) ** 2).mean()
                 loss = policy_loss + 0.5 * value_loss - beta * entropy.mean()
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
+                if hp.max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(self.network.parameters(), hp.max_grad_norm)
                 self.optimizer.step()
                 policy_losses.append(policy_loss.item())
                 value_losses.append(value_loss.item())
@@ -229,6 +220,23 @@ class PPOTrainer:
         self.stats.add_stat("Policy/Learning Rate", lr)
         self.stats.add_stat("Policy/Epsilon", epsilon)
         self.stats.add_stat("Policy/Beta", beta)
+
+    def _add_advantages(self, data: dict[str, Any]) -> None:
+        """GAE per trajectory; the value after a trajectory is 0 only at a true termination."""
+        with torch.no_grad():
+            values = self.network.value(data["obs"]).cpu().numpy()
+            next_values = self.network.value(data["next_obs"]).cpu().numpy()
+        advantages = np.empty_like(values)
+        start = 0
+        for i, traj in enumerate(self.buffer.trajectories):
+            end = start + len(traj)
+            value_next = 0.0 if (traj.done and not traj.interrupted) else float(next_values[i])
+            advantages[start:end] = gae(traj.rewards * self.strength, values[start:end], value_next, self.gamma, self.hp.lambd)
+            self.stats.add_stat("Policy/Extrinsic Value Estimate", float(values[start:end].mean()))
+            start = end
+        data["values"] = torch.as_tensor(values, device=self.device)
+        data["advantages"] = torch.as_tensor(advantages, device=self.device)
+        data["returns"] = data["advantages"] + data["values"]
 
     # ------------------------------------------------------------------ persistence
     def state(self) -> dict[str, Any]:

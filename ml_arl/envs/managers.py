@@ -1,0 +1,17 @@
+"""Choose and build the EnvManager a run asks for (env_settings.manager)."""
+
+from __future__ import annotations
+
+from ml_arl.envs.env_manager import EnvManager
+from ml_arl.envs.inprocess_env_manager import InProcessEnvManager
+from ml_arl.envs.sources import resolve_env
+from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+from ml_arl.settings import RunOptions
+
+
+def create_env_manager(options: RunOptions, seed: int) -> EnvManager:
+    env = options.env_settings
+    factory = resolve_env(env.env_path, env.env_args)
+    if env.manager == "inprocess":
+        return InProcessEnvManager(factory, env, seed)
+    return SubprocessEnvManager(factory, env, seed)

@@ -1,0 +1,48 @@
+"""Checks and preparation of results/<run-id> before a run starts, and the run seed.
+Kept free of torch so the CLI can do this (and start workers) while torch imports."""
+
+from __future__ import annotations
+
+import os
+import shutil
+
+import numpy as np
+
+from ml_arl.exceptions import RunDirectoryError
+from ml_arl.settings import RunOptions
+
+
+def validate_run_directories(options: RunOptions) -> None:
+    """ML-Agents' rules for results/<run-id> with --resume / --force / --initialize-from."""
+    cp = options.checkpoint_settings
+    path = cp.write_path
+    exists = os.path.isdir(path)
+    if cp.resume and not exists:
+        raise RunDirectoryError(
+            f"{path}: previous data from this run ID was not found; train a new run by removing --resume"
+        )
+    if exists and not cp.resume and not cp.force and not cp.inference:
+        raise RunDirectoryError(
+            f"{path}: previous data from this run ID was found; use a new --run-id, --resume to continue "
+            "this run, or --force to overwrite it"
+        )
+    if cp.initialize_from is not None:
+        init_dir = os.path.join(cp.results_dir, cp.initialize_from)
+        if not os.path.isdir(init_dir):
+            raise RunDirectoryError(
+                f"{init_dir}: could not initialize from run '{cp.initialize_from}'; make sure models "
+                "have been saved with that run ID"
+            )
+
+
+def prepare_results_dir(options: RunOptions) -> None:
+    validate_run_directories(options)
+    cp = options.checkpoint_settings
+    if cp.force and os.path.isdir(cp.write_path):
+        shutil.rmtree(cp.write_path)
+
+
+def resolve_seed(options: RunOptions) -> int:
+    """--seed -1 (the default) means a random seed in [0, 10000), as in ML-Agents."""
+    seed = options.env_settings.seed
+    return seed if seed != -1 else int(np.random.randint(0, 10000))
