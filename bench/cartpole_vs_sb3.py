@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import math
 import os
 import shutil
@@ -144,7 +145,33 @@ def run_ours(seed: int, num_envs: Optional[int], keep: bool) -> Result:
     return Result(t - t0, steps, n, startup)
 
 
-def run_sb3(seed: int) -> Result:
+def run_sb3(seed: int) -> tuple[Result, Optional[float]]:
+    """SB3 in a fresh process, timed from process start like arl-learn; also returns SB3's own
+    time from env creation (what an in-process timer would show)."""
+    t0 = time.time()
+    proc = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--sb3-child", str(seed)],
+        capture_output=True, text=True, check=True, cwd=ROOT,
+    )
+    child = json.loads(proc.stdout.strip().splitlines()[-1])
+    solved_wall = child["solved_wall"]
+    seconds = None if solved_wall is None else solved_wall - t0
+    return Result(seconds, child["steps"], child["episodes"]), child["solved_in_process"]
+
+
+def sb3_child(seed: int) -> None:
+    import torch
+
+    from ml_arl.trainer_controller import set_torch_threads
+
+    set_torch_threads()  # the same count arl-learn sets for itself
+    torch.manual_seed(seed)
+    result, in_process, solved_wall = _run_sb3_here(seed)
+    print(json.dumps({"solved_wall": solved_wall, "solved_in_process": in_process,
+                      "steps": result.steps, "episodes": result.episodes}))
+
+
+def _run_sb3_here(seed: int) -> tuple[Result, Optional[float], Optional[float]]:
     from stable_baselines3 import PPO
     from stable_baselines3.common.callbacks import BaseCallback
     from stable_baselines3.common.env_util import make_vec_env
@@ -157,6 +184,7 @@ def run_sb3(seed: int) -> Result:
             self.window: deque[float] = deque(maxlen=WINDOW)
             self.episodes = 0
             self.solved: Optional[float] = None
+            self.solved_wall: Optional[float] = None
 
         def _on_step(self) -> bool:
             for info in self.locals["infos"]:
@@ -165,6 +193,7 @@ def run_sb3(seed: int) -> Result:
                     self.episodes += 1
             if len(self.window) == WINDOW and sum(self.window) / WINDOW >= THRESHOLD:
                 self.solved = time.perf_counter() - self.t0
+                self.solved_wall = time.time()
                 return False
             return True
 
@@ -182,7 +211,7 @@ def run_sb3(seed: int) -> Result:
     if callback.solved is None:
         model.learn(SB3_MAX_STEPS - model.num_timesteps, callback=callback, reset_num_timesteps=False)
     vec_env.close()
-    return Result(callback.solved, int(model.num_timesteps), callback.episodes)
+    return Result(callback.solved, int(model.num_timesteps), callback.episodes), callback.solved, callback.solved_wall
 
 
 def _seconds(value: Optional[float], unit: str = "") -> str:
@@ -198,7 +227,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds, run one after another (default: 0 1 2)")
     p.add_argument("--num-envs", type=int, help="arl-learn --num-envs (default: the config's)")
     p.add_argument("--keep", action="store_true", help="keep the arl-learn results folders (run_logs/timers.json)")
+    p.add_argument("--sb3-child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    if args.sb3_child is not None:
+        sb3_child(args.sb3_child)
+        return 0
     if importlib.util.find_spec("stable_baselines3") is None:
         print('stable-baselines3 is not installed; install the bench extra: pip install -e ".[bench]"', file=sys.stderr)
         return 2
@@ -215,24 +248,28 @@ def main(argv: Optional[list[str]] = None) -> int:
     print(
         f"PPO CartPole-v1, wall-clock until the mean return of the last {WINDOW} episodes >= {THRESHOLD:g}\n"
         f"ml_arl: arl-learn {CONFIG} --num-envs {num_envs}, time from process start\n"
-        f"SB3 {stable_baselines3.__version__}: rl-zoo hyperparameters, DummyVecEnv x8, time from env creation\n"
+        f"SB3 {stable_baselines3.__version__}: rl-zoo hyperparameters, DummyVecEnv x8, in a fresh process, time from "
+        "process start (in brackets: from env creation, imports excluded)\n"
         f"cpus {os.cpu_count()}, torch {torch.__version__} with {torch.get_num_threads()} threads, device cpu",
         flush=True,
     )
     ours: list[Result] = []
     sb3: list[Result] = []
+    sb3_inproc: list[Optional[float]] = []
     for seed in args.seeds:
         ours.append(run_ours(seed, args.num_envs, args.keep))
         print(f"  seed {seed}: ml_arl {_seconds(ours[-1].seconds, ' s')}", flush=True)
-        sb3.append(run_sb3(seed))
+        result, inproc = run_sb3(seed)
+        sb3.append(result)
+        sb3_inproc.append(inproc)
         print(f"  seed {seed}: SB3    {_seconds(sb3[-1].seconds, ' s')}", flush=True)
 
     print(f"\n{'seed':>4} | {'ml_arl s':>11} {'startup s':>9} {'steps':>7} {'episodes':>8} | "
           f"{'SB3 s':>11} {'steps':>7} {'episodes':>8}")
-    for seed, a, b in zip(args.seeds, ours, sb3):
+    for seed, a, b, inproc in zip(args.seeds, ours, sb3, sb3_inproc):
         startup = "-" if a.startup is None else f"{a.startup:.1f}"
         print(f"{seed:>4} | {_seconds(a.seconds):>11} {startup:>9} {a.steps:>7} {a.episodes:>8} | "
-              f"{_seconds(b.seconds):>11} {b.steps:>7} {b.episodes:>8}")
+              f"{_seconds(b.seconds):>11} ({_seconds(inproc)}) {b.steps:>7} {b.episodes:>8}")
     ours_median, sb3_median = _median(ours), _median(sb3)
     print(f"median ml_arl {ours_median:.1f} s, median SB3 {sb3_median:.1f} s")
     if math.isinf(ours_median) or math.isinf(sb3_median):
