@@ -1,0 +1,109 @@
+"""Environment sources: gymnasium wrapping (names, terminated vs truncated, spaces), built-in
+Reach semantics, and user factories (module:attr, kwargs, cloudpickle)."""
+
+from __future__ import annotations
+
+import cloudpickle
+import gymnasium
+import numpy as np
+import pytest
+from mlagents_envs.base_env import ActionTuple
+
+from ml_arl.envs.builtin import Reach
+from ml_arl.envs.gym_env import GymnasiumEnv, behavior_name_for, make_gymnasium_env
+from ml_arl.envs.sources import parse_env_args, resolve_env
+from ml_arl.exceptions import EnvironmentSourceError
+
+
+def test_behavior_names_drop_the_version() -> None:
+    assert behavior_name_for("CartPole-v1") == "CartPole"
+    assert behavior_name_for("ALE/Pong-v5") == "Pong"
+    assert behavior_name_for("MyEnv") == "MyEnv"
+
+
+def step_until_done(env: GymnasiumEnv, action: ActionTuple, limit: int = 1000) -> tuple:
+    name = env.behavior_name
+    for _ in range(limit):
+        env.set_actions(name, action)
+        env.step()
+        decision, terminal = env.get_steps(name)
+        if len(terminal):
+            return decision, terminal
+    raise AssertionError("episode did not end")
+
+
+def test_truncated_is_interrupted_and_terminated_is_not() -> None:
+    env = GymnasiumEnv(gymnasium.make("CartPole-v1", max_episode_steps=5), "CartPole", seed=0)
+    env.reset()
+    _, terminal = step_until_done(env, ActionTuple(discrete=np.array([[0]])))
+    assert terminal.interrupted[0] and env.get_steps("CartPole")[0].obs[0].shape == (1, 4)
+    env = GymnasiumEnv(gymnasium.make("CartPole-v1"), "CartPole", seed=0)
+    env.reset()
+    decision, terminal = step_until_done(env, ActionTuple(discrete=np.array([[0]])))  # always push left: falls
+    assert not terminal.interrupted[0] and terminal.reward[0] == 1.0
+    assert len(decision) == 1 and decision.reward[0] == 0.0  # auto-reset: a fresh episode is waiting
+
+
+def test_box_actions_map_onto_the_bounds() -> None:
+    env = make_gymnasium_env("Pendulum-v1", seed=0)
+    spec = env.behavior_specs["Pendulum"]
+    assert spec.action_spec.continuous_size == 1 and spec.observation_specs[0].shape == (3,)
+    assert env._to_env_action(ActionTuple(continuous=np.array([[1.0]], np.float32)))[0] == pytest.approx(2.0)
+    assert env._to_env_action(ActionTuple(continuous=np.array([[-1.0]], np.float32)))[0] == pytest.approx(-2.0)
+    assert env._to_env_action(ActionTuple(continuous=np.array([[0.0]], np.float32)))[0] == pytest.approx(0.0)
+
+
+def test_discrete_observations_are_one_hot() -> None:
+    env = make_gymnasium_env("FrozenLake-v1", seed=0)
+    env.reset()
+    obs = env.get_steps("FrozenLake")[0].obs[0]
+    assert obs.shape == (1, 16) and obs.sum() == 1.0 and obs[0, 0] == 1.0
+
+
+def test_reach_masks_walls_and_rewards_the_goal() -> None:
+    env = Reach("discrete", n_agents=2, seed=0)
+    env.reset()
+    env.pos[:] = [-1.0, 1.0]
+    mask = env._masks()[0]
+    assert mask[0].tolist() == [True, False, False] and mask[1].tolist() == [False, False, True]
+    env.pos[:] = [0.0, 0.0]
+    env.goal[:] = [0.2, -0.6]
+    env.set_actions("ReachDiscrete", ActionTuple(discrete=np.array([[2], [1]])))
+    env.step()
+    decision, terminal = env.get_steps("ReachDiscrete")
+    assert terminal.agent_id.tolist() == [0] and terminal.reward[0] == 1.0 and not terminal.interrupted[0]
+    assert decision.agent_id.tolist() == [0, 1] and decision.reward.tolist() == pytest.approx([0.0, -0.01])
+
+
+def make_counting_env(worker_id: int, seed: int, n_agents: int = 2) -> Reach:
+    env = Reach("continuous", n_agents=n_agents, seed=seed)
+    env.made_by = (worker_id, seed)  # type: ignore[attr-defined]
+    return env
+
+
+def test_module_factory_gets_worker_id_seed_and_env_args() -> None:
+    factory = resolve_env("tests.test_envs:make_counting_env", ["n_agents=3"])
+    env = cloudpickle.loads(cloudpickle.dumps(factory))(worker_id=2, seed=9)
+    assert env.made_by == (2, 9) and env.n_agents == 3
+
+
+def not_an_env() -> str:
+    return "surprise"
+
+
+def test_factory_returning_a_non_env_is_reported() -> None:
+    factory = resolve_env("tests.test_envs:not_an_env")
+    with pytest.raises(TypeError, match="expected an mlagents_envs.base_env.BaseEnv"):
+        factory(worker_id=0, seed=0)
+
+
+def test_env_args_parsing() -> None:
+    assert parse_env_args(["n=3", "name=abc", "--flag=true", "x=1.5"]) == {"n": 3, "name": "abc", "flag": True, "x": 1.5}
+    with pytest.raises(EnvironmentSourceError, match="not key=value"):
+        parse_env_args(["oops"])
+
+
+@pytest.mark.parametrize("source,needle", [(None, "no environment given"), ("./Ball.x86_64", "Unity executables")])
+def test_unsupported_sources(source: str | None, needle: str) -> None:
+    with pytest.raises(EnvironmentSourceError, match=needle):
+        resolve_env(source)
