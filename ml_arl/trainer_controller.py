@@ -85,6 +85,7 @@ class TrainerController:
         self.thread_errors: list[tuple[str, BaseException, str]] = []
         self.env_steps = StepCounter()
         self._progress: Any = None
+        self._log_redirect: Any = None
 
     # ------------------------------------------------------------------ set-up
     def _create_trainer(self, behavior: str, spec: BehaviorSpec) -> None:
@@ -254,9 +255,12 @@ class TrainerController:
         if not sys.stdout.isatty():
             return
         from tqdm import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
 
         total = sum(t.settings.max_steps for t in self.trainers.values())
         self._progress = tqdm(total=total, unit="step", dynamic_ncols=True, file=sys.stdout)
+        self._log_redirect = logging_redirect_tqdm()  # log lines print above the bar
+        self._log_redirect.__enter__()
 
     def _update_progress(self) -> None:
         if self._progress is not None:
@@ -265,5 +269,6 @@ class TrainerController:
 
     def _close_progress(self) -> None:
         if self._progress is not None:
+            self._log_redirect.__exit__(None, None, None)
             self._progress.close()
             self._progress = None
