@@ -9,7 +9,7 @@ setup(
     install_requires=[
         "mlagents-envs==0.28.0",
         "protobuf>=3.20,<3.21",
-        "torch>=2.1",  # install torch==2.13.0 first (see Makefile); this range then installs nothing more
+        "torch>=2.4",  # fused Adam on CPU; install torch==2.13.0 first (see Makefile); this range then installs nothing more
         "numpy>=1.23",
         "cloudpickle>=2.0",
         "pyyaml>=6.0",

@@ -71,10 +71,11 @@ class _AgentState:
 
 
 def _rows(obs: list[np.ndarray]) -> list[list[np.ndarray]]:
-    """Per agent, the list of its observation rows (one per observation spec)."""
+    """Per agent, the list of its observation rows (one per observation spec). The arrays are
+    copied first: an environment may reuse its observation buffers on the next step."""
     if len(obs) == 1:
-        return [[row] for row in obs[0]]
-    return [list(agent_obs) for agent_obs in zip(*obs)]
+        return [[row] for row in np.array(obs[0])]
+    return [list(agent_obs) for agent_obs in zip(*(np.array(o) for o in obs))]
 
 
 class AgentProcessor:

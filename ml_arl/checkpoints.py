@@ -25,11 +25,21 @@ import ml_arl
 STATUS_FORMAT_VERSION = "0.3.0"
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_FILE_MODE = 0o666 & ~_umask()
+
+
 def atomic_write(path: str, write: Callable[[Any], None], mode: str = "wb") -> None:
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
     try:
+        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; results are ordinary files
         with os.fdopen(fd, mode) as f:
             write(f)
             f.flush()

@@ -128,9 +128,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     env_manager = None
     try:
         from ml_arl.envs.managers import create_env_manager
-        from ml_arl.results_dir import prepare_results_dir, resolve_seed
+        from ml_arl.results_dir import resolve_seed, validate_run_directories
 
-        prepare_results_dir(options)
+        validate_run_directories(options)  # --force deletes only once everything has been checked
         seed = resolve_seed(options)
         # Workers start now and import their env while this process imports torch.
         env_manager = create_env_manager(options, seed)

@@ -27,7 +27,7 @@ from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.env_runner import StepBatch
 from ml_arl.envs.managers import create_env_manager
 from ml_arl.exceptions import ConfigError, RunDirectoryError, TrainerThreadError
-from ml_arl.results_dir import resolve_seed
+from ml_arl.results_dir import prepare_results_dir, resolve_seed
 from ml_arl.settings import RunOptions
 from ml_arl.stats import ConsoleWriter, GaugeWriter, StatsReporter, StatsWriter, StepCounter, TensorboardWriter
 from ml_arl.timers import Timers
@@ -182,12 +182,17 @@ class TrainerController:
                 self.env_manager.set_policy(behavior, newest[-1])
 
     def start_learning(self) -> None:
-        os.makedirs(self.options.checkpoint_settings.run_logs_dir, exist_ok=True)
-        write_yaml(os.path.join(self.write_path, "configuration.yaml"), self.options.as_dict())
         interrupted = False
+        output_ready = False
         try:
             with self.timers.timed("env_start"):
                 specs = self.env_manager.start()
+            for behavior in specs:
+                self.options.settings_for(behavior)  # a behavior missing from the config fails before any write
+            prepare_results_dir(self.options)  # --force removes the old run only now that all is checked
+            os.makedirs(self.options.checkpoint_settings.run_logs_dir, exist_ok=True)
+            write_yaml(os.path.join(self.write_path, "configuration.yaml"), self.options.as_dict())
+            output_ready = True
             for behavior, spec in specs.items():
                 self._create_trainer(behavior, spec)
             self._open_progress()
@@ -204,10 +209,11 @@ class TrainerController:
             self._close_progress()
             self._stop_threads()
             try:
-                if self.train_model:
+                if self.train_model and output_ready:
                     self._save_models()
             finally:
-                self._write_run_logs()
+                if output_ready:
+                    self._write_run_logs()
                 self._close_env()
                 for writer in self.writers:
                     writer.close()
@@ -222,7 +228,13 @@ class TrainerController:
                 logger.warning("trainer thread of %s did not stop within %.0f s", behavior, TRAINER_JOIN_TIMEOUT_S)
 
     def _save_models(self) -> None:
-        for trainer in self.trainers.values():
+        crashed = {behavior for behavior, _, _ in self.thread_errors}
+        for behavior, trainer in self.trainers.items():
+            thread = self.threads.get(behavior)
+            if behavior in crashed or (thread is not None and thread.is_alive()):
+                # its state may be half-updated; keep the last good checkpoint.pt
+                logger.warning("%s: no final checkpoint (its trainer failed or did not stop)", behavior)
+                continue
             if trainer.saved_step == trainer.step and trainer.checkpoints is not None:
                 trainer.checkpoints.mark_final(trainer.step)
             else:

@@ -120,3 +120,15 @@ def test_agent_manager_queue_is_fifo_and_drains() -> None:
     assert q.drain(limit=2) == [0, 1]
     assert q.drain() == [2, 3, 4]
     assert q.empty()
+
+
+def test_observations_are_copied_when_the_env_reuses_its_buffer() -> None:
+    proc = AgentProcessor("B", SPEC, time_horizon=3, worker_id=0)
+    buffer = np.zeros((1, 1), np.float32)
+    for t in range(4):
+        buffer[0, 0] = float(t)  # the env writes every observation into the same array
+        steps = DecisionSteps([buffer], np.zeros(1, np.float32), np.array([1], np.int32), None,
+                              np.zeros(1, np.int32), np.zeros(1, np.float32))
+        proc.add_experiences(steps, no_terminals(), actions([0.0]))
+    (traj,), _ = proc.take()
+    assert traj.obs[0][:, 0].tolist() == [0.0, 1.0, 2.0] and traj.next_obs[0].tolist() == [3.0]

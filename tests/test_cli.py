@@ -93,8 +93,22 @@ def test_reuse_force_and_initialize_from(run_dir: tuple[Path, Path]) -> None:
     assert missing.returncode == 2 and "was not found" in missing.stdout + missing.stderr
     init = arl_learn([str(cfg), "--run-id", "y", "--initialize-from", "x"], cwd=tmp)
     assert init.returncode == 0 and "Initialized Reach from" in init.stdout
+    bad_force = arl_learn([str(cfg), "--run-id", "x", "--force", "--env", "builtin:Nope"], cwd=tmp)
+    assert bad_force.returncode == 2 and (tmp / "results/x/Reach/checkpoint.pt").is_file()  # nothing deleted
     forced = arl_learn([str(cfg), "--run-id", "x", "--force"], cwd=tmp)
     assert forced.returncode == 0, forced.stdout + forced.stderr
+
+
+def test_resume_with_a_different_network_is_a_one_line_error(run_dir: tuple[Path, Path]) -> None:
+    tmp, cfg = run_dir
+    assert arl_learn([str(cfg), "--run-id", "n"], cwd=tmp).returncode == 0
+    config = yaml.safe_load(cfg.read_text())
+    config["default_settings"]["network_settings"]["hidden_units"] = 48
+    config["default_settings"]["max_steps"] = 6000
+    write_config(cfg, config)
+    proc = arl_learn([str(cfg), "--run-id", "n", "--resume"], cwd=tmp)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "cannot load this checkpoint" in output and "Traceback" not in output
 
 
 def test_inference_acts_without_training(run_dir: tuple[Path, Path]) -> None:
@@ -104,6 +118,9 @@ def test_inference_acts_without_training(run_dir: tuple[Path, Path]) -> None:
     proc = arl_learn([str(cfg), "--run-id", "inf", "--resume", "--inference"], cwd=tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert (tmp / "results/inf/Reach/checkpoint.pt").read_bytes() == before
+    acted = int(re.search(r"Training finished after (\d+) environment steps", proc.stdout).group(1))
+    assert acted * 4 >= 3000  # max_steps agent steps acted (4 agents per env step), from the saved step on
+    assert "Not Training." in proc.stdout
 
 
 @pytest.mark.parametrize(

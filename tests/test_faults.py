@@ -439,3 +439,34 @@ def test_handle_failure_unlimited_label(caplog: pytest.LogCaptureFixture) -> Non
         mgr.handle_failure(WorkerError(0, "x", restartable=True))
     assert mgr.restarted == [0] * 5
     assert "restart 5 of unlimited" in caplog.text
+
+
+@pytest.mark.timeout(120)
+def test_large_policies_and_replies_do_not_deadlock_the_pipes() -> None:
+    """Weights bigger than a pipe buffer going one way while big trajectory batches come the
+    other way: the worker's reader thread keeps both sides moving."""
+    import threading
+
+    from ml_arl.agent_processor import AgentManager
+    from ml_arl.envs.env_runner import PolicyMessage
+    from ml_arl.envs.sources import resolve_env
+    from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.policy.networks import ActorCritic
+    from ml_arl.settings import EnvSettings, NetworkSettings
+    from ml_arl.stats import StatsReporter
+
+    settings = EnvSettings(num_envs=2, env_path="builtin:Trivial", env_args=["n_agents=600"], timeout_wait=30)
+    manager = SubprocessEnvManager(resolve_env(settings.env_path, settings.env_args), settings, 0)
+    try:
+        spec = manager.start()["Trivial"]
+        net = ActorCritic(spec, NetworkSettings(hidden_units=256))
+        weights = net.muscle_weights()
+        assert sum(w.nbytes for w in weights.values()) > 250_000
+        sink = AgentManager("Trivial", StatsReporter("Trivial", []), False, threading.Event())
+        for version in range(12):
+            manager.set_policy("Trivial", PolicyMessage(version, weights, 16, False))
+            for batch in manager.step():
+                sink.add_trajectories(batch.trajectories, lambda: None)
+            sink.trajectory_queue.drain()
+    finally:
+        manager.close()

@@ -31,17 +31,17 @@ def train(tmp_path: Path, config: dict, behavior: str) -> tuple[TrainerControlle
 )
 @pytest.mark.parametrize("manager", ["inprocess", "subprocess"])
 def test_ppo_learns_reach(tmp_path: Path, env: str, behavior: str, manager: str) -> None:
-    config = tiny_config(env, max_steps=16000, hyperparameters={"batch_size": 128, "buffer_size": 1024,
+    config = tiny_config(env, max_steps=24000, hyperparameters={"batch_size": 128, "buffer_size": 1024,
                                                                  "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
     config["env_settings"].update({"manager": manager, "num_envs": 2})
     controller, rewards = train(tmp_path, config, behavior)
     assert len(rewards) >= 20
     assert np.mean(rewards[-20:]) >= REACH_THRESHOLD, rewards[-20:]
-    assert controller.trainers[behavior].step >= 16000
+    assert controller.trainers[behavior].step >= 24000
 
 
 def test_threaded_trainer_learns(tmp_path: Path) -> None:
-    config = tiny_config("builtin:ReachDiscrete", max_steps=16000, threaded=True,
+    config = tiny_config("builtin:ReachDiscrete", max_steps=24000, threaded=True,
                          hyperparameters={"batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "num_epoch": 4})
     config["env_settings"].update({"manager": "subprocess", "num_envs": 2})
     _, rewards = train(tmp_path, config, "ReachDiscrete")

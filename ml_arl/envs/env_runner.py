@@ -60,8 +60,14 @@ class EnvRunner:
         self._reported: set[str] = set()
         self.muscles: dict[str, Muscle] = {}
         self.processors: dict[str, AgentProcessor] = {}
+        self._waiting: dict[str, PolicyMessage] = {}  # policies of behaviors this env has not shown yet
 
     def set_policy(self, behavior: str, msg: PolicyMessage) -> None:
+        if behavior not in self.specs:
+            self.specs = dict(self.env.behavior_specs)
+            if behavior not in self.specs:  # not in this env (yet): act once it shows up
+                self._waiting[behavior] = msg
+                return
         muscle = self.muscles.get(behavior)
         if muscle is None:
             self.muscles[behavior] = Muscle(msg.weights, msg.deterministic, seed=self.seed * 7919 + len(self.muscles))
@@ -94,6 +100,8 @@ class EnvRunner:
             env.step()
         if len(self.env.behavior_specs) != len(self.specs):
             self.specs = dict(self.env.behavior_specs)
+            for behavior in [b for b in self._waiting if b in self.specs]:
+                self.set_policy(behavior, self._waiting.pop(behavior))
         trajectories: list[Trajectory] = []
         episodes: list[EpisodeStat] = []
         for proc in self.processors.values():

@@ -21,8 +21,10 @@ import enum
 import logging
 import multiprocessing
 import os
+import queue
 import signal
 import sys
+import threading
 import time
 import traceback
 from collections import deque
@@ -73,16 +75,31 @@ class EnvironmentResponse(NamedTuple):
     payload: Any
 
 
+def _drain_requests(conn: Connection, inbox: queue.SimpleQueue) -> None:
+    """Worker-side reader thread: always take requests off the pipe, so the main process never
+    blocks in send while this worker blocks sending a large reply (both pipe buffers full)."""
+    try:
+        while True:
+            req = conn.recv()
+            inbox.put(req)
+            if req.cmd is EnvironmentCommand.CLOSE:
+                return
+    except (EOFError, OSError):
+        inbox.put(EnvironmentRequest(EnvironmentCommand.CLOSE))  # the main process is gone
+
+
 def worker_main(conn: Connection, factory_bytes: bytes, worker_id: int, seed: int, steps_per_message: int) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when we stop
     runner: Optional[EnvRunner] = None
+    inbox: queue.SimpleQueue[EnvironmentRequest] = queue.SimpleQueue()
+    threading.Thread(target=_drain_requests, args=(conn, inbox), name="request-reader", daemon=True).start()
     try:
         factory: EnvFactory = cloudpickle.loads(factory_bytes)
         runner = EnvRunner(factory(worker_id, seed), worker_id, seed)
         conn.send(EnvironmentResponse(EnvironmentCommand.BEHAVIOR_SPECS, worker_id, runner.take_new_specs()))
         while True:
-            req: EnvironmentRequest = conn.recv()
+            req: EnvironmentRequest = inbox.get()
             if req.cmd is EnvironmentCommand.STEP:
                 for behavior, msg in (req.payload or {}).items():
                     runner.set_policy(behavior, msg)
@@ -157,6 +174,7 @@ class SubprocessEnvManager(EnvManager):
         self.ctx = _context()
         self.workers: list[_Worker] = []
         self.specs: dict[str, BehaviorSpec] = {}
+        self.specs_of_restarted: dict[str, BehaviorSpec] = {}
 
     @property
     def num_workers(self) -> int:
@@ -195,8 +213,12 @@ class SubprocessEnvManager(EnvManager):
 
     def start(self) -> dict[str, BehaviorSpec]:
         self.launch()
-        for worker in self.workers:
-            specs = self._await_specs(worker)
+        for worker in list(self.workers):
+            try:
+                specs = self._await_specs(worker)
+            except WorkerError as failure:
+                self.handle_failure(failure)  # restarts within quota (and awaits the new worker) or raises
+                specs = self.specs_of_restarted
             for name, spec in specs.items():
                 self.specs.setdefault(name, spec)
         return dict(self.specs)
@@ -206,7 +228,7 @@ class SubprocessEnvManager(EnvManager):
         self._kill(old)
         new = self._spawn(worker_id)
         self.workers[worker_id] = new
-        self._await_specs(new)
+        self.specs_of_restarted = self._await_specs(new)
 
     def _recv(self, worker: _Worker) -> EnvironmentResponse:
         try:
@@ -337,8 +359,9 @@ class SubprocessEnvManager(EnvManager):
                 if worker.conn in ready:
                     try:
                         worker.conn.recv()  # drop late answers so a worker blocked in send can exit
-                    except (EOFError, OSError):
-                        pass
+                    except Exception:  # noqa: BLE001 - a half-read message after Ctrl-C; the kill below ends it
+                        pending.pop(worker.worker_id, None)
+                        continue
                 if worker.process.sentinel in ready:
                     worker.process.join(timeout=0)
                     del pending[worker.worker_id]

@@ -54,7 +54,8 @@ class Muscle:
         self.norm = (w["norm.mean"], w["norm.std"]) if "norm.mean" in w else None
         self.branches = tuple(int(b) for b in w["branches"])
         self.n_cont = self.mu_b.shape[0]
-        self._cont_entropy = float(np.sum(0.5 + _LOG_SQRT_2PI + self.log_std)) if self.n_cont else 0.0
+        # entropy: mean over continuous dimensions (as ML-Agents), summed over discrete branches
+        self._cont_entropy = float(np.mean(0.5 + _LOG_SQRT_2PI + self.log_std)) if self.n_cont else 0.0
         self._cont_logp_const = -float(np.sum(self.log_std + _LOG_SQRT_2PI)) if self.n_cont else 0.0
         self._offsets = np.cumsum((0,) + self.branches)
 
@@ -112,8 +113,9 @@ class Muscle:
                 if self.deterministic:
                     choice = p.argmax(axis=1)
                 else:
-                    u = self.rng.random((batch, 1))
-                    choice = np.minimum((np.cumsum(p, axis=1) < u).sum(axis=1), self.branches[i] - 1)
+                    cdf = np.cumsum(p, axis=1)
+                    u = self.rng.random((batch, 1)) * cdf[:, -1:]  # never past the last allowed action
+                    choice = np.minimum((cdf < u).sum(axis=1), self.branches[i] - 1)
                 disc[:, i] = choice
                 logp = lg - np.log(np.exp(lg).sum(axis=1, keepdims=True))
                 log_prob += logp[np.arange(batch), choice]

@@ -134,7 +134,7 @@ class ActorCritic(nn.Module):
             mu = self.mu(hidden)
             dist = torch.distributions.Normal(mu, self.log_std.exp().expand_as(mu))
             log_prob = log_prob + dist.log_prob(continuous).sum(-1)
-            entropy = entropy + dist.entropy().sum(-1)
+            entropy = entropy + dist.entropy().mean(-1)  # ML-Agents: mean over continuous dimensions
         if self.branches:
             for i, logits in enumerate(self._branch_logits(hidden, masks)):
                 logp = torch.log_softmax(logits, dim=-1)

@@ -10,7 +10,7 @@ on its policy queue; the env side then hands the new actor weights to the muscle
 from __future__ import annotations
 
 import logging
-import os
+import pickle
 import queue
 from typing import Any, Optional
 
@@ -21,6 +21,7 @@ from mlagents_envs.base_env import BehaviorSpec
 from ml_arl.agent_processor import AgentManagerQueue, Trajectory
 from ml_arl.checkpoints import CheckpointManager, load_torch
 from ml_arl.envs.env_runner import PolicyMessage
+from ml_arl.exceptions import RunDirectoryError
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
@@ -87,11 +88,12 @@ class PPOTrainer:
         self.device = device
         self.training = training
         self.step = 0
+        self.acted = 0  # steps acted in this run (what --inference counts)
         self.saved_step = -1
         self.policy_version = 0
         self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
         self.optimizer = torch.optim.Adam(
-            self.network.parameters(), lr=self.hp.learning_rate, fused=device.type in ("cpu", "cuda")
+            self.network.parameters(), lr=self.hp.learning_rate, fused=device.type in ("cpu", "cuda")  # torch >= 2.4
         )
         self.buffer = PPOBuffer()
         self.gamma = settings.reward_signals.extrinsic.gamma
@@ -113,7 +115,9 @@ class PPOTrainer:
 
     @property
     def finished(self) -> bool:
-        """Training reached max_steps (or, with --inference, max_steps were acted)."""
+        """Training reached max_steps (or, with --inference, max_steps were acted in this run)."""
+        if not self.training:
+            return self.acted >= self.settings.max_steps
         return self.step >= self.settings.max_steps
 
     def policy_message(self) -> PolicyMessage:
@@ -149,7 +153,10 @@ class PPOTrainer:
 
     def process_trajectory(self, traj: Trajectory) -> None:
         if not self.training:  # --inference: count what was acted, learn nothing
+            before = self.step
             self.step += len(traj)
+            self.acted += len(traj)
+            self._maybe_summarize(before)
             return
         if not self.should_still_train:
             return
@@ -166,7 +173,7 @@ class PPOTrainer:
     def _maybe_summarize(self, before: int) -> None:
         freq = self.settings.summary_freq
         if self.step // freq > before // freq:
-            self.stats.set_stat("Is Training", 1.0 if self.should_still_train else 0.0)
+            self.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
             self.stats.write_stats((self.step // freq) * freq)
 
     # ------------------------------------------------------------------ the update
@@ -184,7 +191,8 @@ class PPOTrainer:
         self._add_advantages(data)
         n = data["advantages"].shape[0]
         adv = data["advantages"]
-        data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
+        if n > 1:
+            data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
         batch = min(hp.batch_size, n)
         policy_losses, value_losses = [], []
         for _ in range(hp.num_epoch):
@@ -257,13 +265,16 @@ class PPOTrainer:
 
     def load(self, path: str, resume: bool) -> None:
         """--resume: weights, optimizer and step; --initialize-from: weights only, step 0."""
-        if not os.path.isfile(path):
-            raise FileNotFoundError(path)
-        state = load_torch(path, str(self.device))
-        missing, unexpected = self.network.load_state_dict(state["Policy"], strict=False)
-        if missing or unexpected:
-            logger.warning("%s: checkpoint %s: missing keys %s, unexpected keys %s", self.behavior, path, missing, unexpected)
-        if resume:
-            self.optimizer.load_state_dict(state["Optimizer"])
-            self.step = int(state["global_step"])
-            self.policy_version = int(state.get("policy_version", 0))
+        try:
+            state = load_torch(path, str(self.device))
+            self.network.load_state_dict(state["Policy"])
+            if resume:
+                self.optimizer.load_state_dict(state["Optimizer"])
+                self.step = int(state["global_step"])
+                self.policy_version = int(state.get("policy_version", 0))
+        except (RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise RunDirectoryError(
+                f"{path}: cannot load this checkpoint into behavior '{self.behavior}' ({first}); does "
+                "network_settings match the run it came from? Use a new --run-id or --force to start afresh"
+            ) from None
