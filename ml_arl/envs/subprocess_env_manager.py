@@ -75,31 +75,16 @@ class EnvironmentResponse(NamedTuple):
     payload: Any
 
 
-def _drain_requests(conn: Connection, inbox: queue.SimpleQueue) -> None:
-    """Worker-side reader thread: always take requests off the pipe, so the main process never
-    blocks in send while this worker blocks sending a large reply (both pipe buffers full)."""
-    try:
-        while True:
-            req = conn.recv()
-            inbox.put(req)
-            if req.cmd is EnvironmentCommand.CLOSE:
-                return
-    except (EOFError, OSError):
-        inbox.put(EnvironmentRequest(EnvironmentCommand.CLOSE))  # the main process is gone
-
-
 def worker_main(conn: Connection, factory_bytes: bytes, worker_id: int, seed: int, steps_per_message: int) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when we stop
     runner: Optional[EnvRunner] = None
-    inbox: queue.SimpleQueue[EnvironmentRequest] = queue.SimpleQueue()
-    threading.Thread(target=_drain_requests, args=(conn, inbox), name="request-reader", daemon=True).start()
     try:
         factory: EnvFactory = cloudpickle.loads(factory_bytes)
         runner = EnvRunner(factory(worker_id, seed), worker_id, seed)
         conn.send(EnvironmentResponse(EnvironmentCommand.BEHAVIOR_SPECS, worker_id, runner.take_new_specs()))
         while True:
-            req: EnvironmentRequest = inbox.get()
+            req: EnvironmentRequest = conn.recv()
             if req.cmd is EnvironmentCommand.STEP:
                 for behavior, msg in (req.payload or {}).items():
                     runner.set_policy(behavior, msg)
@@ -134,13 +119,50 @@ def worker_main(conn: Connection, factory_bytes: bytes, worker_id: int, seed: in
 
 
 class _Worker:
+    """Main-process handle of a worker. Large requests (new weights) go out through a sender
+    thread, so the main process never blocks in send: a large request and a large reply
+    (trajectories) can cross in the pipes without both sides waiting on each other. Small
+    requests, which always fit in the pipe buffer, go out directly unless a large one is still
+    on its way (order is kept)."""
+
     def __init__(self, worker_id: int, process: multiprocessing.process.BaseProcess, conn: Connection):
         self.worker_id = worker_id
         self.process = process
         self.conn = conn
+        self._outbox: queue.SimpleQueue[Optional[EnvironmentRequest]] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._queued = 0  # requests handed to the sender thread and not yet sent
+        self._sender = threading.Thread(target=self._send_loop, name=f"send-worker-{worker_id}", daemon=True)
+        self._sender.start()
         self.sent: deque[float] = deque()  # send times of the STEP requests not answered yet
         self.last_reply = time.monotonic()
         self.policy_versions: dict[str, int] = {}
+
+    def send(self, request: EnvironmentRequest, large: bool = False) -> None:
+        with self._lock:
+            if not large and self._queued == 0:
+                try:
+                    self.conn.send(request)
+                except (OSError, ValueError):
+                    pass  # the worker is gone; its sentinel tells the main loop
+                return
+            self._queued += 1
+        self._outbox.put(request)
+
+    def stop_sending(self) -> None:
+        self._outbox.put(None)
+
+    def _send_loop(self) -> None:
+        while True:
+            request = self._outbox.get()
+            if request is None:
+                return
+            try:
+                self.conn.send(request)
+            except (OSError, ValueError):
+                return  # the worker is gone (its sentinel tells the main loop) or the pipe was closed
+            with self._lock:
+                self._queued -= 1
 
     def step_deadline(self, timeout: float) -> Optional[float]:
         """When the oldest outstanding request must be answered: requests queue up in the worker,
@@ -253,10 +275,7 @@ class SubprocessEnvManager(EnvManager):
 
     def _send_step(self, worker: _Worker) -> None:
         updates = {b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != msg.version}
-        try:
-            worker.conn.send(EnvironmentRequest(EnvironmentCommand.STEP, updates))
-        except (OSError, BrokenPipeError):
-            pass  # the process is gone; its sentinel reports it in step()
+        worker.send(EnvironmentRequest(EnvironmentCommand.STEP, updates), large=bool(updates))
         for b, msg in updates.items():
             worker.policy_versions[b] = msg.version
         worker.sent.append(time.monotonic())
@@ -321,7 +340,7 @@ class SubprocessEnvManager(EnvManager):
                 if resp.cmd is not EnvironmentCommand.STEP:
                     worker.sent.clear()
                     raise self._failure(worker, resp)
-            worker.conn.send(EnvironmentRequest(EnvironmentCommand.RESET))
+            worker.send(EnvironmentRequest(EnvironmentCommand.RESET))
         for worker in self.workers:
             if not wait([worker.conn, worker.process.sentinel], timeout=self.settings.timeout_wait):
                 raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: reset timed out", restartable=True)
@@ -330,6 +349,7 @@ class SubprocessEnvManager(EnvManager):
                 raise self._failure(worker, resp)
 
     def _kill(self, worker: _Worker) -> None:
+        worker.stop_sending()
         if worker.process.is_alive():
             worker.process.terminate()
             worker.process.join(timeout=2.0)
@@ -341,10 +361,7 @@ class SubprocessEnvManager(EnvManager):
     def close(self) -> None:
         """Ask every worker to close, wait up to 10 s for all, then terminate the stragglers."""
         for worker in self.workers:
-            try:
-                worker.conn.send(EnvironmentRequest(EnvironmentCommand.CLOSE))
-            except (OSError, BrokenPipeError):
-                pass
+            worker.send(EnvironmentRequest(EnvironmentCommand.CLOSE))
         deadline = time.monotonic() + WORKER_SHUTDOWN_TIMEOUT_S
         pending = {w.worker_id: w for w in self.workers if w.process.is_alive()}
         while pending:
