@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import logging
 import os
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -17,6 +18,8 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from ml_arl.exceptions import ConfigError
+
+logger = logging.getLogger(__name__)
 
 
 def _to_int(value: Any) -> Any:
@@ -344,6 +347,10 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         problems += errs
 
     behaviors: dict[str, TrainerSettings] = {}
+    for where, section in [("default_settings", defaults_raw)] + [(f"behaviors.{n}", r) for n, r in behaviors_raw.items()]:
+        if isinstance(section, dict) and "framework" in section:
+            section.pop("framework")  # legacy ML-Agents key; ML-Agents drops it the same way
+            logger.warning("%s: %s.framework is obsolete and was ignored", source, where)
     for name, raw in behaviors_raw.items():
         raw = raw or {}
         if not isinstance(raw, dict):

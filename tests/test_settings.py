@@ -175,6 +175,7 @@ torch_settings:
   device: null
 debug: false
 """
+    text = text.replace("    trainer_type: ppo\n", "    trainer_type: ppo\n    framework: pytorch\n", 1)
     path = tmp_path / "3DBall.yaml"
     path.write_text(text)
     opts = build_run_options(load_config_file(str(path)), {}, str(path))
