@@ -21,6 +21,7 @@ import torch
 import yaml
 
 import ml_arl
+from ml_arl.exceptions import RunDirectoryError
 
 STATUS_FORMAT_VERSION = "0.3.0"
 
@@ -86,9 +87,16 @@ class TrainingStatus:
         self._lock = threading.Lock()
 
     def load(self) -> None:
-        if os.path.exists(self.path):
+        if not os.path.exists(self.path):
+            return
+        try:
             with open(self.path, encoding="utf-8") as f:
-                self.data = json.load(f)
+                data = json.load(f)
+        except (OSError, ValueError) as err:
+            raise RunDirectoryError(f"{self.path}: cannot read the run status ({err}); --resume needs it intact") from None
+        if not isinstance(data, dict):
+            raise RunDirectoryError(f"{self.path}: not a training status file; --resume needs it intact")
+        self.data = data
 
     def behavior(self, name: str) -> dict[str, Any]:
         with self._lock:

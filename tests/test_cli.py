@@ -166,3 +166,12 @@ def test_bad_flags_give_one_line_errors(run_dir: tuple[Path, Path], args: list[s
 def test_help_shows_examples() -> None:
     proc = arl_learn(["--help"], cwd=ROOT, timeout=60)
     assert proc.returncode == 0 and "examples:" in proc.stdout and "--initialize-from" in proc.stdout
+
+
+def test_resume_with_a_corrupt_status_file_is_a_one_line_error(run_dir: tuple[Path, Path]) -> None:
+    tmp, cfg = run_dir
+    assert arl_learn([str(cfg), "--run-id", "c"], cwd=tmp).returncode == 0
+    (tmp / "results/c/run_logs/training_status.json").write_text("{broken")
+    proc = arl_learn([str(cfg), "--run-id", "c", "--resume"], cwd=tmp)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "cannot read the run status" in output and "Traceback" not in output
