@@ -127,19 +127,20 @@ class ActorCritic(nn.Module):
         """Log-probability and entropy of given actions, and the value, in one pass."""
         x = self.encode_input(obs)
         hidden = self.body(x)
-        batch = x.shape[0]
-        log_prob = torch.zeros(batch, device=x.device)
-        entropy = torch.zeros(batch, device=x.device)
+        log_probs: list[torch.Tensor] = []
+        entropies: list[torch.Tensor] = []
         if self.mu is not None:
             mu = self.mu(hidden)
             dist = torch.distributions.Normal(mu, self.log_std.exp().expand_as(mu))
-            log_prob = log_prob + dist.log_prob(continuous).sum(-1)
-            entropy = entropy + dist.entropy().mean(-1)  # ML-Agents: mean over continuous dimensions
+            log_probs.append(dist.log_prob(continuous).sum(-1))
+            entropies.append(dist.entropy().mean(-1))  # ML-Agents: mean over continuous dimensions
         if self.branches:
             for i, logits in enumerate(self._branch_logits(hidden, masks)):
                 logp = torch.log_softmax(logits, dim=-1)
-                log_prob = log_prob + logp.gather(1, discrete[:, i : i + 1].long()).squeeze(1)
-                entropy = entropy - (logp.exp() * logp).sum(-1)
+                log_probs.append(logp.gather(1, discrete[:, i : i + 1].long()).squeeze(1))
+                entropies.append(-(logp.exp() * logp).sum(-1))
+        log_prob = log_probs[0] if len(log_probs) == 1 else torch.stack(log_probs).sum(0)
+        entropy = entropies[0] if len(entropies) == 1 else torch.stack(entropies).sum(0)
         critic_hidden = hidden if self.shared_critic else self.critic_body(x)
         value = self.value_head(critic_hidden).squeeze(-1)
         return log_prob, entropy, value

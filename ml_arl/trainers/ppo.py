@@ -67,6 +67,15 @@ class PPOBuffer:
         self.size = 0
 
 
+def _select(data: dict[str, Any], keys: tuple[str, ...], idx: torch.Tensor) -> dict[str, Any]:
+    """Rows ``idx`` of every field (observations are a list of tensors; masks may be None)."""
+    out: dict[str, Any] = {}
+    for k in keys:
+        v = data[k]
+        out[k] = [o[idx] for o in v] if isinstance(v, list) else (None if v is None else v[idx])
+    return out
+
+
 class PPOTrainer:
     def __init__(
         self,
@@ -95,6 +104,7 @@ class PPOTrainer:
         self.optimizer = torch.optim.Adam(
             self.network.parameters(), lr=self.hp.learning_rate, fused=device.type in ("cpu", "cuda")  # torch >= 2.4
         )
+        self._parameters = list(self.network.parameters())
         self.buffer = PPOBuffer()
         self.gamma = settings.reward_signals.extrinsic.gamma
         self.strength = settings.reward_signals.extrinsic.strength
@@ -194,21 +204,21 @@ class PPOTrainer:
         if n > 1:
             data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
         batch = min(hp.batch_size, n)
+        keys = ("obs", "allowed", "continuous", "discrete", "advantages", "log_prob", "values", "returns")
         policy_losses, value_losses = [], []
         for _ in range(hp.num_epoch):
-            perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
-            for start in range(0, n - batch + 1, batch):
-                idx = perm[start : start + batch]
-                allowed = data["allowed"][idx] if data["allowed"] is not None else None
-                log_prob, entropy, value = net.evaluate(
-                    [o[idx] for o in data["obs"]], allowed, data["continuous"][idx], data["discrete"][idx]
-                )
-                advantages = data["advantages"][idx]
-                ratio = torch.exp(log_prob - data["log_prob"][idx])
+            if batch == n:  # one minibatch per epoch: its order does not matter, skip the shuffle
+                minibatches = [{k: data[k] for k in keys}]
+            else:
+                perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
+                minibatches = [_select(data, keys, perm[i : i + batch]) for i in range(0, n - batch + 1, batch)]
+            for mb in minibatches:
+                log_prob, entropy, value = net.evaluate(mb["obs"], mb["allowed"], mb["continuous"], mb["discrete"])
+                advantages = mb["advantages"]
+                ratio = torch.exp(log_prob - mb["log_prob"])
                 surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
                 policy_loss = -surrogate.mean()
-                old_values = data["values"][idx]
-                returns = data["returns"][idx]
+                old_values, returns = mb["values"], mb["returns"]
                 if hp.clip_value_loss:
                     clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
                     value_loss = torch.max((returns - value) ** 2, (returns - clipped) ** 2).mean()
@@ -218,13 +228,13 @@ class PPOTrainer:
                 self.optimizer.zero_grad(set_to_none=True)
                 loss.backward()
                 if hp.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(self.network.parameters(), hp.max_grad_norm)
+                    torch.nn.utils.clip_grad_norm_(self._parameters, hp.max_grad_norm)
                 self.optimizer.step()
-                policy_losses.append(policy_loss.item())
-                value_losses.append(value_loss.item())
+                policy_losses.append(policy_loss.detach())
+                value_losses.append(value_loss.detach())
         self.buffer.clear()
-        self.stats.add_stat("Losses/Policy Loss", float(np.mean(policy_losses)))
-        self.stats.add_stat("Losses/Value Loss", float(np.mean(value_losses)))
+        self.stats.add_stat("Losses/Policy Loss", float(torch.stack(policy_losses).mean()))
+        self.stats.add_stat("Losses/Value Loss", float(torch.stack(value_losses).mean()))
         self.stats.add_stat("Policy/Learning Rate", lr)
         self.stats.add_stat("Policy/Epsilon", epsilon)
         self.stats.add_stat("Policy/Beta", beta)
