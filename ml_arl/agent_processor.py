@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Generic, NamedTuple, Optional, TypeVar
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.policy.muscle import ActionInfo, masks_allowed
+from ml_arl.policy.muscle import ActionInfo
 
 if TYPE_CHECKING:
     from ml_arl.envs.env_runner import PolicyMessage
@@ -112,7 +112,7 @@ class AgentProcessor:
         n = len(decision_steps)
         if not n or action_info is None:
             return
-        allowed = masks_allowed(decision_steps.action_mask, n, self.branches)
+        allowed = action_info.allowed  # the masks the muscle acted under
         allowed_rows = list(allowed) if allowed is not None else [None] * n
         agents = self.agents
         horizon = self.time_horizon
@@ -148,7 +148,7 @@ class AgentProcessor:
             behavior=self.behavior,
             agent_id=f"{self.worker_id}-{agent_id}",
             obs=[np.stack(rows) for rows in zip(*obs_rows)],
-            next_obs=[np.array(o) for o in next_obs],
+            next_obs=list(next_obs),  # rows of arrays already copied by _rows
             continuous=np.stack(cont),
             discrete=np.stack(disc),
             allowed=np.stack(allowed) if allowed[0] is not None else None,
@@ -187,9 +187,6 @@ class AgentManagerQueue(Generic[T]):
 
     def put(self, item: T, timeout: Optional[float] = None) -> None:
         self._queue.put(item, timeout=timeout)
-
-    def get_nowait(self) -> T:
-        return self._queue.get_nowait()
 
     def get(self, timeout: float) -> T:
         return self._queue.get(timeout=timeout)

@@ -36,7 +36,7 @@ def actions(values: list[float]) -> ActionInfo:
     cont = np.array(values, np.float32).reshape(-1, 1)
     n = cont.shape[0]
     return ActionInfo(cont, np.zeros((n, 0), np.int32), np.full(n, -1.0, np.float32), np.zeros(n, np.float32),
-                      ActionTuple(continuous=cont))
+                      None, ActionTuple(continuous=cont))
 
 
 def no_terminals() -> TerminalSteps:

@@ -195,8 +195,7 @@ class SubprocessEnvManager(EnvManager):
         self.seed = seed
         self.ctx = _context()
         self.workers: list[_Worker] = []
-        self.specs: dict[str, BehaviorSpec] = {}
-        self.specs_of_restarted: dict[str, BehaviorSpec] = {}
+        self.specs: dict[str, BehaviorSpec] = {}  # every behavior any worker has reported
 
     @property
     def num_workers(self) -> int:
@@ -214,7 +213,8 @@ class SubprocessEnvManager(EnvManager):
         child.close()
         return _Worker(worker_id, proc, parent)
 
-    def _await_specs(self, worker: _Worker) -> dict[str, BehaviorSpec]:
+    def _await_specs(self, worker: _Worker) -> None:
+        """Wait for a new worker's behavior specs and merge them into ``self.specs``."""
         deadline = self.settings.timeout_wait
         ready = wait([worker.conn, worker.process.sentinel], timeout=deadline)
         if not ready:
@@ -227,7 +227,8 @@ class SubprocessEnvManager(EnvManager):
         resp = self._recv(worker)
         if resp.cmd is not EnvironmentCommand.BEHAVIOR_SPECS:
             raise self._failure(worker, resp)
-        return resp.payload
+        for name, spec in resp.payload.items():
+            self.specs.setdefault(name, spec)
 
     def launch(self) -> None:
         if not self.workers:
@@ -237,12 +238,9 @@ class SubprocessEnvManager(EnvManager):
         self.launch()
         for worker in list(self.workers):
             try:
-                specs = self._await_specs(worker)
+                self._await_specs(worker)
             except WorkerError as failure:
                 self.handle_failure(failure)  # restarts within quota (and awaits the new worker) or raises
-                specs = self.specs_of_restarted
-            for name, spec in specs.items():
-                self.specs.setdefault(name, spec)
         return dict(self.specs)
 
     def restart_worker(self, worker_id: int) -> None:
@@ -250,7 +248,7 @@ class SubprocessEnvManager(EnvManager):
         self._kill(old)
         new = self._spawn(worker_id)
         self.workers[worker_id] = new
-        self.specs_of_restarted = self._await_specs(new)
+        self._await_specs(new)
 
     def _recv(self, worker: _Worker) -> EnvironmentResponse:
         try:

@@ -22,6 +22,7 @@ class ActionInfo(NamedTuple):
     discrete: np.ndarray  # [B, n_branches] int32
     log_prob: np.ndarray  # [B] float32, joint log-probability of the action
     entropy: np.ndarray  # [B] float32
+    allowed: Optional[np.ndarray]  # [B, sum(branches)] action masks used (True = allowed), None if no branches
     env_action: ActionTuple  # sent to the env: continuous clamp(a, -3, 3) / 3, as ML-Agents does
 
 
@@ -121,4 +122,4 @@ class Muscle:
                 log_prob += logp[np.arange(batch), choice]
                 entropy -= np.sum(np.where(p > 0, p * logp, 0.0), axis=1)
         env_action = ActionTuple(continuous=clipped, discrete=disc)
-        return ActionInfo(cont, disc, log_prob, entropy, env_action)
+        return ActionInfo(cont, disc, log_prob, entropy, allowed if self.branches else None, env_action)
