@@ -1,8 +1,9 @@
 """CartPole-v1 for arl-learn that logs every finished episode, for bench/cartpole_vs_sb3.py.
 
-``--env bench.cartpole_probe:make_env --env-args log_dir=DIR``: worker ``i`` appends one line
-``<time.time()> <return>`` per finished episode to ``DIR/worker_<i>.txt``, flushed at once,
-after a first line ``<time.time()> start`` written when the env is built.
+``--env bench.cartpole_probe:make_env --env-args log_dir=DIR``: copy ``k`` (of num_areas) in
+worker ``i`` appends one line ``<time.time()> <return>`` per finished episode to
+``DIR/worker_<i>_<k>.txt``, flushed at once, after a first line ``<time.time()> start`` written
+when the env is built.
 """
 
 from __future__ import annotations
@@ -46,7 +47,10 @@ class EpisodeLog(gymnasium.Wrapper):
         super().close()
 
 
-def make_env(worker_id: int, seed: int, log_dir: str) -> GymnasiumEnv:
+def make_env(worker_id: int, seed: int, log_dir: str, num_areas: int = 1) -> GymnasiumEnv:
     """What ``gymnasium:CartPole-v1`` builds (make_gymnasium_env), with the episode log inside."""
-    path = os.path.join(log_dir, f"worker_{worker_id}.txt")
-    return GymnasiumEnv(EpisodeLog(gymnasium.make(ENV_ID), path), behavior_name_for(ENV_ID), seed)
+    envs = [
+        EpisodeLog(gymnasium.make(ENV_ID), os.path.join(log_dir, f"worker_{worker_id}_{k}.txt"))
+        for k in range(num_areas)
+    ]
+    return GymnasiumEnv(envs, behavior_name_for(ENV_ID), seed)

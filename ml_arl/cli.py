@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--inference", action="store_true", help="act without training (use with --resume)")
     p.add_argument("--base-port", type=int, help="first port for Unity workers (default: 5005)")
     p.add_argument("--num-envs", type=int, help="number of environment worker processes (default: 1)")
-    p.add_argument("--num-areas", type=int, help="training areas per Unity instance (default: 1)")
+    p.add_argument("--num-areas", type=int, help="training areas per environment instance: more agents per worker (default: 1)")
     p.add_argument("--debug", action="store_true", help="debug logging")
     p.add_argument("--env-args", nargs=argparse.REMAINDER, help="arguments for the environment (everything after it)")
     p.add_argument("--max-lifetime-restarts", type=int, help="restarts allowed per worker, -1 = unlimited (default: 10)")

@@ -107,3 +107,43 @@ def test_env_args_parsing() -> None:
 def test_unsupported_sources(source: str | None, needle: str) -> None:
     with pytest.raises(EnvironmentSourceError, match=needle):
         resolve_env(source)
+
+
+def test_num_areas_steps_gymnasium_copies_as_agents() -> None:
+    env = make_gymnasium_env("CartPole-v1", seed=3, num_areas=3, max_episode_steps=20)
+    env.reset()
+    decision, terminal = env.get_steps("CartPole")
+    assert decision.obs[0].shape == (3, 4) and decision.agent_id.tolist() == [0, 1, 2] and len(terminal) == 0
+    assert len({tuple(row) for row in decision.obs[0]}) == 3  # each copy has its own seed
+    again = make_gymnasium_env("CartPole-v1", seed=3, num_areas=3)
+    again.reset()
+    np.testing.assert_array_equal(again.get_steps("CartPole")[0].obs[0], decision.obs[0])  # and it is reproducible
+    # Copy 1 always pushes left and falls first; the others alternate and keep going.
+    seen_terminal = None
+    for t in range(20):
+        actions = np.array([[t % 2], [0], [(t + 1) % 2]])
+        env.set_actions("CartPole", ActionTuple(discrete=actions))
+        env.step()
+        decision, terminal = env.get_steps("CartPole")
+        if len(terminal):
+            seen_terminal = (decision, terminal)
+            break
+    assert seen_terminal is not None
+    decision, terminal = seen_terminal
+    assert terminal.agent_id.tolist() == [1] and not terminal.interrupted[0] and terminal.reward[0] == 1.0
+    assert decision.agent_id.tolist() == [0, 1, 2] and decision.reward.tolist() == [1.0, 0.0, 1.0]
+    assert np.all(np.abs(decision.obs[0][1]) <= 0.05)  # copy 1 starts a fresh episode
+
+
+def test_num_areas_multiplies_builtin_agents_and_reaches_factories() -> None:
+    env = resolve_env("builtin:ReachDiscrete", num_areas=2)(worker_id=0, seed=0)
+    env.reset()
+    assert len(env.get_steps("ReachDiscrete")[0]) == 8  # 4 agents per area
+    env = resolve_env("tests.test_envs:make_area_env", num_areas=3)(worker_id=0, seed=0)
+    assert env.n_agents == 6
+    with pytest.raises(EnvironmentSourceError, match="env_settings.num_areas: 2, but tests.test_envs:make_counting_env takes no num_areas"):
+        resolve_env("tests.test_envs:make_counting_env", num_areas=2)
+
+
+def make_area_env(seed: int, num_areas: int) -> Reach:
+    return Reach("continuous", n_agents=2, seed=seed, num_areas=num_areas)

@@ -94,3 +94,51 @@ def test_masked_actions_are_never_sampled() -> None:
         info = muscle.act([np.zeros((64, 2), np.float32)], allowed)
         assert not np.any(info.discrete[:, 0] == 0)
         assert not np.any(info.discrete[::2, 0] == 2)
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_adam_matches_torch_optim_adam(fused: bool) -> None:
+    import copy
+
+    from ml_arl.trainers.optim import Adam
+
+    torch.manual_seed(0)
+    ours_net = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
+    ref_net = copy.deepcopy(ours_net)
+    ours = Adam(ours_net.parameters(), lr=3e-3, fused=fused)
+    ref = torch.optim.Adam(ref_net.parameters(), lr=3e-3)
+    for step in range(30):
+        x = torch.randn(16, 5)
+        if step == 10:
+            ours.lr = ref.param_groups[0]["lr"] = 1e-3  # schedules change lr between steps
+        for net, opt in ((ours_net, ours), (ref_net, ref)):
+            opt.zero_grad()
+            (net(x) ** 2).sum().backward()
+            opt.step()
+    for a, b in zip(ours_net.parameters(), ref_net.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    # The state_dict layout is torch's: each loads the other's.
+    fresh = Adam(ref_net.parameters(), lr=1.0)
+    fresh.load_state_dict(ref.state_dict())
+    assert fresh.step_count == 30 and fresh.lr == 1e-3
+    for a, b in zip(fresh.exp_avg_sqs, ours.exp_avg_sqs):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-9)
+    torch.optim.Adam(ours_net.parameters()).load_state_dict(ours.state_dict())
+    with pytest.raises(ValueError, match="parameters"):
+        Adam(torch.nn.Linear(5, 7).parameters()).load_state_dict(ours.state_dict())
+
+
+def test_clip_grad_norm_matches_torch() -> None:
+    from ml_arl.trainers.optim import clip_grad_norm
+
+    torch.manual_seed(1)
+    a = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(3))]
+    b = [torch.nn.Parameter(p.detach().clone()) for p in a]
+    for params in (a, b):
+        (sum((p * p).sum() for p in params) * 3).backward()
+    norm = clip_grad_norm(a, 0.5)
+    ref = torch.nn.utils.clip_grad_norm_(b, 0.5)
+    torch.testing.assert_close(norm, ref)
+    for p, q in zip(a, b):
+        torch.testing.assert_close(p.grad, q.grad)
+    assert float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in a]))) == pytest.approx(0.5, rel=1e-5)

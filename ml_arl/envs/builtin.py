@@ -8,6 +8,8 @@ Episodes are cut after ``max_episode_steps`` (reported as interrupted, not termi
 An agent that ends its episode shows up in the TerminalSteps of that step and again, with a
 new episode, in the DecisionSteps of the same step, as Unity agents do.
 
+``env_settings.num_areas`` multiplies the agents of an environment (``n_agents`` per area).
+
 ``Trivial`` observes 8 floats and takes 2 continuous actions with fixed-length episodes:
 the benchmark workload, whose step cost is close to nothing.
 """
@@ -140,7 +142,9 @@ class Reach(_VectorBatchEnv):
         max_episode_steps: int = 25,
         goal_radius: float = 0.1,
         seed: int = 0,
+        num_areas: int = 1,
     ):
+        n_agents *= num_areas  # env_settings.num_areas: more copies of the area = more agents
         specs = {
             "continuous": ActionSpec(1, ()),
             "discrete": ActionSpec(0, (3,)),
@@ -196,7 +200,8 @@ class Trivial(_VectorBatchEnv):
 
     behavior_name = "Trivial"
 
-    def __init__(self, n_agents: int = 4, max_episode_steps: int = 100, seed: int = 0):
+    def __init__(self, n_agents: int = 4, max_episode_steps: int = 100, seed: int = 0, num_areas: int = 1):
+        n_agents *= num_areas
         super().__init__(ActionSpec(2, ()), 8, n_agents, max_episode_steps, seed)
         self.state = np.zeros((n_agents, 8), np.float32)
 

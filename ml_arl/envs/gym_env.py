@@ -1,6 +1,13 @@
-"""A gymnasium environment seen through mlagents_envs' BaseEnv: one agent, auto-reset.
+"""A gymnasium environment seen through mlagents_envs' BaseEnv: one agent per copy, auto-reset.
 
 The behavior is named after the env id without its version (CartPole-v1 -> CartPole).
+``env_settings.num_areas: K`` (ML-Agents' "training areas per instance") builds K copies of the
+env in each worker, stepped together as agents 0..K-1 of that behavior: the policy then acts on
+K observations at once and one message carries K agents' steps, which is what makes small
+gymnasium tasks fast. Copy 0 is seeded with the worker's seed, copy i with a seed derived
+from it; each copy resets on its own when its episode ends (it then shows up in the
+TerminalSteps and, with its new episode, in the DecisionSteps of the same step, as Unity agents
+do).
 ``terminated`` ends the episode; ``truncated`` ends it as *interrupted*, so the trainer
 bootstraps its value. Box observations are flattened to float32; Discrete observations are
 one-hot. Box actions are continuous, mapped from [-1, 1] onto the space's bounds when they are
@@ -9,7 +16,8 @@ finite; Discrete and MultiDiscrete actions are discrete branches.
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from collections.abc import Sequence
+from typing import Any, Optional, Union
 
 import gymnasium
 import numpy as np
@@ -35,11 +43,23 @@ def behavior_name_for(env_id: str) -> str:
 
 
 class GymnasiumEnv(BaseEnv):
-    def __init__(self, env: gymnasium.Env, behavior_name: str, seed: Optional[int] = None):
-        self.env = env
+    def __init__(
+        self,
+        envs: Union[gymnasium.Env, Sequence[gymnasium.Env]],
+        behavior_name: str,
+        seed: Optional[int] = None,
+    ):
+        self.envs: list[gymnasium.Env] = [envs] if isinstance(envs, gymnasium.Env) else list(envs)
+        if not self.envs:
+            raise ValueError("GymnasiumEnv needs at least one gymnasium env")
+        self.env = self.envs[0]
         self.behavior_name = behavior_name
-        self._seed = seed
-        obs_space = env.observation_space
+        n = self.n_agents = len(self.envs)
+        self._seeds: list[Optional[int]] = [None] * n
+        if seed is not None:
+            children = np.random.SeedSequence(seed).spawn(n)
+            self._seeds = [seed] + [int(c.generate_state(1)[0]) for c in children[1:]]
+        obs_space = self.env.observation_space
         if isinstance(obs_space, spaces.Box):
             self._obs_size = int(np.prod(obs_space.shape))
             self._one_hot = 0
@@ -48,7 +68,7 @@ class GymnasiumEnv(BaseEnv):
             self._one_hot = int(obs_space.n)
         else:
             raise TypeError(f"gymnasium observation space {obs_space} is not supported (Box or Discrete only)")
-        act_space = env.action_space
+        act_space = self._act_space = self.env.action_space
         self._act_low: Optional[np.ndarray] = None
         if isinstance(act_space, spaces.Box):
             action_spec = ActionSpec(int(np.prod(act_space.shape)), ())
@@ -64,52 +84,73 @@ class GymnasiumEnv(BaseEnv):
         self._spec = BehaviorSpec([vector_obs_spec(self._obs_size)], action_spec)
         self._action: Optional[ActionTuple] = None
         self._decision = DecisionSteps.empty(self._spec)
-        self._terminal = TerminalSteps.empty(self._spec)
-        self._agent = np.zeros(1, np.int32)
-        self._zero_i = np.zeros(1, np.int32)
-        self._zero_f = np.zeros(1, np.float32)
+        self._no_terminal = TerminalSteps.empty(self._spec)
+        self._terminal = self._no_terminal
+        self._agents = np.arange(n, dtype=np.int32)
+        self._zero_i = np.zeros(n, np.int32)
+        self._zero_f = np.zeros(n, np.float32)
 
-    def _obs(self, obs: Any) -> np.ndarray:
+    def _obs_into(self, out: np.ndarray, i: int, obs: Any) -> None:
         if self._one_hot:
-            out = np.zeros((1, self._one_hot), np.float32)
-            out[0, int(obs)] = 1.0
-            return out
-        return np.asarray(obs, dtype=np.float32).reshape(1, -1)
+            out[i] = 0.0
+            out[i, int(obs)] = 1.0
+        else:
+            out[i] = np.asarray(obs, dtype=np.float32).reshape(-1)
 
     @property
     def behavior_specs(self) -> BehaviorMapping:
         return BehaviorMapping({self.behavior_name: self._spec})
 
     def reset(self) -> None:
-        obs, _ = self.env.reset(seed=self._seed)
-        self._seed = None  # seed once; later resets continue the same random stream
-        self._decision = DecisionSteps([self._obs(obs)], self._zero_f, self._agent, None, self._zero_i, self._zero_f)
-        self._terminal = TerminalSteps.empty(self._spec)
+        obs = np.empty((self.n_agents, self._obs_size), np.float32)
+        for i, env in enumerate(self.envs):
+            first, _ = env.reset(seed=self._seeds[i])
+            self._obs_into(obs, i, first)
+        self._seeds = [None] * self.n_agents  # seed once; later resets continue the same random streams
+        self._decision = DecisionSteps([obs], self._zero_f, self._agents, None, self._zero_i, self._zero_f)
+        self._terminal = self._no_terminal
 
-    def _to_env_action(self, action: ActionTuple) -> Any:
-        space = self.env.action_space
+    def _to_env_action(self, action: ActionTuple, i: int = 0) -> Any:
+        space = self._act_space
         if isinstance(space, spaces.Box):
-            a = np.clip(action.continuous[0], -1.0, 1.0)
+            a = np.clip(action.continuous[i], -1.0, 1.0)
             if self._act_low is not None:
                 a = self._act_low + (a + 1.0) * 0.5 * (self._act_high - self._act_low)
             return a.reshape(space.shape).astype(space.dtype)
         if isinstance(space, spaces.Discrete):
-            return int(action.discrete[0, 0]) + int(space.start)
-        return action.discrete[0].astype(np.int64)
+            return int(action.discrete[i, 0]) + int(space.start)
+        return action.discrete[i].astype(np.int64)
 
     def step(self) -> None:
-        action = self._action if self._action is not None else self._spec.action_spec.empty_action(1)
+        n = self.n_agents
+        action = self._action if self._action is not None else self._spec.action_spec.empty_action(n)
         self._action = None
-        obs, reward, terminated, truncated, _ = self.env.step(self._to_env_action(action))
-        r = np.array([reward], np.float32)
-        if terminated or truncated:
-            interrupted = np.array([bool(truncated and not terminated)])
-            self._terminal = TerminalSteps([self._obs(obs)], r, interrupted, self._agent, self._zero_i, self._zero_f)
-            obs, _ = self.env.reset()
-            self._decision = DecisionSteps([self._obs(obs)], self._zero_f, self._agent, None, self._zero_i, self._zero_f)
+        obs = np.empty((n, self._obs_size), np.float32)
+        reward = np.empty(n, np.float32)
+        done: list[int] = []
+        final_obs: list[Any] = []
+        interrupted: list[bool] = []
+        for i, env in enumerate(self.envs):
+            o, r, terminated, truncated, _ = env.step(self._to_env_action(action, i))
+            reward[i] = r
+            if terminated or truncated:
+                done.append(i)
+                final_obs.append(o)
+                interrupted.append(bool(truncated and not terminated))
+                o, _ = env.reset()
+            self._obs_into(obs, i, o)
+        if done:
+            idx = np.asarray(done, dtype=np.int64)
+            last = np.empty((len(done), self._obs_size), np.float32)
+            for k, o in enumerate(final_obs):
+                self._obs_into(last, k, o)
+            self._terminal = TerminalSteps(
+                [last], reward[idx], np.asarray(interrupted), self._agents[idx], self._zero_i[idx], self._zero_f[idx]
+            )
+            reward[idx] = 0.0  # the new episode's first decision carries no reward
         else:
-            self._terminal = TerminalSteps.empty(self._spec)
-            self._decision = DecisionSteps([self._obs(obs)], r, self._agent, None, self._zero_i, self._zero_f)
+            self._terminal = self._no_terminal
+        self._decision = DecisionSteps([obs], reward, self._agents, None, self._zero_i, self._zero_f)
 
     def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
         return self._decision, self._terminal
@@ -118,11 +159,16 @@ class GymnasiumEnv(BaseEnv):
         self._action = action
 
     def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
-        self._action = action
+        if self._action is None:
+            self._action = self._spec.action_spec.empty_action(self.n_agents)
+        self._action.continuous[agent_id] = action.continuous[0]
+        self._action.discrete[agent_id] = action.discrete[0]
 
     def close(self) -> None:
-        self.env.close()
+        for env in self.envs:
+            env.close()
 
 
-def make_gymnasium_env(env_id: str, seed: Optional[int] = None, **kwargs: Any) -> GymnasiumEnv:
-    return GymnasiumEnv(gymnasium.make(env_id, **kwargs), behavior_name_for(env_id), seed)
+def make_gymnasium_env(env_id: str, seed: Optional[int] = None, num_areas: int = 1, **kwargs: Any) -> GymnasiumEnv:
+    """``num_areas`` copies of ``gymnasium.make(env_id, **kwargs)`` as one BaseEnv."""
+    return GymnasiumEnv([gymnasium.make(env_id, **kwargs) for _ in range(num_areas)], behavior_name_for(env_id), seed)

@@ -11,7 +11,7 @@ from ml_arl.settings import RunOptions
 
 def create_env_manager(options: RunOptions, seed: int) -> EnvManager:
     env = options.env_settings
-    factory = resolve_env(env.env_path, env.env_args)
+    factory = resolve_env(env.env_path, env.env_args, env.num_areas)
     if env.manager == "inprocess":
         return InProcessEnvManager(factory, env, seed)
     return SubprocessEnvManager(factory, env, seed)

@@ -6,7 +6,11 @@ Accepted forms:
   package.module:attr   a callable returning a BaseEnv
 
 ``--env-args key=value ...`` become keyword arguments (values read as YAML scalars). A user
-callable receives ``worker_id`` and ``seed`` too when its signature names them.
+callable receives ``worker_id`` and ``seed`` too when its signature names them (or takes
+``**kwargs``), and ``num_areas`` when it names it (or takes ``**kwargs`` and num_areas is not 1).
+``env_settings.num_areas`` (ML-Agents' training areas per instance) multiplies the agents of a
+built-in env, builds that many copies of a gymnasium env (as agents of one behavior), and is
+passed to a user callable, which must then accept it.
 Factories travel to worker processes with cloudpickle, so lambdas and closures work.
 """
 
@@ -60,6 +64,14 @@ class EnvFactory:
         return env
 
 
+def _names(fn: Callable[..., Any], name: str) -> bool:
+    """The signature of ``fn`` has a parameter called ``name``."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
 def _accepts(fn: Callable[..., Any], name: str) -> bool:
     try:
         params = inspect.signature(fn).parameters
@@ -68,7 +80,7 @@ def _accepts(fn: Callable[..., Any], name: str) -> bool:
     return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
-def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None) -> EnvFactory:
+def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, num_areas: int = 1) -> EnvFactory:
     """Check the source exists (import it, look it up) and return its factory."""
     if not env_path:
         raise EnvironmentSourceError(
@@ -84,7 +96,7 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None) -
             raise EnvironmentSourceError(
                 f"--env {env_path}: no built-in environment '{name}'; available: {', '.join(sorted(BUILTIN_ENVS))}"
             )
-        return EnvFactory(env_path, BUILTIN_ENVS[name], kwargs)
+        return EnvFactory(env_path, BUILTIN_ENVS[name], {**kwargs, "num_areas": num_areas})
     if sep and kind == "gymnasium":
         import gymnasium
 
@@ -92,7 +104,7 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None) -
 
         if name not in gymnasium.registry:
             raise EnvironmentSourceError(f"--env {env_path}: gymnasium has no environment id '{name}'")
-        return EnvFactory(env_path, make_gymnasium_env, {"env_id": name, **kwargs})
+        return EnvFactory(env_path, make_gymnasium_env, {"env_id": name, "num_areas": num_areas, **kwargs})
     if sep and "/" not in kind and not kind.endswith((".x86_64", ".exe", ".app")):
         try:
             module = importlib.import_module(kind)
@@ -105,6 +117,13 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None) -
             target = getattr(target, part)
         if not callable(target):
             raise EnvironmentSourceError(f"--env {env_path}: '{name}' is not callable; it must return a BaseEnv")
+        if _names(target, "num_areas") or (num_areas != 1 and _accepts(target, "num_areas")):
+            kwargs = {**kwargs, "num_areas": num_areas}
+        elif num_areas != 1:
+            raise EnvironmentSourceError(
+                f"env_settings.num_areas: {num_areas}, but {env_path} takes no num_areas argument; "
+                "add one to the factory or set num_areas to 1"
+            )
         return EnvFactory(env_path, target, kwargs, _accepts(target, "worker_id"), _accepts(target, "seed"))
     raise EnvironmentSourceError(
         f"--env {env_path}: Unity executables are not supported yet; use builtin:<Name>, "

@@ -26,6 +26,7 @@ from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.common import decayed, gae
+from ml_arl.trainers.optim import Adam, clip_grad_norm
 
 logger = logging.getLogger(__name__)
 
@@ -101,9 +102,7 @@ class PPOTrainer:
         self.saved_step = -1
         self.policy_version = 0
         self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
-        self.optimizer = torch.optim.Adam(
-            self.network.parameters(), lr=self.hp.learning_rate, fused=device.type in ("cpu", "cuda")  # torch >= 2.4
-        )
+        self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self._parameters = list(self.network.parameters())
         self.buffer = PPOBuffer()
         self.gamma = settings.reward_signals.extrinsic.gamma
@@ -194,8 +193,7 @@ class PPOTrainer:
         lr = decayed(hp.learning_rate, 1e-10, self.step, max_steps, hp.learning_rate_schedule)
         epsilon = decayed(hp.epsilon, 0.1, self.step, max_steps, hp.epsilon_schedule or "linear")
         beta = decayed(hp.beta, 1e-5, self.step, max_steps, hp.beta_schedule or "linear")
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
+        self.optimizer.lr = lr
 
         data = self.buffer.tensors(self.device)
         self._add_advantages(data)
@@ -225,10 +223,10 @@ class PPOTrainer:
                 else:
                     value_loss = ((returns - value) ** 2).mean()
                 loss = policy_loss + 0.5 * value_loss - beta * entropy.mean()
-                self.optimizer.zero_grad(set_to_none=True)
+                self.optimizer.zero_grad()
                 loss.backward()
                 if hp.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(self._parameters, hp.max_grad_norm)
+                    clip_grad_norm(self._parameters, hp.max_grad_norm)
                 self.optimizer.step()
                 policy_losses.append(policy_loss.detach())
                 value_losses.append(value_loss.detach())
