@@ -58,7 +58,7 @@ class GymnasiumEnv(BaseEnv):
         self._seeds: list[Optional[int]] = [None] * n
         if seed is not None:
             children = np.random.SeedSequence(seed).spawn(n)
-            self._seeds = [seed] + [int(c.generate_state(1)[0]) for c in children[1:]]
+            self._seeds = [seed, *(int(c.generate_state(1)[0]) for c in children[1:])]
         obs_space = self.env.observation_space
         if isinstance(obs_space, spaces.Box):
             self._obs_size = int(np.prod(obs_space.shape))

@@ -13,8 +13,8 @@ CUDA (what ``torch.optim.Adam(fused=True)`` calls), ``torch._foreach_*`` elsewhe
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, Optional
 
 import torch
 
@@ -105,7 +105,7 @@ class Adam:
         ids = list(groups[0]["params"])
         if len(ids) != len(self.params):
             raise ValueError(f"the optimizer state has {len(ids)} parameters, the network {len(self.params)}")
-        loaded = []
+        loaded: list[Optional[dict[str, Any]]] = []
         for p, pid in zip(self.params, ids):
             entry = state.get(pid)
             if entry is None:  # never stepped: keep zeros
@@ -130,7 +130,7 @@ class Adam:
 
 
 @torch.no_grad()
-def clip_grad_norm(params: list[torch.Tensor], max_norm: float) -> torch.Tensor:
+def clip_grad_norm(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
     """Scale the gradients so their joint L2 norm is at most ``max_norm``; returns the norm before.
 
     The rule of ``torch.nn.utils.clip_grad_norm_`` (coefficient max_norm / (norm + 1e-6), capped
