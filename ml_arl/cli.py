@@ -105,7 +105,7 @@ def parse_options(argv: list[str]) -> Any:
 
 
 def _configure_logging(debug: bool) -> None:
-    fmt = "%(asctime)s %(levelname)s [%(filename)s:%(lineno)d] %(message)s" if debug else "[%(levelname)s] %(message)s"
+    fmt = "%(asctime)s +%(relativeCreated)d ms %(levelname)s [%(filename)s:%(lineno)d] %(message)s" if debug else "[%(levelname)s] %(message)s"
     logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=fmt, stream=sys.stdout, force=True)
     for noisy in ("matplotlib", "PIL", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -125,6 +125,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         return err.exit_code
     _configure_logging(options.debug)
     signal.signal(signal.SIGTERM, _sigterm)
+    if options.env_settings.manager == "subprocess":
+        from ml_arl.envs.forkserver import prestart
+
+        prestart()  # the worker server boots while the run directory is checked and the env resolved
     env_manager = None
     try:
         from ml_arl.envs.managers import create_env_manager
@@ -135,6 +139,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         # Workers start now and import their env while this process imports torch.
         env_manager = create_env_manager(options, seed)
         env_manager.launch()
+        logger.debug("Launched %d environment worker(s); importing torch", options.env_settings.num_envs)
         from ml_arl.trainer_controller import TrainerController
 
         controller = TrainerController(options, env_manager, seed)

@@ -147,6 +147,7 @@ class EnvSettings(_Strict):
     # ml_arl extensions (not in ML-Agents): how workers run.
     manager: Literal["subprocess", "inprocess"] = "subprocess"
     steps_per_message: Int = Field(16, ge=1)
+    worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
 
 
 class EngineSettings(_Strict):

@@ -105,6 +105,7 @@ class TrainerController:
         self.trainers[behavior] = trainer
         self.managers[behavior] = manager
         self.env_manager.set_policy(behavior, trainer.policy_message())
+        logger.debug("Trainer of %s ready; its first policy is on the way to the workers", behavior)
         if settings.threaded:
             thread = threading.Thread(
                 target=self._trainer_loop, args=(behavior, trainer), name=f"trainer-{behavior}", daemon=True
@@ -187,6 +188,7 @@ class TrainerController:
         try:
             with self.timers.timed("env_start"):
                 specs = self.env_manager.start()
+            logger.debug("Environments ready; behaviors: %s", ", ".join(specs))
             for behavior in specs:
                 self.options.settings_for(behavior)  # a behavior missing from the config fails before any write
             prepare_results_dir(self.options)  # --force removes the old run only now that all is checked

@@ -3,6 +3,9 @@ Reach semantics, and user factories (module:attr, kwargs, cloudpickle)."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import cloudpickle
 import gymnasium
 import numpy as np
@@ -147,3 +150,23 @@ def test_num_areas_multiplies_builtin_agents_and_reaches_factories() -> None:
 
 def make_area_env(seed: int, num_areas: int) -> Reach:
     return Reach("continuous", n_agents=2, seed=seed, num_areas=num_areas)
+
+
+def make_niceness_probe(seed: int, out: str) -> Reach:
+    with open(out, "w") as f:
+        f.write(str(os.nice(0)))
+    return Reach("continuous", seed=seed)
+
+
+def test_worker_nice_lowers_the_priority_of_workers(tmp_path: Path) -> None:
+    from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.settings import EnvSettings
+
+    out = tmp_path / "nice.txt"
+    settings = EnvSettings(env_path="tests.test_envs:make_niceness_probe", env_args=[f"out={out}"], worker_nice=7)
+    manager = SubprocessEnvManager(resolve_env(settings.env_path, settings.env_args), settings, 0)
+    try:
+        assert "Reach" in manager.start()
+    finally:
+        manager.close()
+    assert int(out.read_text()) == min(19, os.nice(0) + 7)

@@ -36,6 +36,7 @@ from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.env_runner import RESTARTABLE_EXCEPTIONS, EnvRunner, StepBatch
+from ml_arl.envs.forkserver import worker_context
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import WorkerError
 from ml_arl.settings import EnvSettings
@@ -75,9 +76,13 @@ class EnvironmentResponse(NamedTuple):
     payload: Any
 
 
-def worker_main(conn: Connection, factory_bytes: bytes, worker_id: int, seed: int, steps_per_message: int) -> None:
+def worker_main(
+    conn: Connection, factory_bytes: bytes, worker_id: int, seed: int, steps_per_message: int, nice: int = 0
+) -> None:
     """Entry point of a worker process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when we stop
+    if nice:
+        os.nice(nice)  # lower priority (env_settings.worker_nice): inherited by what the env starts
     runner: Optional[EnvRunner] = None
     try:
         factory: EnvFactory = cloudpickle.loads(factory_bytes)
@@ -172,28 +177,12 @@ class _Worker:
         return max(self.sent[0], self.last_reply) + timeout
 
 
-# Workers share the machine's cores: one BLAS thread each (set before the forkserver starts).
-_SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-
-
-def _context() -> Any:
-    for var in _SINGLE_THREAD_ENV:
-        os.environ.setdefault(var, "1")
-    # forkserver: children fork from a clean server process (no trainer threads, no torch),
-    # which is safe and fast. spawn where forkserver does not exist.
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(["ml_arl.envs.subprocess_env_manager"])
-    return ctx
-
-
 class SubprocessEnvManager(EnvManager):
     def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int):
         super().__init__(settings)
         self.factory_bytes = cloudpickle.dumps(factory)
         self.seed = seed
-        self.ctx = _context()
+        self.ctx = worker_context()
         self.workers: list[_Worker] = []
         self.specs: dict[str, BehaviorSpec] = {}  # every behavior any worker has reported
 
@@ -205,7 +194,10 @@ class SubprocessEnvManager(EnvManager):
         parent, child = self.ctx.Pipe(duplex=True)
         proc = self.ctx.Process(
             target=worker_main,
-            args=(child, self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message),
+            args=(
+                child, self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message,
+                self.settings.worker_nice,
+            ),
             name=f"arl-worker-{worker_id}",
             daemon=True,
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import pickle
 import queue
+import time
 from typing import Any, Optional
 
 import numpy as np
@@ -153,8 +154,10 @@ class PPOTrainer:
                 self.process_trajectory(traj)
                 processed += 1
         if self.should_still_train and self.buffer.size >= self.hp.buffer_size:
+            started, size = time.perf_counter(), self.buffer.size
             self.update()
             self.policy_version += 1
+            logger.debug("%s: update %d on %d experiences took %.3f s", self.behavior, self.policy_version, size, time.perf_counter() - started)
             message = self.policy_message()  # built here, in the trainer's thread, never mid-update
             for pq in self.policy_queues:
                 pq.put(message)
