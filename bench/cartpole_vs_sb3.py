@@ -148,11 +148,15 @@ def run_ours(seed: int, num_envs: Optional[int], keep: bool) -> Result:
 def run_sb3(seed: int) -> tuple[Result, Optional[float]]:
     """SB3 in a fresh process, timed from process start like arl-learn; also returns SB3's own
     time from env creation (what an in-process timer would show)."""
-    t0 = time.time()
-    proc = subprocess.run(
-        [sys.executable, os.path.abspath(__file__), "--sb3-child", str(seed)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
-    )
+    log_dir = tempfile.mkdtemp(prefix="cartpole-bench-sb3-")  # SB3's logger writes a folder per run
+    try:
+        t0 = time.time()
+        proc = subprocess.run(
+            [sys.executable, os.path.abspath(__file__), "--sb3-child", str(seed)],
+            capture_output=True, text=True, check=True, cwd=ROOT, env={**os.environ, "SB3_LOGDIR": log_dir},
+        )
+    finally:
+        shutil.rmtree(log_dir, ignore_errors=True)
     child = json.loads(proc.stdout.strip().splitlines()[-1])
     solved_wall = child["solved_wall"]
     seconds = None if solved_wall is None else solved_wall - t0
