@@ -52,14 +52,13 @@ class GymnasiumEnv(BaseEnv):
         self.envs: list[gymnasium.Env] = [envs] if isinstance(envs, gymnasium.Env) else list(envs)
         if not self.envs:
             raise ValueError("GymnasiumEnv needs at least one gymnasium env")
-        self.env = self.envs[0]
         self.behavior_name = behavior_name
         n = self.n_agents = len(self.envs)
         self._seeds: list[Optional[int]] = [None] * n
         if seed is not None:
             children = np.random.SeedSequence(seed).spawn(n)
             self._seeds = [seed, *(int(c.generate_state(1)[0]) for c in children[1:])]
-        obs_space = self.env.observation_space
+        obs_space = self.envs[0].observation_space
         if isinstance(obs_space, spaces.Box):
             self._obs_size = int(np.prod(obs_space.shape))
             self._one_hot = 0
@@ -68,7 +67,7 @@ class GymnasiumEnv(BaseEnv):
             self._one_hot = int(obs_space.n)
         else:
             raise TypeError(f"gymnasium observation space {obs_space} is not supported (Box or Discrete only)")
-        act_space = self._act_space = self.env.action_space
+        act_space = self._act_space = self.envs[0].action_space
         self._act_low: Optional[np.ndarray] = None
         if isinstance(act_space, spaces.Box):
             action_spec = ActionSpec(int(np.prod(act_space.shape)), ())

@@ -64,20 +64,13 @@ class EnvFactory:
         return env
 
 
-def _names(fn: Callable[..., Any], name: str) -> bool:
-    """The signature of ``fn`` has a parameter called ``name``."""
-    try:
-        return name in inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return False
-
-
-def _accepts(fn: Callable[..., Any], name: str) -> bool:
+def _accepts(fn: Callable[..., Any], name: str, via_var_keyword: bool = True) -> bool:
+    """``fn`` has a parameter ``name`` (or, if ``via_var_keyword``, takes ``**kwargs``)."""
     try:
         params = inspect.signature(fn).parameters
     except (TypeError, ValueError):
         return False
-    return name in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    return name in params or (via_var_keyword and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()))
 
 
 def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, num_areas: int = 1) -> EnvFactory:
@@ -117,7 +110,7 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
             target = getattr(target, part)
         if not callable(target):
             raise EnvironmentSourceError(f"--env {env_path}: '{name}' is not callable; it must return a BaseEnv")
-        if _names(target, "num_areas") or (num_areas != 1 and _accepts(target, "num_areas")):
+        if _accepts(target, "num_areas", via_var_keyword=num_areas != 1):
             kwargs = {**kwargs, "num_areas": num_areas}
         elif num_areas != 1:
             raise EnvironmentSourceError(

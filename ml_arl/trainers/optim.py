@@ -42,7 +42,11 @@ class Adam:
         self.exp_avg_sqs = [torch.zeros_like(p, memory_format=torch.preserve_format) for p in self.params]
         # One step counter per parameter, as torch keeps them (the fused kernel reads them there).
         self.state_steps = [torch.zeros((), dtype=torch.float32, device=p.device) for p in self.params]
-        self.step_count = 0
+
+    @property
+    def step_count(self) -> int:
+        """Steps taken (restored with the state): the largest per-parameter step counter."""
+        return int(max(float(s) for s in self.state_steps))
 
     def zero_grad(self) -> None:
         for p in self.params:
@@ -60,7 +64,6 @@ class Adam:
         steps = [self.state_steps[i] for i in indices]
         beta1, beta2 = self.betas
         torch._foreach_add_(steps, 1)
-        self.step_count += 1
         if self.fused:
             torch._fused_adam_(
                 params, grads, exp_avgs, exp_avg_sqs, [], steps,  # type: ignore[arg-type]
@@ -121,7 +124,6 @@ class Adam:
             self.exp_avgs[k] = entry["exp_avg"].to(device=p.device, dtype=p.dtype).clone()
             self.exp_avg_sqs[k] = entry["exp_avg_sq"].to(device=p.device, dtype=p.dtype).clone()
             self.state_steps[k] = torch.as_tensor(entry["step"], dtype=torch.float32).to(p.device).clone().reshape(())
-        self.step_count = int(max((float(s) for s in self.state_steps), default=0.0))
         group = groups[0]
         self.lr = float(group.get("lr", self.lr))
         betas = group.get("betas", self.betas)

@@ -104,7 +104,6 @@ class PPOTrainer:
         self.policy_version = 0
         self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
-        self._parameters = list(self.network.parameters())
         self.buffer = PPOBuffer()
         self.gamma = settings.reward_signals.extrinsic.gamma
         self.strength = settings.reward_signals.extrinsic.strength
@@ -229,7 +228,7 @@ class PPOTrainer:
                 self.optimizer.zero_grad()
                 loss.backward()
                 if hp.max_grad_norm is not None:
-                    clip_grad_norm(self._parameters, hp.max_grad_norm)
+                    clip_grad_norm(self.optimizer.params, hp.max_grad_norm)
                 self.optimizer.step()
                 policy_losses.append(policy_loss.detach())
                 value_losses.append(value_loss.detach())
