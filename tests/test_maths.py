@@ -142,3 +142,45 @@ def test_clip_grad_norm_matches_torch() -> None:
     for p, q in zip(a, b):
         torch.testing.assert_close(p.grad, q.grad)
     assert float(torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in a]))) == pytest.approx(0.5, rel=1e-5)
+
+
+def _visual_spec(kind_shapes: list[tuple[int, ...]], action_spec) -> object:  # noqa: ANN001
+    from mlagents_envs.base_env import BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
+
+    specs = [
+        ObservationSpec(shape, (DimensionProperty.UNSPECIFIED,) * len(shape), ObservationType.DEFAULT, f"obs{i}")
+        for i, shape in enumerate(kind_shapes)
+    ]
+    return BehaviorSpec(specs, action_spec)
+
+
+@pytest.mark.parametrize("encoder", ["simple", "fully_connected"])
+def test_visual_muscle_agrees_with_torch(encoder: str) -> None:
+    from mlagents_envs.base_env import ActionSpec
+
+    spec = _visual_spec([(3,), (24, 21, 3), (2,)], ActionSpec(2, (3, 2)))
+    net = ActorCritic(spec, NetworkSettings(normalize=True, hidden_units=16, vis_encode_type=encoder))
+    net.normalizer.update(torch.randn(64, 5) * 2 + 1)
+    rng = np.random.default_rng(0)
+    obs = [rng.normal(size=(7, 3)).astype(np.float32), rng.random((7, 24, 21, 3), dtype=np.float32),
+           rng.normal(size=(7, 2)).astype(np.float32)]
+    muscle = Muscle(net.muscle_weights(), seed=1)
+    allowed = np.ones((7, 5), bool)
+    allowed[:, 1] = False
+    info = muscle.act(obs, allowed)
+    assert not info.discrete[:, 0].tolist().count(1)  # the masked action is never taken
+    log_prob, _, value = net.evaluate(
+        [torch.as_tensor(o) for o in obs], torch.as_tensor(allowed),
+        torch.as_tensor(info.continuous), torch.as_tensor(info.discrete).long(),
+    )
+    np.testing.assert_allclose(info.log_prob, log_prob.detach().numpy(), atol=1e-4)
+    assert value.shape == (7,)
+
+
+def test_simple_encoder_rejects_small_images() -> None:
+    from mlagents_envs.base_env import ActionSpec
+
+    spec = _visual_spec([(12, 12, 1)], ActionSpec(1, ()))
+    with pytest.raises(ValueError, match="at least 20x20"):
+        ActorCritic(spec, NetworkSettings(vis_encode_type="simple"))
+    ActorCritic(spec, NetworkSettings(vis_encode_type="fully_connected"))

@@ -35,6 +35,39 @@ def masks_allowed(action_mask: Optional[list[np.ndarray]], n: int, branches: tup
     return ~np.concatenate(action_mask, axis=1) if len(action_mask) > 1 else ~action_mask[0]
 
 
+def _conv_hwc(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.ndarray:
+    """Valid convolution of [B, H, W, C] images with [kh, kw, C, out] weights -> [B, Ho, Wo, out]."""
+    kh, kw = w.shape[0], w.shape[1]
+    windows = np.lib.stride_tricks.sliding_window_view(x, (kh, kw), axis=(1, 2))[:, ::stride, ::stride]
+    # windows: [B, Ho, Wo, C, kh, kw]
+    y = np.tensordot(windows, w.transpose(2, 0, 1, 3), axes=([3, 4, 5], [0, 1, 2]))
+    y += b
+    return y
+
+
+def _leaky_relu(x: np.ndarray) -> np.ndarray:
+    return np.maximum(x, 0.01 * x)
+
+
+class _VisualEncoder:
+    """numpy twin of ``networks.VisualEncoder`` (images arrive channels-last, as the env sends them)."""
+
+    def __init__(self, w: dict[str, np.ndarray], k: int):
+        self.convs = []
+        j = 0
+        while f"vis.{k}.conv{j}.w" in w:
+            self.convs.append((w[f"vis.{k}.conv{j}.w"], w[f"vis.{k}.conv{j}.b"], int(w[f"vis.{k}.conv{j}.stride"])))
+            j += 1
+        self.dense_w, self.dense_b = w[f"vis.{k}.dense.w"], w[f"vis.{k}.dense.b"]
+
+    def __call__(self, img: np.ndarray) -> np.ndarray:
+        x = img if img.dtype == np.float32 else img.astype(np.float32)
+        for cw, cb, stride in self.convs:
+            x = _leaky_relu(_conv_hwc(x, cw, cb, stride))
+        flat = np.ascontiguousarray(x.transpose(0, 3, 1, 2)).reshape(x.shape[0], -1)  # torch flattens C, H, W
+        return _leaky_relu(flat @ self.dense_w + self.dense_b)
+
+
 class Muscle:
     def __init__(self, weights: dict[str, np.ndarray], deterministic: bool = False, seed: int = 0):
         self.rng = np.random.default_rng(seed)
@@ -53,6 +86,8 @@ class Muscle:
         self.std = np.exp(self.log_std)
         self.logits_w, self.logits_b = w["logits.w"], w["logits.b"]
         self.norm = (w["norm.mean"], w["norm.std"]) if "norm.mean" in w else None
+        self.visual = [int(i) for i in w.get("obs.visual", np.zeros(0, np.int64))]
+        self.encoders = [_VisualEncoder(w, k) for k in range(len(self.visual))]
         self.branches = tuple(int(b) for b in w["branches"])
         self.n_cont = self.mu_b.shape[0]
         # entropy: mean over continuous dimensions (as ML-Agents), summed over discrete branches
@@ -62,14 +97,13 @@ class Muscle:
 
     def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
         cont: np.ndarray
-        x = obs[0].reshape(obs[0].shape[0], -1) if len(obs) == 1 else np.concatenate(
-            [o.reshape(o.shape[0], -1) for o in obs], axis=1
-        )
-        if self.norm is not None:
-            x = (x - self.norm[0]) / self.norm[1]
-            np.minimum(x, 5.0, out=x)
-            np.maximum(x, -5.0, out=x)
-        h = x if x.dtype == np.float32 else x.astype(np.float32)
+        if self.visual:
+            h = self._features(obs)
+        else:
+            x = obs[0].reshape(obs[0].shape[0], -1) if len(obs) == 1 else np.concatenate(
+                [o.reshape(o.shape[0], -1) for o in obs], axis=1
+            )
+            h = self._normalized(x)
         for w, b in self.layers:
             y = h @ w
             y += b  # swish: y = x / 2
@@ -123,3 +157,19 @@ class Muscle:
                 entropy -= np.sum(np.where(p > 0, p * logp, 0.0), axis=1)
         env_action = ActionTuple(continuous=clipped, discrete=disc)
         return ActionInfo(cont, disc, log_prob, entropy, allowed if self.branches else None, env_action)
+
+    def _normalized(self, x: np.ndarray) -> np.ndarray:
+        if self.norm is not None:
+            x = (x - self.norm[0]) / self.norm[1]
+            np.minimum(x, 5.0, out=x)
+            np.maximum(x, -5.0, out=x)
+        return x if x.dtype == np.float32 else x.astype(np.float32)
+
+    def _features(self, obs: list[np.ndarray]) -> np.ndarray:
+        """[normalised vector observations, image encodings], as ``ObservationEncoder``."""
+        vectors = [o.reshape(o.shape[0], -1) for i, o in enumerate(obs) if i not in self.visual]
+        feats = []
+        if vectors:
+            feats.append(self._normalized(vectors[0] if len(vectors) == 1 else np.concatenate(vectors, axis=1)))
+        feats += [enc(obs[i]) for i, enc in zip(self.visual, self.encoders)]
+        return feats[0] if len(feats) == 1 else np.concatenate(feats, axis=1)

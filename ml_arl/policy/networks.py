@@ -1,9 +1,16 @@
-"""Actor-critic networks (torch) for vector observations and hybrid action spaces.
+"""Actor-critic networks (torch) for vector and visual observations and hybrid action spaces.
 
-One module holds the observation normalizer, the actor (MLP body with Swish, a Gaussian head
-with a state-independent log-std, a categorical head per discrete branch) and the critic
-(its own MLP body unless ``shared_critic``). The same maths runs in numpy inside the workers
-(``ml_arl.policy.muscle``); ``muscle_weights()`` is the hand-over.
+One module holds the observation normalizer, the actor (observation encoder, MLP body with
+Swish, a Gaussian head with a state-independent log-std, a categorical head per discrete
+branch) and the critic (its own encoder and MLP body unless ``shared_critic``). The same
+maths runs in numpy inside the workers (``ml_arl.policy.muscle``); ``muscle_weights()`` is the
+hand-over.
+
+Observations: every rank-1/2 observation is flattened and concatenated (and normalised when
+``normalize``); every rank-3 observation is an image, delivered as mlagents-envs 0.28 decodes
+it (height, width, channels), and goes through its own encoder (``vis_encode_type``: ``simple``
+= two convolutions as ML-Agents' simple encoder, or ``fully_connected``). The encoder input is
+channels-first, as in the exported ONNX model; ``encode`` transposes the env's layout.
 """
 
 from __future__ import annotations
@@ -23,6 +30,100 @@ MASK_LOGIT = -1e8
 
 def obs_size(spec: BehaviorSpec) -> int:
     return int(sum(int(np.prod(o.shape)) for o in spec.observation_specs))
+
+
+def visual_indices(spec: BehaviorSpec) -> list[int]:
+    return [i for i, o in enumerate(spec.observation_specs) if len(o.shape) == 3]
+
+
+def vector_size(spec: BehaviorSpec) -> int:
+    return int(sum(int(np.prod(o.shape)) for o in spec.observation_specs if len(o.shape) != 3))
+
+
+# (kernel, stride, channels) of the "simple" encoder's two convolutions (ML-Agents' layout)
+SIMPLE_CONVS = ((8, 4, 16), (4, 2, 32))
+LEAKY_SLOPE = 0.01
+MIN_SIMPLE_SIZE = 20
+
+
+def _conv_out(size: int, kernel: int, stride: int) -> int:
+    return (size - kernel) // stride + 1
+
+
+class VisualEncoder(nn.Module):
+    """Image [B, C, H, W] -> [B, out_size]. ``simple``: conv 8x8/4 (16) -> LeakyReLU -> conv 4x4/2 (32)
+    -> LeakyReLU -> dense -> LeakyReLU. ``fully_connected``: dense -> LeakyReLU."""
+
+    def __init__(self, height: int, width: int, channels: int, out_size: int, kind: str):
+        super().__init__()
+        self.kind = kind
+        self.convs = nn.ModuleList()
+        if kind == "simple":
+            c, h, w = channels, height, width
+            for kernel, stride, out_c in SIMPLE_CONVS:
+                conv = nn.Conv2d(c, out_c, kernel, stride)
+                nn.init.kaiming_normal_(conv.weight, a=LEAKY_SLOPE, nonlinearity="leaky_relu")
+                nn.init.zeros_(conv.bias)
+                self.convs.append(conv)
+                c, h, w = out_c, _conv_out(h, kernel, stride), _conv_out(w, kernel, stride)
+            flat = c * h * w
+        else:
+            flat = channels * height * width
+        self.dense = nn.Linear(flat, out_size)
+        nn.init.kaiming_normal_(self.dense.weight, a=LEAKY_SLOPE, nonlinearity="leaky_relu")
+        nn.init.zeros_(self.dense.bias)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for conv in self.convs:
+            x = nn.functional.leaky_relu(conv(x), LEAKY_SLOPE)
+        return nn.functional.leaky_relu(self.dense(x.reshape(x.shape[0], -1)), LEAKY_SLOPE)
+
+
+def check_visual_support(spec: BehaviorSpec, settings: NetworkSettings) -> Optional[str]:
+    """Why this behavior's images cannot be encoded with ``settings`` (None if they can)."""
+    for i in visual_indices(spec):
+        h, w, _ = spec.observation_specs[i].shape
+        if settings.vis_encode_type not in ("simple", "fully_connected"):
+            return (
+                f"network_settings.vis_encode_type: '{settings.vis_encode_type}' is not supported yet "
+                "for visual observations; use 'simple' or 'fully_connected'"
+            )
+        if settings.vis_encode_type == "simple" and min(h, w) < MIN_SIMPLE_SIZE:
+            return (
+                f"network_settings.vis_encode_type: observation {i} is {h}x{w} pixels; 'simple' needs at least "
+                f"{MIN_SIMPLE_SIZE}x{MIN_SIMPLE_SIZE} (use 'fully_connected' for smaller images)"
+            )
+    return None
+
+
+class ObservationEncoder(nn.Module):
+    """Every observation of a behavior -> one feature vector: [normalised vectors, image encodings]."""
+
+    def __init__(self, spec: BehaviorSpec, settings: NetworkSettings, normalizer: Normalizer):
+        super().__init__()
+        self.visual = visual_indices(spec)
+        self.vector = [i for i in range(len(spec.observation_specs)) if i not in self.visual]
+        self.normalize = settings.normalize
+        self._normalizer = [normalizer]  # shared with the owner; a list keeps it out of this module's state
+        self.encoders = nn.ModuleList(
+            VisualEncoder(*spec.observation_specs[i].shape, settings.hidden_units, settings.vis_encode_type)
+            for i in self.visual
+        )
+        self.out_size = vector_size(spec) + settings.hidden_units * len(self.visual)
+
+    def vector_part(self, obs: list[torch.Tensor]) -> torch.Tensor:
+        parts = [obs[i].reshape(obs[i].shape[0], -1) for i in self.vector]
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+
+    def forward(self, obs: list[torch.Tensor], channels_first: bool = False) -> torch.Tensor:
+        feats: list[torch.Tensor] = []
+        if self.vector:
+            x = self.vector_part(obs)
+            feats.append(self._normalizer[0](x) if self.normalize else x)
+        for i, enc in zip(self.visual, self.encoders):
+            img = obs[i] if channels_first else obs[i].permute(0, 3, 1, 2)
+            feats.append(enc(img))
+        return feats[0] if len(feats) == 1 else torch.cat(feats, dim=1)
 
 
 class Normalizer(nn.Module):
@@ -86,15 +187,21 @@ def _head(in_size: int, out_size: int, gain: float) -> nn.Linear:
 class ActorCritic(nn.Module):
     def __init__(self, spec: BehaviorSpec, settings: NetworkSettings, shared_critic: bool = False):
         super().__init__()
-        self.in_size = obs_size(spec)
+        problem = check_visual_support(spec, settings)
+        if problem is not None:
+            raise ValueError(problem)
+        self.spec = spec
         self.n_cont = spec.action_spec.continuous_size
         self.branches = tuple(int(b) for b in spec.action_spec.discrete_branches)
         self.normalize = settings.normalize
-        self.normalizer = Normalizer(self.in_size)
+        self.normalizer = Normalizer(vector_size(spec))
         h = settings.hidden_units
         self.activation = settings.activation
+        self.encoder = ObservationEncoder(spec, settings, self.normalizer)
+        self.in_size = self.encoder.out_size
         self.body = _mlp(self.in_size, h, settings.num_layers, settings.activation)
         self.shared_critic = shared_critic
+        self.critic_encoder = self.encoder if shared_critic else ObservationEncoder(spec, settings, self.normalizer)
         self.critic_body = self.body if shared_critic else _mlp(self.in_size, h, settings.num_layers, settings.activation)
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
         self.mu = _head(h, self.n_cont, gain=0.01) if self.n_cont else None
@@ -103,12 +210,12 @@ class ActorCritic(nn.Module):
         self.value_head = _head(h, 1, gain=1.0)
 
     # ------------------------------------------------------------------ pieces
-    def encode_input(self, obs: list[torch.Tensor]) -> torch.Tensor:
-        x = torch.cat([o.reshape(o.shape[0], -1) for o in obs], dim=1) if len(obs) > 1 else obs[0].reshape(obs[0].shape[0], -1)
-        return self.normalizer(x) if self.normalize else x
+    def vector_part(self, obs: list[torch.Tensor]) -> Optional[torch.Tensor]:
+        """The flattened vector observations (what the normalizer sees), None if there are none."""
+        return self.encoder.vector_part(obs) if self.encoder.vector else None
 
     def value(self, obs: list[torch.Tensor]) -> torch.Tensor:
-        return self.value_head(self.critic_body(self.encode_input(obs))).squeeze(-1)
+        return self.value_head(self.critic_body(self.critic_encoder(obs))).squeeze(-1)
 
     def _branch_logits(self, hidden: torch.Tensor, masks: Optional[torch.Tensor]) -> list[torch.Tensor]:
         assert self.logits is not None
@@ -125,8 +232,7 @@ class ActorCritic(nn.Module):
         discrete: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probability and entropy of given actions, and the value, in one pass."""
-        x = self.encode_input(obs)
-        hidden = self.body(x)
+        hidden = self.body(self.encoder(obs))
         log_probs: list[torch.Tensor] = []
         entropies: list[torch.Tensor] = []
         if self.mu is not None:
@@ -141,7 +247,7 @@ class ActorCritic(nn.Module):
                 entropies.append(-(logp.exp() * logp).sum(-1))
         log_prob = log_probs[0] if len(log_probs) == 1 else torch.stack(log_probs).sum(0)
         entropy = entropies[0] if len(entropies) == 1 else torch.stack(entropies).sum(0)
-        critic_hidden = hidden if self.shared_critic else self.critic_body(x)
+        critic_hidden = hidden if self.shared_critic else self.critic_body(self.critic_encoder(obs))
         value = self.value_head(critic_hidden).squeeze(-1)
         return log_prob, entropy, value
 
@@ -151,6 +257,17 @@ class ActorCritic(nn.Module):
             return t.detach().to("cpu", torch.float32).numpy().copy()
 
         out: dict[str, np.ndarray] = {}
+        for k, enc in enumerate(self.encoder.encoders):
+            assert isinstance(enc, VisualEncoder)
+            for j, conv in enumerate(enc.convs):
+                assert isinstance(conv, nn.Conv2d)
+                # [out, in, kh, kw] -> [kh, kw, in, out]: contracts with HWC windows in numpy
+                out[f"vis.{k}.conv{j}.w"] = np32(conv.weight.permute(2, 3, 1, 0))
+                out[f"vis.{k}.conv{j}.b"] = np32(conv.bias)
+                out[f"vis.{k}.conv{j}.stride"] = np.asarray(conv.stride[0], np.int64)
+            out[f"vis.{k}.dense.w"] = np32(enc.dense.weight.T)
+            out[f"vis.{k}.dense.b"] = np32(enc.dense.bias)
+        out["obs.visual"] = np.asarray(self.encoder.visual, np.int64)
         linears = [m for m in self.body if isinstance(m, nn.Linear)]
         for i, lin in enumerate(linears):
             out[f"body.{i}.w"] = np32(lin.weight.T)

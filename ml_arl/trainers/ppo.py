@@ -22,7 +22,7 @@ from mlagents_envs.base_env import BehaviorSpec
 from ml_arl.agent_processor import AgentManagerQueue, Trajectory
 from ml_arl.checkpoints import CheckpointManager, load_torch
 from ml_arl.envs.env_runner import PolicyMessage
-from ml_arl.exceptions import RunDirectoryError
+from ml_arl.exceptions import ConfigError, RunDirectoryError
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
@@ -102,7 +102,10 @@ class PPOTrainer:
         self.acted = 0  # steps acted in this run (what --inference counts)
         self.saved_step = -1
         self.policy_version = 0
-        self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
+        try:
+            self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
+        except ValueError as err:  # the behavior's observations do not fit network_settings
+            raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self.buffer = PPOBuffer()
         self.gamma = settings.reward_signals.extrinsic.gamma
@@ -172,8 +175,9 @@ class PPOTrainer:
         if not self.should_still_train:
             return
         if self.network.normalize:
-            flat = np.concatenate([o.reshape(len(traj), -1) for o in traj.obs], axis=1)
-            self.network.normalizer.update(torch.as_tensor(flat, device=self.device))
+            vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
+            if vectors is not None:
+                self.network.normalizer.update(vectors)
         self.buffer.add(traj)
         before = self.step
         self.step += len(traj)
