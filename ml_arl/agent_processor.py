@@ -208,6 +208,9 @@ class AgentManagerQueue(Generic[T]):
         return items
 
 
+_AGGREGATIONS = {0: "average", 2: "sum", 3: "histogram"}  # mlagents_envs StatsAggregationMethod values
+
+
 class AgentManager:
     """Main-process end of one behavior: routes its trajectories and episode stats to the trainer."""
 
@@ -233,10 +236,21 @@ class AgentManager:
 
     def record_episodes(self, episodes: list[EpisodeStat]) -> None:
         for ep in episodes:
-            self.stats.add_stat("Environment/Cumulative Reward", ep.reward)
+            self.stats.add_stat("Environment/Cumulative Reward", ep.reward, "histogram")
             self.stats.add_stat("Environment/Episode Length", float(ep.length))
             self.stats.add_episode_reward(ep.reward)
             self.recent_rewards.append(ep.reward)
+
+    def record_environment_stats(self, env_stats: dict[str, list[tuple[float, int]]], worker_id: int) -> None:
+        """The stats side channel, as ML-Agents: averaged, summed or histogrammed over the summary
+        period; MOST_RECENT (1) only from worker 0, so that workers do not overwrite each other."""
+        for key, values in env_stats.items():
+            for value, aggregation in values:
+                if aggregation == 1:
+                    if worker_id == 0:
+                        self.stats.set_stat(key, value)
+                else:
+                    self.stats.add_stat(key, value, _AGGREGATIONS.get(aggregation, "average"))
 
     def record_entropy(self, total: float, count: int) -> None:
         if count:

@@ -27,6 +27,8 @@ examples:
   arl-learn config/ppo/Reach.yaml --run-id reach2 --initialize-from reach
   arl-learn config/ppo/Reach.yaml --env builtin:ReachDiscrete --run-id rd --force
   arl-learn my.yaml --env mypkg.envs:make_env --env-args size=8   # your own BaseEnv factory
+  arl-learn config/ppo/Ball.yaml --env ./builds/Ball.x86_64 --num-envs 4 --no-graphics --run-id ball
+  arl-learn config/ppo/Ball.yaml --run-id editor-run              # then press Play in the Unity Editor
   tensorboard --logdir results
 """
 
@@ -35,7 +37,7 @@ _ROUTES = {
     "checkpoint_settings": ("run_id", "resume", "force", "initialize_from", "inference", "results_dir"),
     "env_settings": (
         "env_path", "env_args", "base_port", "num_envs", "num_areas", "timeout_wait", "seed",
-        "max_lifetime_restarts", "restarts_rate_limit_n", "restarts_rate_limit_period_s",
+        "max_lifetime_restarts", "restarts_rate_limit_n", "restarts_rate_limit_period_s", "listen_address",
     ),
     "engine_settings": (
         "width", "height", "quality_level", "time_scale", "target_frame_rate", "capture_frame_rate",
@@ -60,7 +62,11 @@ def build_parser() -> argparse.ArgumentParser:
         argument_default=argparse.SUPPRESS,
     )
     p.add_argument("trainer_config_path", metavar="CONFIG", help="YAML run configuration")
-    p.add_argument("--env", dest="env_path", help="environment: builtin:<Name>, gymnasium:<EnvId> or package.module:factory")
+    p.add_argument(
+        "--env", dest="env_path",
+        help="environment: a Unity build (path), builtin:<Name>, gymnasium:<EnvId> or package.module:factory; "
+        "leave out to train in the Unity Editor (port 5004)",
+    )
     p.add_argument("--resume", action="store_true", help="continue the run --run-id from its last checkpoint")
     p.add_argument("--force", action="store_true", help="overwrite the results of an existing --run-id")
     p.add_argument("--run-id", help="name of the run; results go to <results-dir>/<run-id> (default: ppo)")
@@ -71,12 +77,19 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--num-envs", type=int, help="number of environment worker processes (default: 1)")
     p.add_argument("--num-areas", type=int, help="training areas per environment instance: more agents per worker (default: 1)")
     p.add_argument("--debug", action="store_true", help="debug logging")
-    p.add_argument("--env-args", nargs=argparse.REMAINDER, help="arguments for the environment (everything after it)")
+    p.add_argument(
+        "--env-args", nargs=argparse.REMAINDER,
+        help="everything after it goes to the environment: a Unity build's command line, or key=value for Python envs",
+    )
     p.add_argument("--max-lifetime-restarts", type=int, help="restarts allowed per worker, -1 = unlimited (default: 10)")
     p.add_argument("--restarts-rate-limit-n", type=int, help="restarts allowed per worker within the period, -1 = no limit (default: 1)")
     p.add_argument("--restarts-rate-limit-period-s", type=int, help="period of the restart rate limit in seconds (default: 60)")
     p.add_argument("--results-dir", help="base folder of results (default: results)")
     p.add_argument("--timeout-wait", type=int, help="seconds to wait for an environment to start or answer (default: 60)")
+    p.add_argument(
+        "--listen-address", metavar="ADDR",
+        help="address the port for Unity builds / the Editor listens on (default: localhost; 0.0.0.0 = every interface)",
+    )
     eng = p.add_argument_group("engine configuration (Unity builds)")
     eng.add_argument("--width", type=int, help="window width (default: 84)")
     eng.add_argument("--height", type=int, help="window height (default: 84)")

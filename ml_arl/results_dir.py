@@ -3,8 +3,10 @@ Kept free of torch so the CLI can do this (and start workers) while torch import
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
+import time
 
 import numpy as np
 
@@ -35,11 +37,32 @@ def validate_run_directories(options: RunOptions) -> None:
             )
 
 
+_STARTED = time.time()
+
+
 def prepare_results_dir(options: RunOptions) -> None:
+    """--force: remove the old run. Unity builds of this run already write their logs into
+    run_logs/Player-<i>.log (they start before the old run may be removed); those are kept."""
     validate_run_directories(options)
     cp = options.checkpoint_settings
-    if cp.force and os.path.isdir(cp.write_path):
+    if not (cp.force and os.path.isdir(cp.write_path)):
+        return
+    keep = {
+        os.path.abspath(p) for p in glob.glob(os.path.join(cp.run_logs_dir, "Player-*.log"))
+        if os.path.getmtime(p) >= _STARTED - 1.0
+    }
+    if not keep:
         shutil.rmtree(cp.write_path)
+        return
+    for root, dirs, files in os.walk(cp.write_path, topdown=False):
+        for name in files:
+            path = os.path.abspath(os.path.join(root, name))
+            if path not in keep:
+                os.remove(path)
+        for name in dirs:
+            path = os.path.join(root, name)
+            if not os.listdir(path):
+                os.rmdir(path)
 
 
 def resolve_seed(options: RunOptions) -> int:

@@ -12,7 +12,7 @@ import copy
 import difflib
 import logging
 import os
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
@@ -148,6 +148,8 @@ class EnvSettings(_Strict):
     manager: Literal["subprocess", "inprocess"] = "subprocess"
     steps_per_message: Int = Field(16, ge=1)
     worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
+    # where the port opened for a Unity build / the Editor listens: loopback unless asked otherwise
+    listen_address: str = "localhost"
 
 
 class EngineSettings(_Strict):
@@ -184,15 +186,12 @@ class TorchSettings(_Strict):
     device: Optional[str] = None
 
 
-EnvironmentParameter = Union[Float, dict[str, Any]]
-
-
 class RunOptions(_Strict):
     behaviors: dict[str, TrainerSettings] = Field(default_factory=dict)
     default_settings: Optional[TrainerSettings] = None
     env_settings: EnvSettings = Field(default_factory=lambda: EnvSettings())
     engine_settings: EngineSettings = Field(default_factory=lambda: EngineSettings())
-    environment_parameters: Optional[dict[str, EnvironmentParameter]] = None
+    environment_parameters: Optional[dict[str, Any]] = None  # checked by _check_environment_parameters
     checkpoint_settings: CheckpointSettings = Field(default_factory=lambda: CheckpointSettings())
     torch_settings: TorchSettings = Field(default_factory=lambda: TorchSettings())
     debug: bool = False
@@ -319,6 +318,113 @@ def load_config_file(path: str) -> dict[str, Any]:
     return data
 
 
+_SAMPLER_PARAMETERS: dict[str, dict[str, Any]] = {
+    "constant": {"value": 0.0},
+    "uniform": {"min_value": 0.0, "max_value": 1.0},
+    "gaussian": {"mean": 1.0, "st_dev": 1.0},
+    "multirangeuniform": {"intervals": [[0.0, 1.0]]},
+}
+
+
+def _number(value: Any) -> Optional[float]:
+    value = _to_float(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return float(value)
+
+
+def _check_environment_parameters(params: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
+    """environment_parameters: each a float or {sampler_type, sampler_parameters} (ML-Agents'
+    samplers and defaults). Returns them normalised (floats; samplers with every parameter and a
+    seed, -1 = derived from the run seed) and the problems found."""
+    out: dict[str, Any] = {}
+    problems: list[str] = []
+    for key, raw in params.items():
+        where = f"environment_parameters.{key}"
+        as_float = _number(raw)
+        if as_float is not None:
+            out[key] = as_float
+            continue
+        if not isinstance(raw, dict):
+            problems.append(f"{where}: {raw!r} is invalid; give a number or a sampler {{sampler_type: ..., sampler_parameters: ...}}")
+            continue
+        if "curriculum" in raw:
+            problems.append(f"{where}.curriculum: curricula (lessons) are not supported yet; give a number or a sampler")
+            continue
+        unknown = sorted(set(raw) - {"sampler_type", "sampler_parameters"})
+        if unknown:
+            problems.append(f"{where}: unknown key '{unknown[0]}'; a sampler has sampler_type and sampler_parameters")
+            continue
+        kind = raw.get("sampler_type")
+        if kind not in _SAMPLER_PARAMETERS:
+            close = difflib.get_close_matches(str(kind), list(_SAMPLER_PARAMETERS), n=1, cutoff=0.5)
+            hint = f"; did you mean '{close[0]}'?" if close else f"; expected one of {', '.join(_SAMPLER_PARAMETERS)}"
+            problems.append(f"{where}.sampler_type: {kind!r} is not a sampler{hint}")
+            continue
+        given = raw.get("sampler_parameters") or {}
+        if not isinstance(given, dict):
+            problems.append(f"{where}.sampler_parameters: expected a mapping, got {given!r}")
+            continue
+        defaults = _SAMPLER_PARAMETERS[kind]
+        values: dict[str, Any] = {**copy.deepcopy(defaults), "seed": -1}
+        bad = False
+        for name, value in given.items():
+            if name not in values:
+                valid = ", ".join(list(defaults) + ["seed"])
+                problems.append(f"{where}.sampler_parameters: unknown key '{name}' for a {kind} sampler; valid keys: {valid}")
+                bad = True
+            elif name == "intervals":
+                ok = isinstance(value, list) and value and all(
+                    isinstance(iv, list) and len(iv) == 2 and all(_number(v) is not None for v in iv) for iv in value
+                )
+                if not ok:
+                    problems.append(f"{where}.sampler_parameters.intervals: {value!r} is invalid; give a list of [min, max] pairs")
+                    bad = True
+                    continue
+                values[name] = [[_number(lo), _number(hi)] for lo, hi in value]
+                for lo, hi in values[name]:
+                    if lo > hi:
+                        problems.append(f"{where}.sampler_parameters.intervals: [{lo}, {hi}] has min > max; swap them")
+                        bad = True
+            elif name == "seed":
+                seed = _to_int(value)
+                if not isinstance(seed, int) or isinstance(seed, bool):
+                    problems.append(f"{where}.sampler_parameters.seed: {value!r} is not an integer")
+                    bad = True
+                else:
+                    values[name] = seed
+            else:
+                number = _number(value)
+                if number is None:
+                    problems.append(f"{where}.sampler_parameters.{name}: {value!r} is not a number")
+                    bad = True
+                else:
+                    values[name] = number
+        if not bad and kind == "uniform" and values["min_value"] > values["max_value"]:
+            problems.append(
+                f"{where}.sampler_parameters: min_value {values['min_value']} is larger than max_value "
+                f"{values['max_value']}; swap them"
+            )
+            bad = True
+        if not bad:
+            out[key] = {"sampler_type": kind, "sampler_parameters": values}
+    return out, problems
+
+
+def resolve_parameter_seeds(params: Optional[dict[str, Any]], run_seed: int) -> dict[str, Any]:
+    """Samplers whose seed is -1 get run_seed + their position among the samplers (as ML-Agents)."""
+    out: dict[str, Any] = {}
+    offset = 0
+    for key, value in (params or {}).items():
+        if isinstance(value, dict):
+            value = copy.deepcopy(value)
+            if value["sampler_parameters"]["seed"] == -1:
+                value["sampler_parameters"]["seed"] = run_seed + offset
+            offset += 1
+        out[key] = value
+    return out
+
+
 def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]], source: str) -> RunOptions:
     """Validate a config dict plus typed CLI flags into RunOptions, reporting every problem at once."""
     data = copy.deepcopy(data)
@@ -378,6 +484,12 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
             )
         if settings.network_settings.memory is not None:
             problems.append(f"{where}.network_settings.memory: recurrent networks (LSTM) are not supported yet; remove 'memory'")
+
+    if base is not None and base.environment_parameters:
+        normalized, errs = _check_environment_parameters(base.environment_parameters)
+        problems += errs
+        if not errs:
+            base.environment_parameters = normalized
 
     if base is not None:
         env = base.env_settings

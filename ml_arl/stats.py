@@ -12,7 +12,7 @@ import logging
 import os
 import threading
 import time
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Optional, Protocol
 
 import numpy as np
 
@@ -20,9 +20,10 @@ logger = logging.getLogger(__name__)
 
 
 class StatsSummary(NamedTuple):
-    mean: float
+    mean: float  # the value written: the mean, or the sum for "sum" stats
     std: float
     n: int
+    histogram: Optional[np.ndarray] = None  # every value of the period, for "histogram" stats
 
 
 class StatsWriter(Protocol):
@@ -56,6 +57,8 @@ class TensorboardWriter:
         writer = self._writer(category)
         for key, summary in values.items():
             writer.add_scalar(key, summary.mean, step)  # type: ignore[attr-defined]
+            if summary.histogram is not None:
+                writer.add_histogram(f"{key}_hist", summary.histogram, step)  # type: ignore[attr-defined]
         writer.flush()  # type: ignore[attr-defined]
 
     def close(self) -> None:
@@ -120,11 +123,16 @@ class StatsReporter:
         self._last_rate_point = (time.monotonic(), env_steps.total if env_steps else 0)
         self._lock = threading.Lock()
         self._values: dict[str, list[float]] = {}
+        self._aggregation: dict[str, str] = {}
         self._recent_rewards: list[float] = []
 
-    def add_stat(self, key: str, value: float) -> None:
+    def add_stat(self, key: str, value: float, aggregation: str = "average") -> None:
+        """``aggregation``: "average" (the mean is written), "sum", or "histogram" (the mean, plus a
+        TensorBoard histogram "<key>_hist" of the values)."""
         with self._lock:
             self._values.setdefault(key, []).append(float(value))
+            if aggregation != "average":
+                self._aggregation[key] = aggregation
 
     def set_stat(self, key: str, value: float) -> None:
         with self._lock:
@@ -140,6 +148,13 @@ class StatsReporter:
             rewards, self._recent_rewards = self._recent_rewards, []
         return float(np.mean(rewards)) if rewards else None
 
+    def _summary(self, key: str, values: list[float]) -> StatsSummary:
+        arr = np.asarray(values, np.float64)
+        aggregation = self._aggregation.get(key, "average")
+        if aggregation == "sum":
+            return StatsSummary(float(arr.sum()), 0.0, len(arr))
+        return StatsSummary(float(arr.mean()), float(arr.std()), len(arr), arr if aggregation == "histogram" else None)
+
     def write_stats(self, step: int) -> None:
         if self.env_steps is not None:
             now, total = time.monotonic(), self.env_steps.total
@@ -149,9 +164,7 @@ class StatsReporter:
             self._last_rate_point = (now, total)
         with self._lock:
             values, self._values = self._values, {}
-        summaries = {
-            k: StatsSummary(float(np.mean(v)), float(np.std(v)), len(v)) for k, v in values.items() if v
-        }
+        summaries = {k: self._summary(k, v) for k, v in values.items() if v}
         for writer in self.writers:
             shown = summaries
             if isinstance(writer, TensorboardWriter):

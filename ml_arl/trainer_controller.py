@@ -27,6 +27,7 @@ from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.env_runner import StepBatch
 from ml_arl.envs.managers import create_env_manager
 from ml_arl.exceptions import ConfigError, RunDirectoryError, TrainerThreadError
+from ml_arl.policy.networks import check_visual_support
 from ml_arl.results_dir import prepare_results_dir, resolve_seed
 from ml_arl.settings import RunOptions
 from ml_arl.stats import ConsoleWriter, GaugeWriter, StatsReporter, StatsWriter, StepCounter, TensorboardWriter
@@ -80,6 +81,8 @@ class TrainerController:
         ]
         self.trainers: dict[str, PPOTrainer] = {}
         self.managers: dict[str, AgentManager] = {}
+        self.brain_of: dict[str, str] = {}  # behavior id ("Name?team=0") -> trainer key ("Name")
+        self.behavior_ids: dict[str, list[str]] = {}  # trainer key -> its behavior ids
         self.stop_event = threading.Event()
         self.threads: dict[str, threading.Thread] = {}
         self.thread_errors: list[tuple[str, BaseException, str]] = []
@@ -88,29 +91,51 @@ class TrainerController:
         self._log_redirect: Any = None
 
     # ------------------------------------------------------------------ set-up
-    def _create_trainer(self, behavior: str, spec: BehaviorSpec) -> None:
-        settings = self.options.settings_for(behavior)
-        stats = StatsReporter(behavior, self.writers, self.env_steps)
+    def _create_trainer(self, behavior_id: str, spec: BehaviorSpec) -> None:
+        """A trainer per brain: Unity's behavior ids "Name?team=N" of one Name share it."""
+        brain = behavior_id.split("?", 1)[0]
+        if behavior_id in self.brain_of:
+            return
+        trainer = self.trainers.get(brain)
+        if trainer is not None:
+            if trainer.spec != spec:
+                raise ConfigError(
+                    [f"behavior '{behavior_id}' has other observations or actions than '{self.behavior_ids[brain][0]}'; "
+                     "teams of one behavior name must share them"]
+                )
+            logger.warning(
+                "%s: the environment has several teams (%s); PPO does not train adversarial games, so they "
+                "share one policy. Self-play trains them against each other.", brain,
+                ", ".join(self.behavior_ids[brain] + [behavior_id]),
+            )
+            self.brain_of[behavior_id] = brain
+            self.behavior_ids[brain].append(behavior_id)
+            self.env_manager.set_policy(behavior_id, trainer.policy_message())
+            return
+        settings = self.options.settings_for(brain)
+        stats = StatsReporter(brain, self.writers, self.env_steps)
         checkpoints = (
-            CheckpointManager(behavior, os.path.join(self.write_path, behavior), settings.keep_checkpoints, self.status)
+            CheckpointManager(brain, os.path.join(self.write_path, brain), settings.keep_checkpoints, self.status)
             if self.train_model
             else None
         )
-        trainer = PPOTrainer(behavior, settings, spec, stats, checkpoints, self.device, self.train_model, self.seed)
-        self._load_initial_weights(trainer, behavior, settings.init_path)
-        logger.info("Hyperparameters for behavior name %s: %s", behavior, settings.model_dump(mode="json"))
-        manager = AgentManager(behavior, stats, settings.threaded, self.stop_event)
+        trainer = PPOTrainer(brain, settings, spec, stats, checkpoints, self.device, self.train_model, self.seed)
+        self._load_initial_weights(trainer, brain, settings.init_path)
+        logger.info("Hyperparameters for behavior name %s: %s", brain, settings.model_dump(mode="json"))
+        manager = AgentManager(brain, stats, settings.threaded, self.stop_event)
         trainer.subscribe_trajectory_queue(manager.trajectory_queue)
         trainer.publish_policy_queue(manager.policy_queue)
-        self.trainers[behavior] = trainer
-        self.managers[behavior] = manager
-        self.env_manager.set_policy(behavior, trainer.policy_message())
-        logger.debug("Trainer of %s ready; its first policy is on the way to the workers", behavior)
+        self.trainers[brain] = trainer
+        self.managers[brain] = manager
+        self.brain_of[behavior_id] = brain
+        self.behavior_ids[brain] = [behavior_id]
+        self.env_manager.set_policy(behavior_id, trainer.policy_message())
+        logger.debug("Trainer of %s ready; its first policy is on the way to the workers", brain)
         if settings.threaded:
             thread = threading.Thread(
-                target=self._trainer_loop, args=(behavior, trainer), name=f"trainer-{behavior}", daemon=True
+                target=self._trainer_loop, args=(brain, trainer), name=f"trainer-{brain}", daemon=True
             )
-            self.threads[behavior] = thread
+            self.threads[brain] = thread
             thread.start()
 
     def _load_initial_weights(self, trainer: PPOTrainer, behavior: str, init_path: Optional[str]) -> None:
@@ -154,18 +179,21 @@ class TrainerController:
 
     def _handle_batch(self, batch: StepBatch) -> None:
         for behavior, spec in batch.new_specs.items():
-            if behavior not in self.trainers:
-                self._create_trainer(behavior, spec)
+            self._create_trainer(behavior, spec)
         self.env_steps.total += batch.env_steps
-        by_behavior: dict[str, list] = {}
+        brain_of = self.brain_of
+        by_brain: dict[str, list] = {}
         for traj in batch.trajectories:
-            by_behavior.setdefault(traj.behavior, []).append(traj)
-        for behavior, trajectories in by_behavior.items():
-            self.managers[behavior].add_trajectories(trajectories, self._check_threads)
+            by_brain.setdefault(brain_of[traj.behavior], []).append(traj)
+        for brain, trajectories in by_brain.items():
+            self.managers[brain].add_trajectories(trajectories, self._check_threads)
         for ep in batch.episodes:
-            self.managers[ep.behavior].record_episodes([ep])
+            self.managers[brain_of[ep.behavior]].record_episodes([ep])
         for behavior, (total, count) in batch.entropy.items():
-            self.managers[behavior].record_entropy(total, count)
+            self.managers[brain_of[behavior]].record_entropy(total, count)
+        if batch.env_stats:
+            for manager in self.managers.values():
+                manager.record_environment_stats(batch.env_stats, batch.worker_id)
 
     def advance(self) -> None:
         with self.timers.timed("env_step"):
@@ -180,7 +208,8 @@ class TrainerController:
                     trainer.advance()
             newest = self.managers[behavior].policy_queue.drain()
             if newest:
-                self.env_manager.set_policy(behavior, newest[-1])
+                for behavior_id in self.behavior_ids[behavior]:
+                    self.env_manager.set_policy(behavior_id, newest[-1])
 
     def start_learning(self) -> None:
         interrupted = False
@@ -191,6 +220,9 @@ class TrainerController:
             logger.debug("Environments ready; behaviors: %s", ", ".join(specs))
             for behavior in specs:
                 self.options.settings_for(behavior)  # a behavior missing from the config fails before any write
+                check = check_visual_support(specs[behavior], self.options.settings_for(behavior).network_settings)
+                if check is not None:
+                    raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{check}"])
             prepare_results_dir(self.options)  # --force removes the old run only now that all is checked
             os.makedirs(self.options.checkpoint_settings.run_logs_dir, exist_ok=True)
             write_yaml(os.path.join(self.write_path, "configuration.yaml"), self.options.as_dict())

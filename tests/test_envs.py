@@ -106,9 +106,12 @@ def test_env_args_parsing() -> None:
         parse_env_args(["oops"])
 
 
-@pytest.mark.parametrize("source,needle", [(None, "no environment given"), ("./Ball.x86_64", "Unity executables")])
-def test_unsupported_sources(source: str | None, needle: str) -> None:
-    with pytest.raises(EnvironmentSourceError, match=needle):
+@pytest.mark.parametrize("source", [None, "./Ball.x86_64", "builds/Ball", "Ball.x86_64:x"])
+def test_unity_sources_are_not_python_sources(source: str | None) -> None:
+    from ml_arl.envs.sources import is_python_source
+
+    assert not is_python_source(source)
+    with pytest.raises(EnvironmentSourceError, match="not a Python environment"):
         resolve_env(source)
 
 

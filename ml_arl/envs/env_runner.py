@@ -48,6 +48,7 @@ class StepBatch(NamedTuple):
     env_steps: int
     entropy: dict[str, tuple[float, int]]  # behavior -> (sum of entropies, number of decisions)
     new_specs: dict[str, BehaviorSpec]  # behaviors that appeared since the last batch
+    env_stats: dict[str, list[tuple[float, int]]]  # stats side channel: key -> [(value, aggregation)]
 
 
 class EnvRunner:
@@ -102,6 +103,10 @@ class EnvRunner:
             self.specs = dict(self.env.behavior_specs)
             for behavior in [b for b in self._waiting if b in self.specs]:
                 self.set_policy(behavior, self._waiting.pop(behavior))
+        env_stats: dict[str, list[tuple[float, int]]] = {}
+        take_stats = getattr(env, "take_environment_stats", None)  # Unity builds: the stats side channel
+        if take_stats is not None:
+            env_stats = {k: [(float(v), int(agg.value)) for v, agg in vals] for k, vals in take_stats().items()}
         trajectories: list[Trajectory] = []
         episodes: list[EpisodeStat] = []
         for proc in self.processors.values():
@@ -115,6 +120,7 @@ class EnvRunner:
             n_steps,
             {b: (float(v[0]), int(v[1])) for b, v in entropy.items()},
             self.take_new_specs(),
+            env_stats,
         )
 
     def reset(self) -> None:

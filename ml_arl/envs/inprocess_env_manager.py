@@ -12,7 +12,7 @@ from mlagents_envs.base_env import BehaviorSpec
 from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.env_runner import RESTARTABLE_EXCEPTIONS, EnvRunner, StepBatch
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import WorkerError
+from ml_arl.exceptions import ArlError, WorkerError
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
@@ -46,9 +46,14 @@ class InProcessEnvManager(EnvManager):
         return specs
 
     def _error(self, worker_id: int, exc: BaseException) -> WorkerError:
+        if isinstance(exc, ArlError):  # a complete user-facing message (bad build, ...)
+            error = WorkerError(worker_id, f"worker {worker_id}: {exc}", traceback.format_exc(), False)
+            error.exit_code = exc.exit_code
+            return error
+        first_line = (str(exc).strip().splitlines() or [""])[0]
         return WorkerError(
             worker_id,
-            f"worker {worker_id}: {type(exc).__name__}: {exc}",
+            f"worker {worker_id}: {type(exc).__name__}: {first_line}",
             traceback.format_exc(),
             isinstance(exc, RESTARTABLE_EXCEPTIONS),
         )

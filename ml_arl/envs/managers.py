@@ -4,14 +4,17 @@ from __future__ import annotations
 
 from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.inprocess_env_manager import InProcessEnvManager
-from ml_arl.envs.sources import resolve_env
+from ml_arl.envs.sources import is_python_source, resolve_env, unity_factory
 from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.settings import RunOptions
 
 
 def create_env_manager(options: RunOptions, seed: int) -> EnvManager:
     env = options.env_settings
-    factory = resolve_env(env.env_path, env.env_args, env.num_areas)
+    if is_python_source(env.env_path):
+        factory = resolve_env(env.env_path, env.env_args, env.num_areas)
+    else:
+        factory = unity_factory(options, seed)
     if env.manager == "inprocess":
         return InProcessEnvManager(factory, env, seed)
     return SubprocessEnvManager(factory, env, seed)

@@ -4,6 +4,12 @@ Accepted forms:
   builtin:<Name>        a built-in env (ml_arl.envs.builtin.BUILTIN_ENVS)
   gymnasium:<EnvId>     a gymnasium env wrapped as a one-agent BaseEnv
   package.module:attr   a callable returning a BaseEnv
+  path/to/Build.x86_64  a Unity player build (any other value is a path; the extension may be left out)
+  (nothing)             the Unity Editor: press Play in the Editor, we listen on port 5004
+
+For Unity builds ``--env-args`` go to the executable unchanged; the build and every port it
+needs are checked here, before any worker starts, so a wrong path or a busy port is a one-line
+error.
 
 ``--env-args key=value ...`` become keyword arguments (values read as YAML scalars). A user
 callable receives ``worker_id`` and ``seed`` too when its signature names them (or takes
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Optional
@@ -26,6 +33,8 @@ import yaml
 from mlagents_envs.base_env import BaseEnv
 
 from ml_arl.exceptions import EnvironmentSourceError
+
+logger = logging.getLogger(__name__)
 
 
 def parse_env_args(env_args: Optional[list[str]]) -> dict[str, Any]:
@@ -73,13 +82,22 @@ def _accepts(fn: Callable[..., Any], name: str, via_var_keyword: bool = True) ->
     return name in params or (via_var_keyword and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()))
 
 
-def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, num_areas: int = 1) -> EnvFactory:
-    """Check the source exists (import it, look it up) and return its factory."""
+def is_python_source(env_path: Optional[str]) -> bool:
+    """builtin:, gymnasium: or package.module:attr (anything else is a Unity build or the Editor)."""
     if not env_path:
-        raise EnvironmentSourceError(
-            "no environment given: set env_settings.env_path in the config or pass --env "
-            "(builtin:Reach, gymnasium:CartPole-v1 or package.module:factory)"
-        )
+        return False
+    kind, sep, _ = env_path.partition(":")
+    if not sep or not kind:
+        return False
+    if kind in ("builtin", "gymnasium"):
+        return True
+    return "/" not in kind and "\\" not in kind and not kind.endswith((".x86_64", ".x86", ".exe", ".app"))
+
+
+def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, num_areas: int = 1) -> EnvFactory:
+    """Check a Python source exists (import it, look it up) and return its factory."""
+    if not env_path or not is_python_source(env_path):
+        raise EnvironmentSourceError(f"--env {env_path}: not a Python environment; Unity builds go through unity_factory")
     kwargs = parse_env_args(env_args)
     kind, sep, name = env_path.partition(":")
     if sep and kind == "builtin":
@@ -98,7 +116,7 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
         if name not in gymnasium.registry:
             raise EnvironmentSourceError(f"--env {env_path}: gymnasium has no environment id '{name}'")
         return EnvFactory(env_path, make_gymnasium_env, {"env_id": name, "num_areas": num_areas, **kwargs})
-    if sep and "/" not in kind and not kind.endswith((".x86_64", ".exe", ".app")):
+    if sep:
         try:
             module = importlib.import_module(kind)
         except ImportError as err:
@@ -118,7 +136,68 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
                 "add one to the factory or set num_areas to 1"
             )
         return EnvFactory(env_path, target, kwargs, _accepts(target, "worker_id"), _accepts(target, "seed"))
-    raise EnvironmentSourceError(
-        f"--env {env_path}: Unity executables are not supported yet; use builtin:<Name>, "
-        "gymnasium:<EnvId> or package.module:factory"
-    )
+    raise EnvironmentSourceError(f"--env {env_path}: not a Python environment")
+
+
+def unity_factory(options: Any, seed: int) -> EnvFactory:
+    """The factory of a Unity build (``env_settings.env_path``) or of the Editor (no env_path).
+    Checks the build and the ports now; ``options`` is a RunOptions."""
+    import os
+
+    from mlagents_envs import env_utils
+
+    from ml_arl.envs.unity_env import EDITOR_PORT, make_unity_env, port_is_free
+    from ml_arl.settings import resolve_parameter_seeds
+
+    env = options.env_settings
+    engine = options.engine_settings
+    file_name: Optional[str] = None
+    if env.env_path:
+        launch = env_utils.validate_environment_path(env.env_path)
+        if launch is None or os.path.isdir(launch):
+            raise EnvironmentSourceError(
+                f"--env {env.env_path}: no Unity build found there (also tried the .x86_64 and .x86 "
+                "extensions); check the path, or leave --env out to train in the Unity Editor"
+            )
+        if not os.access(launch, os.X_OK):
+            raise EnvironmentSourceError(f"--env {env.env_path}: {launch} is not executable; run chmod +x {launch}")
+        file_name = os.path.abspath(launch)
+        ports = [env.base_port + i for i in range(env.num_envs)]
+        for worker_id, port in enumerate(ports):
+            if not port_is_free(port, env.listen_address):
+                raise EnvironmentSourceError(
+                    f"--base-port: port {port} (worker {worker_id}) is already in use, maybe by another training "
+                    f"run or Unity process; pick free ports with --base-port (e.g. --base-port {env.base_port + 100})"
+                )
+    elif not port_is_free(EDITOR_PORT, env.listen_address):
+        raise EnvironmentSourceError(
+            f"port {EDITOR_PORT} (the Unity Editor's) is already in use, maybe by another arl-learn or "
+            "mlagents-learn waiting for the Editor; stop it, or pass --env to train a build"
+        )
+    kwargs = {
+        "file_name": file_name,
+        "base_port": env.base_port,
+        "no_graphics": engine.no_graphics,
+        "no_graphics_monitor": engine.no_graphics_monitor,
+        "timeout_wait": env.timeout_wait,
+        "additional_args": list(env.env_args or []),
+        "log_folder": os.path.abspath(options.checkpoint_settings.run_logs_dir),
+        "num_areas": env.num_areas,
+        "engine": {
+            "width": engine.width,
+            "height": engine.height,
+            "quality_level": engine.quality_level,
+            "time_scale": engine.time_scale,
+            "target_frame_rate": engine.target_frame_rate,
+            "capture_frame_rate": engine.capture_frame_rate,
+        },
+        "environment_parameters": resolve_parameter_seeds(options.environment_parameters, seed),
+        "listen_address": env.listen_address,
+    }
+    description = f"Unity build {file_name}" if file_name else f"Unity Editor (port {EDITOR_PORT})"
+    if file_name is None:
+        logger.info(
+            "Listening on port %d. Start training by pressing the Play button in the Unity Editor "
+            "(waiting up to %d s, --timeout-wait).", EDITOR_PORT, env.timeout_wait,
+        )
+    return EnvFactory(description, make_unity_env, kwargs, pass_worker_id=True, pass_seed=True)

@@ -38,7 +38,7 @@ from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.env_runner import RESTARTABLE_EXCEPTIONS, EnvRunner, StepBatch
 from ml_arl.envs.forkserver import worker_context
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import WorkerError
+from ml_arl.exceptions import ArlError, WorkerError
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
@@ -68,6 +68,8 @@ class WorkerFailure(NamedTuple):
     message: str
     traceback: str
     restartable: bool
+    exit_code: int = 1
+    user_error: bool = False  # an ArlError: its message is complete, no traceback is shown
 
 
 class EnvironmentResponse(NamedTuple):
@@ -104,7 +106,7 @@ def worker_main(
     except BaseException as exc:  # noqa: BLE001 - shipped to the main process, never swallowed
         failure = WorkerFailure(
             type(exc).__name__, str(exc) or type(exc).__name__, traceback.format_exc(),
-            isinstance(exc, RESTARTABLE_EXCEPTIONS),
+            isinstance(exc, RESTARTABLE_EXCEPTIONS), getattr(exc, "exit_code", 1), isinstance(exc, ArlError),
         )
         try:
             conn.send(EnvironmentResponse(EnvironmentCommand.FAILED, worker_id, failure))
@@ -258,7 +260,12 @@ class SubprocessEnvManager(EnvManager):
     def _failure(self, worker: _Worker, resp: EnvironmentResponse) -> WorkerError:
         failure: WorkerFailure = resp.payload
         tb = failure.traceback
-        message = f"worker {worker.worker_id}: {failure.exc_type}: {failure.message}"
+        if failure.user_error:
+            error = WorkerError(worker.worker_id, f"worker {worker.worker_id}: {failure.message}", tb, False)
+            error.exit_code = failure.exit_code
+            return error
+        first_line = (failure.message.strip().splitlines() or [""])[0]
+        message = f"worker {worker.worker_id}: {failure.exc_type}: {first_line}"
         if tb:
             logger.error("worker %d raised:\n%s", worker.worker_id, tb.rstrip())
         return WorkerError(worker.worker_id, message, tb, failure.restartable)

@@ -63,6 +63,7 @@ class VisualEncoder(nn.Module):
             for kernel, stride, out_c in SIMPLE_CONVS:
                 conv = nn.Conv2d(c, out_c, kernel, stride)
                 nn.init.kaiming_normal_(conv.weight, a=LEAKY_SLOPE, nonlinearity="leaky_relu")
+                assert conv.bias is not None
                 nn.init.zeros_(conv.bias)
                 self.convs.append(conv)
                 c, h, w = out_c, _conv_out(h, kernel, stride), _conv_out(w, kernel, stride)
@@ -96,6 +97,11 @@ def check_visual_support(spec: BehaviorSpec, settings: NetworkSettings) -> Optio
     return None
 
 
+def _image_shape(spec: BehaviorSpec, index: int) -> tuple[int, int, int]:
+    h, w, c = spec.observation_specs[index].shape
+    return int(h), int(w), int(c)
+
+
 class ObservationEncoder(nn.Module):
     """Every observation of a behavior -> one feature vector: [normalised vectors, image encodings]."""
 
@@ -106,8 +112,7 @@ class ObservationEncoder(nn.Module):
         self.normalize = settings.normalize
         self._normalizer = [normalizer]  # shared with the owner; a list keeps it out of this module's state
         self.encoders = nn.ModuleList(
-            VisualEncoder(*spec.observation_specs[i].shape, settings.hidden_units, settings.vis_encode_type)
-            for i in self.visual
+            VisualEncoder(*_image_shape(spec, i), settings.hidden_units, settings.vis_encode_type) for i in self.visual
         )
         self.out_size = vector_size(spec) + settings.hidden_units * len(self.visual)
 
@@ -263,6 +268,7 @@ class ActorCritic(nn.Module):
                 assert isinstance(conv, nn.Conv2d)
                 # [out, in, kh, kw] -> [kh, kw, in, out]: contracts with HWC windows in numpy
                 out[f"vis.{k}.conv{j}.w"] = np32(conv.weight.permute(2, 3, 1, 0))
+                assert conv.bias is not None
                 out[f"vis.{k}.conv{j}.b"] = np32(conv.bias)
                 out[f"vis.{k}.conv{j}.stride"] = np.asarray(conv.stride[0], np.int64)
             out[f"vis.{k}.dense.w"] = np32(enc.dense.weight.T)

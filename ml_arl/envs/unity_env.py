@@ -1,0 +1,224 @@
+"""Unity builds and the Unity Editor as environments, through mlagents-envs' UnityEnvironment.
+
+``UnityBuildEnv`` is mlagents-envs' ``UnityEnvironment`` with three changes:
+  * the gRPC server our process opens for the build listens on loopback only (``localhost``)
+    unless ``env_settings.listen_address`` names another address; mlagents-envs binds every
+    interface, which exposes an unauthenticated port to the network;
+  * waiting for the build wakes up at most every second to check that the process still
+    lives (mlagents-envs checks every ``timeout_wait // 10`` s, which is a busy loop below
+    10 s and notices a crashed build only after 6 s by default); its messages are one line
+    and name the worker and port;
+  * an incompatible communication version is an ``EnvironmentSourceError`` (a user error, not
+    restartable), not a multi-line UnityEnvironmentException.
+It owns the three side channels a trainer uses: engine configuration and environment
+parameters (sent with the first reset) and stats (read by the EnvRunner after every batch).
+
+This module runs in worker processes: no torch.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Optional
+
+import grpc
+from mlagents_envs.communicator_objects.unity_to_external_pb2_grpc import add_UnityToExternalProtoServicer_to_server
+from mlagents_envs.environment import UnityEnvironment
+from mlagents_envs.exception import UnityEnvironmentException, UnityTimeOutException, UnityWorkerInUseException
+from mlagents_envs.rpc_communicator import RpcCommunicator, UnityToExternalServicerImplementation
+from mlagents_envs.side_channel.engine_configuration_channel import EngineConfigurationChannel
+from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
+from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
+
+from ml_arl.exceptions import EnvironmentSourceError
+
+logger = logging.getLogger(__name__)
+
+EDITOR_PORT = UnityEnvironment.DEFAULT_EDITOR_PORT  # 5004
+MAX_POLL_INTERVAL_S = 1.0
+
+
+def grpc_address(host: str, port: int) -> str:
+    """host:port for gRPC; IPv6 literals get brackets."""
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
+def port_is_free(port: int, host: str = "localhost") -> bool:
+    """Nothing listens on ``port`` (the check mlagents-envs makes, done before any worker starts)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # a port in TIME_WAIT is free to us
+        try:
+            s.bind(("localhost" if host in ("localhost", "0.0.0.0", "::", "[::]") else host, port))
+        except OSError:
+            return False
+    return True
+
+
+class _Communicator(RpcCommunicator):
+    """RpcCommunicator bound to ``address`` (loopback by default), with a sleeping poll."""
+
+    def __init__(self, worker_id: int, base_port: int, timeout_wait: int, address: str):
+        self.address = address
+        super().__init__(worker_id, base_port, timeout_wait)
+
+    def create_server(self) -> None:
+        self.check_port(self.port)
+        try:
+            # so_reuseport off: a second trainer on the same port must fail, not share it
+            self.server = grpc.server(ThreadPoolExecutor(max_workers=2), options=(("grpc.so_reuseport", 0),))
+            self.unity_to_external = UnityToExternalServicerImplementation()
+            add_UnityToExternalProtoServicer_to_server(self.unity_to_external, self.server)
+            if not self.server.add_insecure_port(grpc_address(self.address, self.port)):
+                raise OSError(f"cannot listen on {grpc_address(self.address, self.port)}")
+            self.server.start()
+            self.is_open = True
+        except Exception as err:
+            raise UnityWorkerInUseException(self.worker_id) from err
+
+    def poll_for_timeout(self, poll_callback: Optional[Any] = None) -> None:
+        deadline = time.monotonic() + self.timeout_wait
+        interval = min(MAX_POLL_INTERVAL_S, max(0.05, self.timeout_wait / 10))
+        conn = self.unity_to_external.parent_conn
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            if conn.poll(min(interval, remaining)):
+                return
+            if poll_callback is not None:
+                poll_callback()  # raises UnityEnvironmentException if the build exited
+        raise UnityTimeOutException(
+            f"the Unity environment on port {self.port} did not answer within {self.timeout_wait} s "
+            "(--timeout-wait); is it stuck, waiting for input, or built without graphics support on a "
+            "headless machine (try --no-graphics)?"
+        )
+
+
+class UnityBuildEnv(UnityEnvironment):
+    """A Unity player (``file_name``) or the Editor (``file_name=None``, port 5004)."""
+
+    def __init__(
+        self,
+        file_name: Optional[str],
+        worker_id: int = 0,
+        base_port: Optional[int] = None,
+        seed: int = 0,
+        no_graphics: bool = False,
+        timeout_wait: int = 60,
+        additional_args: Optional[list[str]] = None,
+        log_folder: Optional[str] = None,
+        num_areas: int = 1,
+        engine: Optional[Mapping[str, Any]] = None,
+        environment_parameters: Optional[Mapping[str, Any]] = None,
+        listen_address: str = "localhost",
+    ):
+        self._listen_address = listen_address
+        self.engine_channel = EngineConfigurationChannel()
+        if engine:
+            self.engine_channel.set_configuration_parameters(**engine)
+        self.parameters_channel = EnvironmentParametersChannel()
+        for key, value in (environment_parameters or {}).items():
+            send_parameter(self.parameters_channel, key, value)
+        self.stats_channel = StatsSideChannel()
+        if log_folder:
+            os.makedirs(log_folder, exist_ok=True)
+        where = f"the Unity build {file_name}" if file_name else f"the Unity Editor on port {EDITOR_PORT}"
+        try:
+            super().__init__(
+                file_name=file_name,
+                worker_id=worker_id,
+                base_port=base_port if file_name else EDITOR_PORT,
+                seed=seed,
+                no_graphics=no_graphics,
+                timeout_wait=timeout_wait,
+                additional_args=additional_args,
+                side_channels=[self.engine_channel, self.parameters_channel, self.stats_channel],
+                log_folder=log_folder,
+                num_areas=num_areas,
+            )
+        except UnityEnvironmentException as err:
+            if "communication API version" in str(err):
+                raise EnvironmentSourceError(
+                    f"{where} speaks an incompatible communication API ({_unity_version(err)}); ml_arl "
+                    f"speaks {UnityEnvironment.API_VERSION} (com.unity.ml-agents 2.x and 3.x): rebuild the "
+                    "project with one of those packages"
+                ) from None
+            raise UnityEnvironmentException(f"{where}: {str(err).splitlines()[0]}") from None
+
+    def _get_communicator(self, worker_id: int, base_port: int, timeout_wait: int) -> RpcCommunicator:  # type: ignore[override]
+        return _Communicator(worker_id, base_port, timeout_wait, self._listen_address)
+
+    def take_environment_stats(self) -> dict[str, list[tuple[float, StatsAggregationMethod]]]:
+        """Stats the build sent through the stats side channel since the last call."""
+        return dict(self.stats_channel.get_and_reset_stats())
+
+
+def _unity_version(err: Exception) -> str:
+    text = str(err)
+    marker = "Unity API: "
+    if marker in text:
+        return "Unity API " + text.split(marker, 1)[1].split()[0].rstrip(".")
+    return text.splitlines()[0]
+
+
+SAMPLER_TYPES = {"uniform": 0, "gaussian": 1, "multirangeuniform": 2}
+
+
+def send_parameter(channel: EnvironmentParametersChannel, key: str, value: Any) -> None:
+    """A float, or a sampler {sampler_type, sampler_parameters: {..., seed}} as settings validated it."""
+    if isinstance(value, (int, float)):
+        channel.set_float_parameter(key, float(value))
+        return
+    kind = value["sampler_type"]
+    params = value["sampler_parameters"]
+    seed = int(params["seed"])
+    if kind == "constant":
+        channel.set_float_parameter(key, float(params["value"]))
+    elif kind == "uniform":
+        channel.set_uniform_sampler_parameters(key, float(params["min_value"]), float(params["max_value"]), seed)
+    elif kind == "gaussian":
+        channel.set_gaussian_sampler_parameters(key, float(params["mean"]), float(params["st_dev"]), seed)
+    elif kind == "multirangeuniform":
+        intervals = [(float(lo), float(hi)) for lo, hi in params["intervals"]]
+        channel.set_multirangeuniform_sampler_parameters(key, intervals, seed)
+    else:  # settings validation makes this unreachable
+        raise ValueError(f"environment_parameters.{key}: unknown sampler_type {kind!r}")
+
+
+def make_unity_env(
+    file_name: Optional[str],
+    worker_id: int,
+    seed: int,
+    base_port: int,
+    no_graphics: bool,
+    no_graphics_monitor: bool,
+    timeout_wait: int,
+    additional_args: list[str],
+    log_folder: Optional[str],
+    num_areas: int,
+    engine: dict[str, Any],
+    environment_parameters: dict[str, Any],
+    listen_address: str,
+) -> UnityBuildEnv:
+    """The factory a worker calls (see ml_arl.envs.sources)."""
+    return UnityBuildEnv(
+        file_name,
+        worker_id=worker_id,
+        base_port=base_port,
+        seed=seed,
+        no_graphics=no_graphics or (no_graphics_monitor and worker_id != 0),
+        timeout_wait=timeout_wait,
+        additional_args=additional_args,
+        log_folder=log_folder,
+        num_areas=num_areas,
+        engine=engine,
+        environment_parameters=environment_parameters,
+        listen_address=listen_address,
+    )
