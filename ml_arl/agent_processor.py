@@ -41,6 +41,8 @@ class Trajectory(NamedTuple):
     allowed: Optional[np.ndarray]  # [T, sum(branches)] bool action masks (True = allowed)
     log_prob: np.ndarray  # [T] log-probability under the acting policy
     rewards: np.ndarray  # [T] environment reward received after each action
+    group_rewards: np.ndarray  # [T] the agent's group reward received with it (0 without groups)
+    group_id: int  # the agent's group (MultiAgentGroup in Unity; 0 = none), as of its last step
     done: bool  # the episode ended with the last step
     interrupted: bool  # ... because of a max-step cut, not a terminal state
     policy_version: int
@@ -60,11 +62,13 @@ _Step = tuple[list[np.ndarray], np.ndarray, np.ndarray, Optional[np.ndarray], fl
 
 
 class _AgentState:
-    __slots__ = ("steps", "rewards", "pending", "ep_reward", "ep_length")
+    __slots__ = ("steps", "rewards", "group_rewards", "group_id", "pending", "ep_reward", "ep_length")
 
     def __init__(self) -> None:
         self.steps: list[_Step] = []  # (obs rows, continuous, discrete, allowed, log_prob) per step
         self.rewards: list[float] = []
+        self.group_rewards: list[float] = []
+        self.group_id = 0
         self.pending: Optional[_Step] = None  # the last decision, waiting for its reward
         self.ep_reward = 0.0
         self.ep_length = 0
@@ -98,14 +102,18 @@ class AgentProcessor:
         """Record one environment step; ``action_info`` holds the actions taken for ``decision_steps``."""
         if len(terminal_steps):
             t_obs = _rows(terminal_steps.obs)
-            for i, (agent_id, reward, interrupted) in enumerate(
-                zip(terminal_steps.agent_id.tolist(), terminal_steps.reward.tolist(), terminal_steps.interrupted.tolist())
+            for i, (agent_id, reward, interrupted, group_id, group_reward) in enumerate(
+                zip(
+                    terminal_steps.agent_id.tolist(), terminal_steps.reward.tolist(), terminal_steps.interrupted.tolist(),
+                    np.asarray(terminal_steps.group_id).tolist(), np.asarray(terminal_steps.group_reward).tolist(),
+                )
             ):
                 state = self.agents.pop(agent_id, None)
                 if state is None:
                     continue
                 if state.pending is not None:
-                    self._complete(state, reward)
+                    state.group_id = group_id
+                    self._complete(state, reward, group_reward)
                     self._emit(state, agent_id, t_obs[i], True, bool(interrupted))
                 if state.ep_length > 0:
                     self.episodes.append(EpisodeStat(self.behavior, state.ep_reward, state.ep_length, bool(interrupted)))
@@ -116,9 +124,11 @@ class AgentProcessor:
         allowed_rows = list(allowed) if allowed is not None else [None] * n
         agents = self.agents
         horizon = self.time_horizon
-        for agent_id, reward, obs, cont, disc, mask, logp in zip(
+        for agent_id, reward, group_id, group_reward, obs, cont, disc, mask, logp in zip(
             decision_steps.agent_id.tolist(),
             decision_steps.reward.tolist(),
+            np.asarray(decision_steps.group_id).tolist(),
+            np.asarray(decision_steps.group_reward).tolist(),
             _rows(decision_steps.obs),
             list(action_info.continuous),
             list(action_info.discrete),
@@ -129,15 +139,17 @@ class AgentProcessor:
             if state is None:
                 state = agents[agent_id] = _AgentState()
             elif state.pending is not None:
-                self._complete(state, reward)
+                self._complete(state, reward, group_reward)
                 if len(state.rewards) >= horizon:
                     self._emit(state, agent_id, obs, False, False)
+            state.group_id = group_id
             state.pending = (obs, cont, disc, mask, logp)
 
-    def _complete(self, state: _AgentState, reward: float) -> None:
+    def _complete(self, state: _AgentState, reward: float, group_reward: float) -> None:
         assert state.pending is not None
         state.steps.append(state.pending)
         state.rewards.append(reward)
+        state.group_rewards.append(group_reward)
         state.pending = None
         state.ep_reward += reward
         state.ep_length += 1
@@ -154,12 +166,14 @@ class AgentProcessor:
             allowed=np.stack(allowed) if allowed[0] is not None else None,
             log_prob=np.asarray(logp, np.float32),
             rewards=np.asarray(state.rewards, np.float32),
+            group_rewards=np.asarray(state.group_rewards, np.float32),
+            group_id=state.group_id,
             done=done,
             interrupted=interrupted,
             policy_version=self.policy_version,
         )
         self.trajectories.append(traj)
-        state.steps, state.rewards = [], []
+        state.steps, state.rewards, state.group_rewards = [], [], []
 
     def end_episodes(self) -> None:
         """Drop every half-built trajectory (after a forced reset); nothing reaches training."""

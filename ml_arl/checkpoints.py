@@ -8,6 +8,7 @@ newest), results/<run>/run_logs/training_status.json (checkpoint list per behavi
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
 import tempfile
@@ -22,6 +23,8 @@ import yaml
 
 import ml_arl
 from ml_arl.exceptions import RunDirectoryError
+
+logger = logging.getLogger(__name__)
 
 STATUS_FORMAT_VERSION = "0.3.0"
 
@@ -50,6 +53,12 @@ def atomic_write(path: str, write: Callable[[Any], None], mode: str = "wb") -> N
         if os.path.exists(tmp):
             os.remove(tmp)
         raise
+
+
+def copy_file_atomic(src: str, dst: str) -> None:
+    with open(src, "rb") as f:
+        data = f.read()
+    atomic_write(dst, lambda out: out.write(data))
 
 
 def write_json(path: str, data: Any) -> None:
@@ -121,16 +130,31 @@ class CheckpointManager:
     def latest_path(self) -> str:
         return os.path.join(self.folder, "checkpoint.pt")
 
-    def save(self, step: int, state: dict[str, Any], reward: Optional[float], final: bool = False) -> str:
+    def save(
+        self, step: int, state: dict[str, Any], reward: Optional[float], final: bool = False,
+        export: Optional[Callable[[str], None]] = None,
+    ) -> str:
+        """Write <Behavior>-<step>.pt and checkpoint.pt; ``export(path)`` writes <Behavior>-<step>.onnx
+        (listed as the checkpoint's auxiliary file, removed with it). ``final`` also copies the
+        ONNX model to results/<run-id>/<Behavior>.onnx."""
         path = os.path.join(self.folder, f"{self.behavior}-{step}.pt")
         save_torch(path, state)
         save_torch(self.latest_path, state)
+        aux: list[str] = []
+        if export is not None:
+            onnx_path = os.path.join(self.folder, f"{self.behavior}-{step}.onnx")
+            try:
+                export(onnx_path)
+                aux.append(onnx_path)
+                logger.info("Exported %s", onnx_path)
+            except Exception:  # noqa: BLE001 - a failed export must not end a long run; the .pt is safe
+                logger.exception("%s: exporting the ONNX model failed; the checkpoint %s was saved", self.behavior, path)
         entry = {
             "steps": step,
             "file_path": path,
             "reward": reward,
             "creation_time": time.time(),
-            "auxillary_file_paths": [],
+            "auxillary_file_paths": aux,
         }
         status = self.status.behavior(self.behavior)
         checkpoints = [c for c in status.setdefault("checkpoints", []) if c["file_path"] != path]
@@ -142,7 +166,7 @@ class CheckpointManager:
                     os.remove(p)
         status["checkpoints"] = checkpoints
         if final:
-            status["final_checkpoint"] = entry
+            self._finalize(entry)
         self.status.save()
         return path
 
@@ -151,5 +175,13 @@ class CheckpointManager:
         status = self.status.behavior(self.behavior)
         for entry in status.get("checkpoints", []):
             if entry["steps"] == step:
-                status["final_checkpoint"] = entry
+                self._finalize(entry)
         self.status.save()
+
+    def _finalize(self, entry: dict[str, Any]) -> None:
+        self.status.behavior(self.behavior)["final_checkpoint"] = entry
+        for aux in entry.get("auxillary_file_paths", []):
+            if aux.endswith(".onnx") and os.path.isfile(aux):
+                final = os.path.join(os.path.dirname(self.folder), f"{self.behavior}.onnx")
+                copy_file_atomic(aux, final)
+                logger.info("Copied %s to %s", aux, final)

@@ -132,3 +132,27 @@ def test_observations_are_copied_when_the_env_reuses_its_buffer() -> None:
         proc.add_experiences(steps, no_terminals(), actions([0.0]))
     (traj,), _ = proc.take()
     assert traj.obs[0][:, 0].tolist() == [0.0, 1.0, 2.0] and traj.next_obs[0].tolist() == [3.0]
+
+
+def test_group_id_and_group_reward_are_recorded() -> None:
+    proc = AgentProcessor("B", SPEC, time_horizon=10, worker_id=0)
+
+    def grouped(ids: list[int], rewards: list[float], group_rewards: list[float]) -> DecisionSteps:
+        n = len(ids)
+        return DecisionSteps(
+            [np.zeros((n, 1), np.float32)], np.array(rewards, np.float32), np.array(ids, np.int32), None,
+            np.full(n, 3, np.int32), np.array(group_rewards, np.float32),
+        )
+
+    empty = terminals([], [], [], [])
+    proc.add_experiences(grouped([0], [0.0], [0.0]), empty, actions([0.1]))
+    proc.add_experiences(grouped([0], [1.0], [0.5]), empty, actions([0.2]))
+    end = TerminalSteps(
+        [np.zeros((1, 1), np.float32)], np.array([2.0], np.float32), np.array([False]),
+        np.array([0], np.int32), np.array([3], np.int32), np.array([0.25], np.float32),
+    )
+    proc.add_experiences(decisions([], []), end, None)
+    (traj,), _ = proc.take()
+    assert traj.rewards.tolist() == [1.0, 2.0]
+    assert traj.group_rewards.tolist() == [0.5, 0.25]
+    assert traj.group_id == 3

@@ -206,8 +206,13 @@ def make_unity_env(
     engine: dict[str, Any],
     environment_parameters: dict[str, Any],
     listen_address: str,
+    debug: bool = False,
 ) -> UnityBuildEnv:
-    """The factory a worker calls (see ml_arl.envs.sources)."""
+    """The factory a worker calls (see ml_arl.envs.sources). The build's own stdout/stderr and
+    mlagents-envs' info lines are shown only with --debug (the build's log is in run_logs)."""
+    from mlagents_envs import logging_util
+
+    logging_util.set_log_level(logging_util.DEBUG if debug else logging_util.WARNING)
     return UnityBuildEnv(
         file_name,
         worker_id=worker_id,

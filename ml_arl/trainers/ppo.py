@@ -272,10 +272,18 @@ class PPOTrainer:
     def save_checkpoint(self, final: bool = False) -> Optional[str]:
         if self.checkpoints is None:
             return None
-        path = self.checkpoints.save(self.step, self.state(), self.stats.take_mean_episode_reward(), final=final)
+        path = self.checkpoints.save(
+            self.step, self.state(), self.stats.take_mean_episode_reward(), final=final, export=self.export_onnx
+        )
         self.saved_step = self.step
         logger.info("Saved checkpoint %s", path)
         return path
+
+    def export_onnx(self, path: str) -> None:
+        """The actor as an ONNX model Unity runs (ml_arl.policy.onnx_export)."""
+        from ml_arl.policy.onnx_export import export_onnx
+
+        export_onnx(self.network, path)
 
     def load(self, path: str, resume: bool) -> None:
         """--resume: weights, optimizer and step; --initialize-from: weights only, step 0."""

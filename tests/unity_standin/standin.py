@@ -1,0 +1,983 @@
+"""Stand-in Unity player build: the C# side of the ML-Agents gRPC protocol (communication API 1.5.0).
+
+It is launched exactly as a Unity player is (``<build> [-nographics -batchmode] --mlagents-port P
+[-logFile F] <extra args>``) or by hand as an Editor would be (no ``--mlagents-port``: it connects to
+port 5004, or ``--editor-port N``). Unknown arguments are ignored.
+
+Own options (all optional):
+  --agents N            agents per training area per behavior (default 4); the trainer's num_areas
+                        multiplies it
+  --behaviors A,B       which behaviors exist: Seeker, Picker (default Seeker)
+  --visual              Seeker also gets a 20x20x3 PNG camera observation
+  --episode-length L    Seeker's episode cut (default 20 steps)
+  --crash-at S          SIGKILL itself at the S-th STEP command (counted from process start)
+  --hang-at S           stop answering at the S-th STEP command (process stays alive)
+  --quit-at S           send a status-400 message (as Application.Quit does) and exit 0
+  --once-file PATH      the three triggers fire only while PATH does not exist; PATH is created when one fires
+  --comm-version X      communication version announced (default 1.5.0)
+  --editor-port N       port used without --mlagents-port (default 5004)
+  --connect-timeout S   how long to wait for the trainer's server (default 30 s)
+  --step-delay S        sleep per step (default 0)
+  --no-stats            send no stats side-channel records (a trainer without a StatsSideChannel
+                        logs a warning for each record it does not understand)
+
+Behaviors:
+  Seeker?team=0  continuous action (1); obs [x, g] (+ camera with --visual); x moves by 0.25*a;
+                 reward -0.1*|g-x| per step, +1 and done when |g-x| < 0.15; cut after L steps.
+                 The goal range R comes from the environment parameter ``target_range`` (default 1).
+  Picker?team=0  discrete branches [3, 2]; obs one-hot(cue) + [flag]; reward 0.5 per matching branch,
+                 -1 for an action disabled by the mask; episodes of 5 decisions.
+
+Messages are hand-encoded / decoded on the wire (proto3 wire format) so that the stand-in costs the
+bridge as little as a real player does; the generated protobuf classes are only used for the
+handshake and the brain parameters. Dependencies: stdlib, numpy, grpc, mlagents_envs protobufs
+(and Pillow with --visual).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import struct
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any, Optional, TextIO
+
+import grpc
+import numpy as np
+
+EXCHANGE_METHOD = "/communicator_objects.UnityToExternalProto/Exchange"
+PACKAGE_VERSION = "2.2.1-exp.1"
+
+ENGINE_CHANNEL = uuid.UUID("e951342c-4f7e-11ea-b238-784f4387d1f7")
+PARAMS_CHANNEL = uuid.UUID("534c891e-810f-11ea-a9d0-822485860400")
+STATS_CHANNEL = uuid.UUID("a1d8f7b7-cec8-50f9-b78b-d3e165a78520")
+ANALYTICS_CHANNEL = uuid.UUID("b664a4a9-d86f-5a5f-95cb-e8353a7e8356")
+
+COMMAND_STEP, COMMAND_RESET, COMMAND_QUIT = 0, 1, 2
+AVERAGE, MOST_RECENT, SUM, HISTOGRAM = 0, 1, 2, 3
+
+SEEKER = "Seeker?team=0"
+PICKER = "Picker?team=0"
+PICKER_EPISODE = 5
+IMAGE_SIZE = 20
+
+# --------------------------------------------------------------------------------------------
+# Command line
+# --------------------------------------------------------------------------------------------
+
+_VALUE_OPTIONS = {
+    "--mlagents-port": int,
+    "--agents": int,
+    "--behaviors": str,
+    "--episode-length": int,
+    "--crash-at": int,
+    "--hang-at": int,
+    "--quit-at": int,
+    "--once-file": str,
+    "--comm-version": str,
+    "--editor-port": int,
+    "--connect-timeout": float,
+    "--step-delay": float,
+}
+_FLAG_OPTIONS = {"--visual", "--no-stats", "-nographics", "-batchmode"}
+
+
+class Options:
+    def __init__(self) -> None:
+        self.mlagents_port: Optional[int] = None
+        self.agents = 4
+        self.behaviors = "Seeker"
+        self.episode_length = 20
+        self.crash_at: Optional[int] = None
+        self.hang_at: Optional[int] = None
+        self.quit_at: Optional[int] = None
+        self.once_file: Optional[str] = None
+        self.comm_version = "1.5.0"
+        self.editor_port = 5004
+        self.connect_timeout = 30.0
+        self.step_delay = 0.0
+        self.visual = False
+        self.no_stats = False
+        self.nographics = False
+        self.batchmode = False
+        self.log_file: Optional[str] = None
+        self.warnings: list[str] = []
+
+    @property
+    def port(self) -> int:
+        return self.mlagents_port if self.mlagents_port is not None else self.editor_port
+
+    def behavior_names(self) -> list[str]:
+        names = []
+        for part in self.behaviors.split(","):
+            key = part.strip().split("?")[0].lower()
+            if key == "seeker" and SEEKER not in names:
+                names.append(SEEKER)
+            elif key == "picker" and PICKER not in names:
+                names.append(PICKER)
+            elif key:
+                self.warnings.append(f"unknown behavior {part!r} ignored")
+        return names or [SEEKER]
+
+
+def parse_args(argv: list[str]) -> Options:
+    """Reads the options it knows; anything else is ignored (never fails)."""
+    opts = Options()
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        name, eq, inline = arg.partition("=")
+        if arg.lower() == "-logfile":
+            if i + 1 < len(argv):
+                opts.log_file = argv[i + 1]
+                i += 1
+        elif arg in _FLAG_OPTIONS:
+            setattr(opts, arg.lstrip("-").replace("-", "_"), True)
+        elif name in _VALUE_OPTIONS:
+            if eq:
+                raw: Optional[str] = inline
+            elif i + 1 < len(argv):
+                raw = argv[i + 1]
+                i += 1
+            else:
+                raw = None
+            if raw is None:
+                opts.warnings.append(f"{name} without a value ignored")
+            else:
+                try:
+                    setattr(opts, name[2:].replace("-", "_"), _VALUE_OPTIONS[name](raw))
+                except ValueError:
+                    opts.warnings.append(f"{name} {raw!r}: bad value ignored")
+        i += 1
+    if opts.agents < 1:
+        opts.warnings.append(f"--agents {opts.agents} raised to 1")
+        opts.agents = 1
+    if opts.episode_length < 1:
+        opts.episode_length = 1
+    return opts
+
+
+class Log:
+    """Plain lines, flushed each; to -logFile's path, stdout for '-', else stderr."""
+
+    def __init__(self, path: Optional[str]) -> None:
+        self.t0 = time.monotonic()
+        self.stream: TextIO = sys.stderr
+        self.error = ""
+        if path == "-":
+            self.stream = sys.stdout
+        elif path:
+            try:
+                parent = os.path.dirname(os.path.abspath(path))
+                os.makedirs(parent, exist_ok=True)
+                self.stream = open(path, "w", encoding="utf-8")  # kept open for the life of the process
+            except OSError as err:
+                self.error = f"cannot open log file {path!r}: {err}; logging to stderr"
+
+    def __call__(self, message: str) -> None:
+        try:
+            self.stream.write(f"[standin {time.monotonic() - self.t0:9.3f}] {message}\n")
+            self.stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+# --------------------------------------------------------------------------------------------
+# Wire format (proto3): just what the messages of communication API 1.5.0 need
+# --------------------------------------------------------------------------------------------
+
+
+def _varint(n: int) -> bytes:
+    if n < 0:
+        n += 1 << 64
+    if n < 0x80:
+        return bytes((n,))
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _key(field: int, wire_type: int) -> bytes:
+    return _varint((field << 3) | wire_type)
+
+
+def _ld(field: int, payload: bytes) -> bytes:
+    """A length-delimited field (sub-message, bytes, string, packed repeated)."""
+    return _key(field, 2) + _varint(len(payload)) + payload
+
+
+def _packed_varints(field: int, values: list[int]) -> bytes:
+    return _ld(field, b"".join(_varint(v) for v in values))
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _int32(v: int) -> int:
+    v &= 0xFFFFFFFF
+    return v - (1 << 32) if v >= 1 << 31 else v
+
+
+def _fields(buf: bytes):
+    """Yields (field number, wire type, value): int for varints, bytes otherwise."""
+    pos = 0
+    end = len(buf)
+    while pos < end:
+        key, pos = _read_varint(buf, pos)
+        field, wire_type = key >> 3, key & 7
+        value: Any
+        if wire_type == 0:
+            value, pos = _read_varint(buf, pos)
+        elif wire_type == 2:
+            length, pos = _read_varint(buf, pos)
+            value = buf[pos : pos + length]
+            pos += length
+        elif wire_type == 5:
+            value = buf[pos : pos + 4]
+            pos += 4
+        elif wire_type == 1:
+            value = buf[pos : pos + 8]
+            pos += 8
+        else:
+            raise ValueError(f"unsupported wire type {wire_type}")
+        yield field, wire_type, value
+
+
+def _floats(wire_type: int, value: Any) -> list[float]:
+    if wire_type == 2:
+        return list(struct.unpack(f"<{len(value) // 4}f", value))
+    if wire_type == 5:
+        return [struct.unpack("<f", value)[0]]
+    return []
+
+
+def _ints(wire_type: int, value: Any) -> list[int]:
+    if wire_type == 0:
+        return [_int32(value)]
+    if wire_type == 2:
+        out = []
+        pos = 0
+        while pos < len(value):
+            v, pos = _read_varint(value, pos)
+            out.append(_int32(v))
+        return out
+    return []
+
+
+def decode_action(buf: bytes) -> tuple[list[float], list[int]]:
+    """AgentActionProto -> (continuous, discrete); falls back to vector_actions_deprecated."""
+    cont: list[float] = []
+    disc: list[int] = []
+    deprecated: list[float] = []
+    for field, wire_type, value in _fields(buf):
+        if field == 6:
+            cont += _floats(wire_type, value)
+        elif field == 7:
+            disc += _ints(wire_type, value)
+        elif field == 1:
+            deprecated += _floats(wire_type, value)
+    if not cont and not disc and deprecated:
+        return deprecated, [int(v) for v in deprecated]
+    return cont, disc
+
+
+class Incoming:
+    """What one reply of the trainer holds."""
+
+    def __init__(self) -> None:
+        self.status = 0
+        self.command = COMMAND_STEP
+        self.side_channel = b""
+        self.actions: dict[str, list[bytes]] = {}  # behavior -> raw AgentActionProto, in order
+        self.seed: Optional[int] = None  # set when rl_initialization_input is present
+        self.num_areas = 0
+        self.communication_version = ""
+        self.package_version = ""
+
+
+def decode_message(raw: bytes) -> Incoming:
+    """UnityMessageProto (Python -> Unity)."""
+    msg = Incoming()
+    for field, wire_type, value in _fields(raw):
+        if wire_type != 2:
+            continue
+        if field == 1:  # header
+            for f, w, v in _fields(value):
+                if f == 1 and w == 0:
+                    msg.status = _int32(v)
+        elif field == 3:  # unity_input
+            for f, w, v in _fields(value):
+                if w != 2:
+                    continue
+                if f == 1:
+                    _decode_rl_input(v, msg)
+                elif f == 2:
+                    _decode_init_input(v, msg)
+    return msg
+
+
+def _decode_rl_input(buf: bytes, msg: Incoming) -> None:
+    for field, wire_type, value in _fields(buf):
+        if field == 1 and wire_type == 2:  # map<string, ListAgentActionProto> entry
+            name = ""
+            actions: list[bytes] = []
+            for f, w, v in _fields(value):
+                if f == 1 and w == 2:
+                    name = v.decode("utf-8", "replace")
+                elif f == 2 and w == 2:
+                    actions = [a for f2, w2, a in _fields(v) if f2 == 1 and w2 == 2]
+            msg.actions.setdefault(name, []).extend(actions)
+        elif field == 4 and wire_type == 0:
+            msg.command = _int32(value)
+        elif field == 5 and wire_type == 2:
+            msg.side_channel = value
+
+
+def _decode_init_input(buf: bytes, msg: Incoming) -> None:
+    msg.seed = 0
+    for field, wire_type, value in _fields(buf):
+        if field == 1 and wire_type == 0:
+            msg.seed = _int32(value)
+        elif field == 2 and wire_type == 2:
+            msg.communication_version = value.decode("utf-8", "replace")
+        elif field == 3 and wire_type == 2:
+            msg.package_version = value.decode("utf-8", "replace")
+        elif field == 5 and wire_type == 0:
+            msg.num_areas = _int32(value)
+
+
+HEADER_200 = _ld(1, _varint((1 << 3) | 0) + _varint(200))
+MESSAGE_EMPTY_200 = HEADER_200
+MESSAGE_QUIT_400 = _ld(1, _varint((1 << 3) | 0) + _varint(400))
+
+
+def encode_output(behaviors: list[tuple[str, bytes]], brain_parameters: list[bytes], side_channel: bytes) -> bytes:
+    """UnityMessageProto (Unity -> Python): status 200, agent infos per behavior (each a
+    ListAgentInfoProto body already encoded), new brain parameters and side-channel bytes."""
+    rl_output = b"".join(_ld(2, _ld(1, name.encode()) + _ld(2, infos)) for name, infos in behaviors)
+    if side_channel:
+        rl_output += _ld(3, side_channel)
+    unity_output = _ld(1, rl_output)
+    if brain_parameters:
+        unity_output += _ld(2, b"".join(_ld(5, bp) for bp in brain_parameters))
+    return HEADER_200 + _ld(2, unity_output)
+
+
+def _float_bytes(values: np.ndarray) -> bytes:
+    return np.ascontiguousarray(values, dtype="<f4").tobytes()
+
+
+class InfoEncoder:
+    """Builds AgentInfoProto entries (as ListAgentInfoProto.value fields) quickly: everything
+    constant per agent is encoded once."""
+
+    REWARD = _key(7, 5)
+    DONE = _key(8, 0) + b"\x01"
+    MAX_STEP = _key(9, 0) + b"\x01"
+    GROUP_REWARD = _key(15, 5)
+
+    def __init__(self, n: int, group_ids: list[int]) -> None:
+        self.ids = [_key(10, 0) + _varint(i) for i in range(n)]
+        self.group_ids = [(_key(14, 0) + _varint(g)) if g else b"" for g in group_ids]
+
+    def info(
+        self, i: int, reward: bytes, observations: bytes, done: bool = False, max_step: bool = False,
+        mask: bytes = b"", group_reward: bytes = b"",
+    ) -> bytes:
+        body = b"".join((
+            self.REWARD, reward, self.DONE if done else b"", self.MAX_STEP if max_step else b"", self.ids[i],
+            mask, observations, self.group_ids[i], (self.GROUP_REWARD + group_reward) if group_reward else b"",
+        ))
+        return b"\x0a" + _varint(len(body)) + body
+
+
+def vector_observation(name: str, size: int) -> tuple[bytes, bytes]:
+    """(head, tail) of an ObservationProto field (AgentInfoProto.observations) holding `size` floats;
+    the float32 bytes go between them."""
+    float_data = _key(1, 2) + _varint(4 * size)  # FloatData.data, packed; floats follow
+    shape = _packed_varints(1, [size])
+    body_len = len(shape) + len(_key(4, 2)) + len(_varint(len(float_data) + 4 * size)) + len(float_data) + 4 * size
+    tail = _ld(8, name.encode())
+    body_len += len(tail)
+    head = _key(13, 2) + _varint(body_len) + shape + _key(4, 2) + _varint(len(float_data) + 4 * size) + float_data
+    return head, tail
+
+
+def png_observation(name: str, shape: tuple[int, int, int], png: bytes) -> bytes:
+    body = _packed_varints(1, list(shape)) + _key(2, 0) + b"\x01" + _ld(3, png) + _ld(8, name.encode())
+    return _ld(13, body)
+
+
+# --------------------------------------------------------------------------------------------
+# Side channels
+# --------------------------------------------------------------------------------------------
+
+
+class Reader:
+    """Little-endian reader with the layouts of mlagents_envs' OutgoingMessage."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+
+    def int32(self) -> int:
+        (v,) = struct.unpack_from("<i", self.data, self.pos)
+        self.pos += 4
+        return int(v)
+
+    def float32(self) -> float:
+        (v,) = struct.unpack_from("<f", self.data, self.pos)
+        self.pos += 4
+        return float(v)
+
+    def string(self) -> str:
+        n = self.int32()
+        s = self.data[self.pos : self.pos + n].decode("utf-8", "replace")
+        self.pos += n
+        return s
+
+    def float_list(self) -> list[float]:
+        return [self.float32() for _ in range(self.int32())]
+
+
+def split_side_channel(data: bytes) -> list[tuple[uuid.UUID, bytes]]:
+    records = []
+    pos = 0
+    while pos + 20 <= len(data):
+        channel = uuid.UUID(bytes_le=bytes(data[pos : pos + 16]))
+        (length,) = struct.unpack_from("<i", data, pos + 16)
+        pos += 20
+        records.append((channel, data[pos : pos + length]))
+        pos += length
+    return records
+
+
+class Sampler:
+    """An environment-parameter sampler with its own seeded generator."""
+
+    NAMES = {0: "uniform", 1: "gaussian", 2: "multirangeuniform"}
+
+    def __init__(self, kind: int, seed: int, args: list[float]) -> None:
+        self.kind = kind
+        self.seed = seed
+        self.args = args
+        self.rng = np.random.default_rng(seed & 0xFFFFFFFF)
+        self.last = float("nan")
+
+    def describe(self) -> str:
+        return f"sampler {self.NAMES.get(self.kind, self.kind)} {self.args} seed {self.seed}"
+
+    def draw(self, n: int) -> np.ndarray:
+        a = self.args
+        if self.kind == 0 and len(a) >= 2:
+            values = self.rng.uniform(a[0], a[1], n)
+        elif self.kind == 1 and len(a) >= 2:
+            values = self.rng.normal(a[0], abs(a[1]), n)
+        elif self.kind == 2 and len(a) >= 2:
+            lows = np.array(a[0::2][: len(a) // 2])
+            highs = np.array(a[1::2][: len(a) // 2])
+            widths = np.abs(highs - lows)
+            p = widths / widths.sum() if widths.sum() > 0 else np.full(len(widths), 1.0 / len(widths))
+            pick = self.rng.choice(len(widths), size=n, p=p)
+            values = self.rng.uniform(lows[pick], highs[pick])
+        else:
+            values = np.zeros(n)
+        if n:
+            self.last = float(values[-1])
+        return values
+
+
+class Stats:
+    """Stats side-channel records (Unity -> Python), prefixes cached per key."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.prefixes: dict[tuple[str, int], tuple[bytes, bytes]] = {}
+        self.records: list[bytes] = []
+
+    def add(self, key: str, value: float, aggregation: int) -> None:
+        if not self.enabled:
+            return
+        cached = self.prefixes.get((key, aggregation))
+        if cached is None:
+            encoded = key.encode("ascii", "replace")
+            payload_len = 4 + len(encoded) + 4 + 4
+            prefix = STATS_CHANNEL.bytes_le + struct.pack("<i", payload_len) + struct.pack("<i", len(encoded)) + encoded
+            cached = (prefix, struct.pack("<i", aggregation))
+            self.prefixes[(key, aggregation)] = cached
+        self.records.append(cached[0] + struct.pack("<f", value) + cached[1])
+
+    def add_many(self, key: str, values: np.ndarray, aggregation: int) -> None:
+        if not self.enabled:
+            return
+        for v in values.tolist():
+            self.add(key, v, aggregation)
+
+    def take(self) -> bytes:
+        out = b"".join(self.records)
+        self.records = []
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# The world: behaviors and their agents
+# --------------------------------------------------------------------------------------------
+
+
+class Seeker:
+    name = SEEKER
+
+    def __init__(self, world: World, n: int, per_area: int, episode_length: int, visual: bool) -> None:
+        self.world = world
+        self.n = n
+        self.episode_length = episode_length
+        self.visual = visual
+        self.x = np.zeros(n)
+        self.g = np.zeros(n)
+        self.steps = np.zeros(n, dtype=np.int64)
+        self.enc = InfoEncoder(n, [i // per_area + 1 for i in range(n)])
+        self.obs_head, self.obs_tail = vector_observation("VectorSensor", 2)
+        self.group_reward = struct.pack("<f", 0.5)
+        self.png_cache: dict[tuple[int, int], bytes] = {}
+        if visual:
+            from PIL import Image  # only with --visual
+
+            self.image_module = Image
+
+    def brain_parameters(self) -> bytes:
+        return brain_parameters_bytes(self.name, continuous=1, branches=[])
+
+    def _start(self, idx: np.ndarray) -> None:
+        rng = self.world.rng
+        r_values = self.world.parameter("target_range", len(idx), 1.0)
+        self.world.stats.add_many("Standin/target_range", r_values, AVERAGE)
+        r = np.minimum(np.abs(r_values), 1.0)
+        self.g[idx] = rng.uniform(-r, r)
+        self.x[idx] = rng.uniform(-1.0, 1.0, len(idx))
+        self.steps[idx] = 0
+
+    def _observations(self, x: np.ndarray, g: np.ndarray) -> list[bytes]:
+        floats = _float_bytes(np.stack([x, g], axis=1))
+        head, tail = self.obs_head, self.obs_tail
+        vectors = [head + floats[8 * i : 8 * i + 8] + tail for i in range(len(x))]
+        if not self.visual:
+            return vectors
+        cx = np.rint((np.clip(x, -1, 1) + 1.0) * (IMAGE_SIZE - 1) / 2).astype(int).tolist()
+        cg = np.rint((np.clip(g, -1, 1) + 1.0) * (IMAGE_SIZE - 1) / 2).astype(int).tolist()
+        return [v + self._camera(a, b) for v, a, b in zip(vectors, cx, cg)]
+
+    def _camera(self, cx: int, cg: int) -> bytes:
+        cached = self.png_cache.get((cx, cg))
+        if cached is None:
+            import io
+
+            image = np.zeros((IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+            image[:, cx, 0] = 255
+            image[:, cg, 1] = 255
+            out = io.BytesIO()
+            self.image_module.fromarray(image).save(out, format="PNG")
+            cached = png_observation("CameraSensor", (IMAGE_SIZE, IMAGE_SIZE, 3), out.getvalue())
+            self.png_cache[(cx, cg)] = cached
+        return cached
+
+    def reset(self) -> bytes:
+        self._start(np.arange(self.n))
+        return self._decisions(np.zeros(self.n, dtype=np.float32))
+
+    def _decisions(self, rewards: np.ndarray) -> bytes:
+        rb = _float_bytes(rewards)
+        obs = self._observations(self.x, self.g)
+        info = self.enc.info
+        return b"".join([info(i, rb[4 * i : 4 * i + 4], obs[i]) for i in range(self.n)])
+
+    def step(self, actions: list[bytes]) -> bytes:
+        a = np.zeros(self.n)
+        for i, raw in enumerate(actions[: self.n]):
+            cont, _ = decode_action(raw)
+            if cont:
+                a[i] = cont[0]
+        a = np.clip(np.nan_to_num(a), -1.0, 1.0)
+        self.x = np.clip(self.x + 0.25 * a, -1.0, 1.0)
+        self.steps += 1
+        distance = np.abs(self.g - self.x)
+        reached = distance < 0.15
+        rewards = np.where(reached, 1.0, -0.1 * distance).astype(np.float32)
+        cut = ~reached & (self.steps >= self.episode_length)
+        done = np.flatnonzero(reached | cut)
+        terminal = b""
+        if len(done):
+            rb = _float_bytes(rewards[done])
+            obs = self._observations(self.x[done], self.g[done])
+            info = self.enc.info
+            terminal = b"".join([
+                info(i, rb[4 * j : 4 * j + 4], obs[j], done=True, max_step=bool(cut[i]),
+                     group_reward=self.group_reward if reached[i] else b"")
+                for j, i in enumerate(done.tolist())
+            ])
+            self.world.episodes += len(done)
+            self.world.stats.add_many("Standin/Goal Distance", distance[done], HISTOGRAM)
+            self._start(done)
+            rewards[done] = 0.0
+        return terminal + self._decisions(rewards)
+
+
+class Picker:
+    name = PICKER
+
+    def __init__(self, world: World, n: int) -> None:
+        self.world = world
+        self.n = n
+        self.steps = np.zeros(n, dtype=np.int64)
+        self.cue = np.zeros(n, dtype=np.int64)
+        self.flag = np.zeros(n, dtype=np.int64)
+        self.disabled = np.zeros(n, dtype=np.int64)
+        self.enc = InfoEncoder(n, [0] * n)
+        self.obs_head, self.obs_tail = vector_observation("VectorSensor", 4)
+        self.masks = [
+            _ld(11, bytes(1 if b == d else 0 for b in range(3)) + b"\x00\x00") for d in range(3)
+        ]  # packed bools, branch 0 then branch 1
+        self.eye = np.eye(3)
+
+    def brain_parameters(self) -> bytes:
+        return brain_parameters_bytes(self.name, continuous=0, branches=[3, 2])
+
+    def _draw(self) -> None:
+        rng = self.world.rng
+        self.cue = rng.integers(0, 3, self.n)
+        self.flag = rng.integers(0, 2, self.n)
+        self.disabled = (self.cue + rng.integers(1, 3, self.n)) % 3
+
+    def _observations(self, idx: np.ndarray) -> list[bytes]:
+        obs = np.concatenate([self.eye[self.cue[idx]], self.flag[idx, None]], axis=1)
+        floats = _float_bytes(obs)
+        return [self.obs_head + floats[16 * j : 16 * j + 16] + self.obs_tail for j in range(len(idx))]
+
+    def reset(self) -> bytes:
+        self.steps[:] = 0
+        self._draw()
+        self.world.stats.add("Standin/Masked Actions Taken", 0.0, SUM)
+        return self._decisions(np.zeros(self.n, dtype=np.float32))
+
+    def _decisions(self, rewards: np.ndarray) -> bytes:
+        rb = _float_bytes(rewards)
+        obs = self._observations(np.arange(self.n))
+        info, masks, disabled = self.enc.info, self.masks, self.disabled.tolist()
+        return b"".join([info(i, rb[4 * i : 4 * i + 4], obs[i], mask=masks[disabled[i]]) for i in range(self.n)])
+
+    def step(self, actions: list[bytes]) -> bytes:
+        b0 = np.zeros(self.n, dtype=np.int64)
+        b1 = np.zeros(self.n, dtype=np.int64)
+        for i, raw in enumerate(actions[: self.n]):
+            _, disc = decode_action(raw)
+            if disc:
+                b0[i] = disc[0]
+                if len(disc) > 1:
+                    b1[i] = disc[1]
+        masked = b0 == self.disabled
+        rewards = (0.5 * (b0 == self.cue) + 0.5 * (b1 == self.flag)).astype(np.float32)
+        rewards[masked] = -1.0
+        self.world.stats.add("Standin/Masked Actions Taken", float(masked.sum()), SUM)
+        self.steps += 1
+        self._draw()
+        done = np.flatnonzero(self.steps >= PICKER_EPISODE)
+        terminal = b""
+        if len(done):
+            rb = _float_bytes(rewards[done])
+            obs = self._observations(done)
+            terminal = b"".join([
+                self.enc.info(i, rb[4 * j : 4 * j + 4], obs[j], done=True) for j, i in enumerate(done.tolist())
+            ])
+            self.world.episodes += len(done)
+            self.steps[done] = 0
+            rewards[done] = 0.0
+        return terminal + self._decisions(rewards)
+
+
+def brain_parameters_bytes(name: str, continuous: int, branches: list[int]) -> bytes:
+    from mlagents_envs.communicator_objects.brain_parameters_pb2 import BrainParametersProto
+
+    proto = BrainParametersProto(brain_name=name, is_training=True)
+    proto.action_spec.num_continuous_actions = continuous
+    proto.action_spec.num_discrete_actions = len(branches)
+    proto.action_spec.discrete_branch_sizes.extend(branches)
+    # the fields a pre-1.3 trainer reads; the C# side fills them for single-kind action spaces too
+    if continuous:
+        proto.vector_action_space_type_deprecated = 1
+        proto.vector_action_size_deprecated.extend([continuous])
+    else:
+        proto.vector_action_space_type_deprecated = 0
+        proto.vector_action_size_deprecated.extend(branches)
+    return proto.SerializeToString()
+
+
+class World:
+    def __init__(self, opts: Options, seed: int, num_areas: int, log: Callable[[str], None]) -> None:
+        self.log = log
+        self.rng = np.random.default_rng(seed & 0xFFFFFFFF)
+        self.stats = Stats(enabled=not opts.no_stats)
+        self.params: dict[str, Any] = {}  # key -> float or Sampler
+        self.time_scale: Optional[float] = None
+        self.episodes = 0
+        areas = max(1, num_areas)
+        n = opts.agents * areas
+        self.behaviors: list[Any] = []
+        for name in opts.behavior_names():
+            if name == SEEKER:
+                self.behaviors.append(Seeker(self, n, opts.agents, opts.episode_length, opts.visual))
+            else:
+                self.behaviors.append(Picker(self, n))
+        self.announced: set[str] = set()
+        self.unknown_channels: set[uuid.UUID] = set()
+        self.started = False
+
+    def parameter(self, key: str, n: int, default: float) -> np.ndarray:
+        value = self.params.get(key)
+        if value is None:
+            return np.full(n, default)
+        if isinstance(value, Sampler):
+            return value.draw(n)
+        return np.full(n, float(value))
+
+    # side channels (Python -> Unity) ------------------------------------------------------
+    def read_side_channel(self, data: bytes) -> None:
+        for channel, payload in split_side_channel(data):
+            try:
+                if channel == ENGINE_CHANNEL:
+                    self._engine(Reader(payload))
+                elif channel == PARAMS_CHANNEL:
+                    self._parameter(Reader(payload))
+                elif channel not in self.unknown_channels:
+                    self.unknown_channels.add(channel)
+                    what = "training analytics" if channel == ANALYTICS_CHANNEL else "unknown"
+                    self.log(f"side channel {channel} ({what}) ignored")
+            except struct.error:
+                self.log(f"side channel {channel}: truncated message ignored")
+
+    def _engine(self, r: Reader) -> None:
+        kind = r.int32()
+        if kind == 0:
+            width, height = r.int32(), r.int32()
+            self.log(f"engine configuration: screen resolution {width}x{height}")
+        elif kind == 1:
+            self.log(f"engine configuration: quality_level {r.int32()}")
+        elif kind == 2:
+            self.time_scale = r.float32()
+            self.log(f"engine configuration: time_scale {self.time_scale}")
+        elif kind == 3:
+            self.log(f"engine configuration: target_frame_rate {r.int32()}")
+        elif kind == 4:
+            self.log(f"engine configuration: capture_frame_rate {r.int32()}")
+        else:
+            self.log(f"engine configuration: unknown type {kind} ignored")
+
+    def _parameter(self, r: Reader) -> None:
+        key = r.string()
+        kind = r.int32()
+        if kind == 0:
+            value = r.float32()
+            self.params[key] = value
+            self.log(f"environment parameter {key} = {value}")
+        elif kind == 1:
+            seed = r.int32()
+            sampler_kind = r.int32()
+            args = r.float_list() if sampler_kind == 2 else [r.float32(), r.float32()]
+            sampler = Sampler(sampler_kind, seed, args)
+            sampler.draw(1)  # so that a value is known (and reported) at once
+            self.params[key] = sampler
+            self.log(f"environment parameter {key} = {sampler.describe()}")
+        else:
+            self.log(f"environment parameter {key}: unknown type {kind} ignored")
+
+    # commands ------------------------------------------------------------------------------
+    def reset(self) -> bytes:
+        self.started = True
+        return self._output([(b.name, b.reset()) for b in self.behaviors])
+
+    def step(self, actions: dict[str, list[bytes]]) -> bytes:
+        if not self.started:
+            return self.reset()
+        return self._output([(b.name, b.step(actions.get(b.name, []))) for b in self.behaviors])
+
+    def _output(self, infos: list[tuple[str, bytes]]) -> bytes:
+        stats = self.stats
+        stats.add("Standin/Episodes", float(self.episodes), SUM)
+        self.episodes = 0
+        if self.time_scale is not None:
+            stats.add("Standin/Time Scale", self.time_scale, MOST_RECENT)
+        for key, value in self.params.items():
+            stats.add(f"Standin/param/{key}", value.last if isinstance(value, Sampler) else value, MOST_RECENT)
+        brains = []
+        for behavior in self.behaviors:
+            if behavior.name not in self.announced:
+                self.announced.add(behavior.name)
+                brains.append(behavior.brain_parameters())
+        return encode_output(infos, brains, stats.take())
+
+
+# --------------------------------------------------------------------------------------------
+# Process
+# --------------------------------------------------------------------------------------------
+
+
+def handshake_message(opts: Options) -> bytes:
+    from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
+
+    msg = UnityMessageProto()
+    msg.header.status = 200
+    init = msg.unity_output.rl_initialization_output
+    init.name = "AcademySingleton"
+    init.communication_version = opts.comm_version
+    init.package_version = PACKAGE_VERSION
+    caps = init.capabilities
+    caps.baseRLCapabilities = True
+    caps.concatenatedPngObservations = True
+    caps.compressedChannelMapping = True
+    caps.hybridActions = True
+    caps.trainingAnalytics = False
+    caps.variableLengthObservation = True
+    caps.multiAgentGroups = True
+    return msg.SerializeToString()
+
+
+def _exit(log: Log, code: int, channel: Optional[grpc.Channel] = None) -> None:
+    log(f"exit {code}")
+    if channel is not None:
+        try:
+            channel.close()
+        except Exception:  # leaving anyway
+            pass
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    finally:
+        os._exit(code)
+
+
+def _hang(log: Log) -> None:
+    """Stay alive without answering; leave only when orphaned (so no process is leaked)."""
+    parent = os.getppid()
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            log("hang: parent process gone")
+            _exit(log, 0)
+
+
+def _trigger(opts: Options, step: int) -> Optional[str]:
+    kind = None
+    if opts.crash_at is not None and step == opts.crash_at:
+        kind = "crash"
+    elif opts.hang_at is not None and step == opts.hang_at:
+        kind = "hang"
+    elif opts.quit_at is not None and step == opts.quit_at:
+        kind = "quit"
+    if kind is None:
+        return None
+    if opts.once_file:
+        if os.path.exists(opts.once_file):
+            return None
+        os.makedirs(os.path.dirname(os.path.abspath(opts.once_file)), exist_ok=True)
+        with open(opts.once_file, "w") as f:
+            f.write(f"{kind} at step {step}\n")
+    return kind
+
+
+def main(argv: list[str]) -> None:
+    opts = parse_args(argv)
+    log = Log(opts.log_file)
+    if log.error:
+        log(log.error)
+    log(f"argv: {argv}")
+    for warning in opts.warnings:
+        log(f"warning: {warning}")
+    mode = "player" if opts.mlagents_port is not None else "editor"
+    log(f"connecting to localhost:{opts.port} ({mode} mode, communication version {opts.comm_version})")
+
+    channel = grpc.insecure_channel(
+        f"localhost:{opts.port}",
+        options=[
+            ("grpc.enable_http_proxy", 0),
+            ("grpc.initial_reconnect_backoff_ms", 100),
+            ("grpc.min_reconnect_backoff_ms", 100),
+            ("grpc.max_reconnect_backoff_ms", 500),
+        ],
+    )
+    # raw bytes in and out: messages are encoded by hand (see the wire-format section)
+    exchange = channel.unary_unary(EXCHANGE_METHOD)
+
+    try:
+        reply = decode_message(exchange(handshake_message(opts), wait_for_ready=True, timeout=opts.connect_timeout))
+    except grpc.RpcError as err:
+        log(f"handshake failed: {err.code()} {err.details()}")
+        _exit(log, 1, channel)
+        return
+    if reply.status != 200:
+        log(f"handshake answered with status {reply.status}")
+        _exit(log, 0, channel)
+    seed = reply.seed or 0
+    log(
+        f"handshake: seed {seed}, num_areas {reply.num_areas}, python communication version "
+        f"{reply.communication_version}, package {reply.package_version}"
+    )
+    world = World(opts, seed, reply.num_areas, log)
+    log(f"behaviors: {[b.name for b in world.behaviors]}, {world.behaviors[0].n} agents each")
+
+    out = MESSAGE_EMPTY_200
+    steps = 0
+    while True:
+        try:
+            raw = exchange(out)
+        except grpc.RpcError as err:
+            log(f"connection closed: {err.code()} {err.details()}")
+            _exit(log, 0, channel)
+            return
+        msg = decode_message(raw)
+        if msg.status != 200:
+            log(f"close: trainer sent status {msg.status}")
+            _exit(log, 0, channel)
+        if msg.side_channel:
+            world.read_side_channel(msg.side_channel)
+        if msg.command == COMMAND_RESET:
+            log(f"RESET (after {steps} steps)")
+            out = world.reset()
+        elif msg.command == COMMAND_QUIT:
+            log("QUIT command")
+            _exit(log, 0, channel)
+        else:
+            steps += 1
+            kind = _trigger(opts, steps) if (opts.crash_at or opts.hang_at or opts.quit_at) else None
+            if kind == "crash":
+                log(f"crash-at {steps}: SIGKILL")
+                os.kill(os.getpid(), signal.SIGKILL)
+            elif kind == "hang":
+                log(f"hang-at {steps}: no more answers")
+                _hang(log)
+            elif kind == "quit":
+                log(f"quit-at {steps}: sending status 400 (Application.Quit)")
+                try:
+                    exchange.future(MESSAGE_QUIT_400).result(timeout=2.0)
+                except Exception:  # the trainer may not answer; leaving anyway
+                    pass
+                _exit(log, 0, channel)
+            out = world.step(msg.actions)
+        if opts.step_delay > 0:
+            time.sleep(opts.step_delay)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
