@@ -14,11 +14,32 @@ from ml_arl.exceptions import RunDirectoryError
 from ml_arl.settings import RunOptions
 
 
+_STARTED = time.time()
+
+
+def _fresh_player_logs(run_logs_dir: str) -> set[str]:
+    """run_logs/Player-<i>.log written by the Unity builds of this process's run."""
+    return {
+        os.path.abspath(p) for p in glob.glob(os.path.join(run_logs_dir, "Player-*.log"))
+        if os.path.getmtime(p) >= _STARTED - 1.0
+    }
+
+
+def _holds_only_this_runs_player_logs(write_path: str, run_logs_dir: str) -> bool:
+    """The run folder was made by this run's Unity builds (their logs start before the checks end)."""
+    keep = _fresh_player_logs(run_logs_dir)
+    for root, _, files in os.walk(write_path):
+        for name in files:
+            if os.path.abspath(os.path.join(root, name)) not in keep:
+                return False
+    return True
+
+
 def validate_run_directories(options: RunOptions) -> None:
     """ML-Agents' rules for results/<run-id> with --resume / --force / --initialize-from."""
     cp = options.checkpoint_settings
     path = cp.write_path
-    exists = os.path.isdir(path)
+    exists = os.path.isdir(path) and not _holds_only_this_runs_player_logs(cp.write_path, cp.run_logs_dir)
     if cp.resume and not exists:
         raise RunDirectoryError(
             f"{path}: previous data from this run ID was not found; train a new run by removing --resume"
@@ -37,9 +58,6 @@ def validate_run_directories(options: RunOptions) -> None:
             )
 
 
-_STARTED = time.time()
-
-
 def prepare_results_dir(options: RunOptions) -> None:
     """--force: remove the old run. Unity builds of this run already write their logs into
     run_logs/Player-<i>.log (they start before the old run may be removed); those are kept."""
@@ -47,10 +65,7 @@ def prepare_results_dir(options: RunOptions) -> None:
     cp = options.checkpoint_settings
     if not (cp.force and os.path.isdir(cp.write_path)):
         return
-    keep = {
-        os.path.abspath(p) for p in glob.glob(os.path.join(cp.run_logs_dir, "Player-*.log"))
-        if os.path.getmtime(p) >= _STARTED - 1.0
-    }
+    keep = _fresh_player_logs(cp.run_logs_dir)
     if not keep:
         shutil.rmtree(cp.write_path)
         return

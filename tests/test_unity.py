@@ -1,0 +1,318 @@
+"""arl-learn against Unity builds, played by the stand-in build (tests/unity_standin): training
+with several workers, environment parameters and engine settings reaching the build, stats in
+TensorBoard, the Editor mode, failures (crash, hang, self-quit, bad path, busy port, wrong
+protocol version), loopback-only listening and the exported ONNX models."""
+
+from __future__ import annotations
+
+import glob
+import random
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import yaml
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from .conftest import ROOT, arl_learn
+from .unity_standin import make_build, start_editor
+
+
+def free_base_port(count: int) -> int:
+    """A base port with ``count`` free ports above it (ports of parallel runs do not collide)."""
+    for _ in range(200):
+        base = random.randrange(20000, 60000 - count)
+        ok = True
+        for port in range(base, base + count):
+            with socket.socket() as s:
+                try:
+                    s.bind(("localhost", port))
+                except OSError:
+                    ok = False
+                    break
+        if ok:
+            return base
+    raise RuntimeError("no free ports")
+
+
+def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = ("Seeker",), **extra: Any) -> Path:
+    settings = {
+        "trainer_type": "ppo",
+        "hyperparameters": {"batch_size": 256, "buffer_size": 1024, "learning_rate": 3.0e-3, "beta": 1.0e-3, "num_epoch": 4},
+        "network_settings": {"hidden_units": 32, "num_layers": 2},
+        "reward_signals": {"extrinsic": {"gamma": 0.95}},
+        "max_steps": max_steps,
+        "time_horizon": 32,
+        "summary_freq": 2000,
+        "checkpoint_interval": 10000,
+        "threaded": True,
+    }
+    data: dict[str, Any] = {"behaviors": {b: settings for b in behaviors}, **extra}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+def tb_scalars(folder: Path) -> dict[str, list[float]]:
+    out: dict[str, list[float]] = {}
+    for event_file in glob.glob(str(folder / "events.out.tfevents.*")):
+        acc = EventAccumulator(event_file, size_guidance={"scalars": 0, "histograms": 0})
+        acc.Reload()
+        for tag in acc.Tags()["scalars"]:
+            out.setdefault(tag, []).extend(e.value for e in acc.Scalars(tag))
+        for tag in acc.Tags()["histograms"]:
+            out.setdefault(tag, []).append(float(len(acc.Histograms(tag))))
+    return out
+
+
+def mean_rewards(stdout: str, behavior: str = "Seeker") -> list[float]:
+    return [float(m) for m in re.findall(rf"{behavior}\. Step: \d+\. .*?Mean Reward: (-?\d+\.\d+)", stdout)]
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], rc: int = 2) -> str:
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == rc, out
+    assert "Traceback" not in out, out
+    lines = [line for line in out.splitlines() if "error" in line.lower()]
+    assert lines, out
+    return lines[-1]
+
+
+@pytest.fixture
+def build(tmp_path: Path) -> Path:
+    return make_build(tmp_path / "builds")
+
+
+@pytest.mark.slow
+def test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats(tmp_path: Path, build: Path) -> None:
+    cfg = config(
+        tmp_path,
+        environment_parameters={
+            "target_range": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 0.6, "max_value": 0.9}},
+            "bonus": 0.25,
+        },
+    )
+    port = free_base_port(2)
+    proc = arl_learn(
+        [str(cfg), "--env", str(build), "--num-envs", "2", "--base-port", str(port), "--run-id", "ball",
+         "--no-graphics", "--time-scale", "7", "--seed", "3", "--env-args", "--agents", "8"],
+        cwd=tmp_path, timeout=240,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    rewards = mean_rewards(proc.stdout)
+    assert rewards and max(rewards[-3:]) >= 0.8, out  # random play scores about -0.7
+    run = tmp_path / "results" / "ball"
+    for worker in (0, 1):
+        log = (run / "run_logs" / f"Player-{worker}.log").read_text()
+        assert f"--mlagents-port', '{port + worker}'" in log and "-nographics" in log, log
+        assert "environment parameter target_range = sampler uniform" in log, log
+        assert "environment parameter bonus = 0.25" in log, log
+        assert "time_scale 7.0" in log, log
+    tags = tb_scalars(run / "Seeker")
+    draws = tags["Standin/target_range"]
+    assert all(0.6 <= v <= 0.9 for v in draws) and len(set(draws)) > 1, draws  # resampled every episode
+    assert tags["Standin/param/bonus"][-1] == pytest.approx(0.25)
+    assert tags["Standin/Time Scale"][-1] == pytest.approx(7.0)
+    assert "Standin/Goal Distance_hist" in tags and "Environment/Cumulative Reward_hist" in tags
+    assert max(tags["Standin/Episodes"]) > 20  # SUM over a summary period, not a mean of 0/1 counts
+    # ONNX per checkpoint and the final model
+    from ml_arl.policy.onnx_export import check_onnx
+
+    assert sorted(p.name for p in (run / "Seeker").glob("*.onnx")), list((run / "Seeker").iterdir())
+    check_onnx(str(run / "Seeker.onnx"))
+
+
+@pytest.mark.slow
+def test_two_behaviors_with_masks_and_images(tmp_path: Path, build: Path) -> None:
+    cfg = config(tmp_path, max_steps=3000, behaviors=("Seeker", "Picker"))
+    proc = arl_learn(
+        [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", "two",
+         "--env-args", "--behaviors", "Seeker,Picker", "--visual", "--agents", "4"],
+        cwd=tmp_path, timeout=240,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    run = tmp_path / "results" / "two"
+    assert mean_rewards(proc.stdout, "Picker") and mean_rewards(proc.stdout, "Seeker"), out
+    assert sum(tb_scalars(run / "Picker")["Standin/Masked Actions Taken"]) == 0  # masks are obeyed
+    import onnx
+
+    seeker = onnx.load(str(run / "Seeker.onnx"))
+    assert [i.name for i in seeker.graph.input] == ["obs_0", "obs_1"]
+    assert [d.dim_value for d in seeker.graph.input[1].type.tensor_type.shape.dim][1:] == [3, 20, 20]  # NCHW
+    picker = onnx.load(str(run / "Picker.onnx"))
+    assert [i.name for i in picker.graph.input] == ["obs_0", "action_masks"]
+
+
+@pytest.mark.slow
+def test_editor_mode_trains_with_a_player_started_by_hand(tmp_path: Path) -> None:
+    from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
+
+    assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
+    cfg = config(tmp_path, max_steps=2000)
+    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "ml_arl.cli", str(cfg), "--run-id", "editor", "--timeout-wait", "60"],
+        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    editor = None
+    try:
+        time.sleep(0.5)
+        editor = start_editor(EDITOR_PORT, "--agents", "4", log_file=tmp_path / "editor.log")
+        out, _ = trainer.communicate(timeout=180)
+    finally:
+        for p in (trainer, editor):
+            if p is not None and p.poll() is None:
+                p.kill()
+                p.wait()
+    assert trainer.returncode == 0, out
+    assert "press" in out.lower() and "Play" in out and "5004" in out, out
+    assert "Training finished" in out, out
+    assert (tmp_path / "results" / "editor" / "Seeker.onnx").is_file()
+
+
+def run_with_fault(tmp_path: Path, build: Path, run_id: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    cfg = config(tmp_path, max_steps=3000)
+    return arl_learn(
+        [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", run_id, *args],
+        cwd=tmp_path, timeout=timeout,
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault,reason", [("--crash-at", "return code -9"), ("--quit-at", "Communicator has exited")])
+def test_crash_and_self_quit_are_restarted_within_quota(tmp_path: Path, build: Path, fault: str, reason: str) -> None:
+    once = tmp_path / "fired"
+    proc = run_with_fault(tmp_path, build, "fault", "--timeout-wait", "20", "--env-args", fault, "40", "--once-file", str(once))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
+    assert once.exists(), out
+    assert out.count("Restarting worker[0]") == 1 and reason in out, out
+    assert "Training finished" in out, out
+
+
+@pytest.mark.slow
+def test_crash_beyond_quota_stops_with_one_line_reason(tmp_path: Path, build: Path) -> None:
+    proc = run_with_fault(tmp_path, build, "quota", "--max-lifetime-restarts", "0", "--env-args", "--crash-at", "40")
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    last = out.strip().splitlines()[-1]
+    assert "Worker 0 exceeded the allowed number of restarts" in last and "return code -9" in last, out
+
+
+@pytest.mark.slow
+def test_hung_build_times_out_naming_the_worker(tmp_path: Path, build: Path) -> None:
+    started = time.monotonic()
+    proc = run_with_fault(
+        tmp_path, build, "hang", "--timeout-wait", "3", "--max-lifetime-restarts", "0", "--env-args", "--hang-at", "40"
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 1, out
+    last = out.strip().splitlines()[-1]
+    assert "Worker 0" in last and ("did not answer" in last), out
+    assert time.monotonic() - started < 60, out
+
+
+def test_missing_and_non_executable_builds_are_one_line_errors(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    line = one_line_error(arl_learn([str(cfg), "--env", "builds/Nothing.x86_64", "--run-id", "x"], cwd=tmp_path))
+    assert "builds/Nothing.x86_64" in line and "no Unity build found" in line, line
+    plain = tmp_path / "Plain.x86_64"
+    plain.write_text("not a program")
+    line = one_line_error(arl_learn([str(cfg), "--env", str(plain), "--run-id", "x"], cwd=tmp_path))
+    assert "not executable" in line and "chmod +x" in line, line
+    line = one_line_error(arl_learn([str(cfg), "--num-envs", "2", "--run-id", "x"], cwd=tmp_path))
+    assert "num_envs" in line, line
+    assert not (tmp_path / "results" / "x").exists()
+
+
+def test_busy_port_is_a_one_line_error(tmp_path: Path, build: Path) -> None:
+    cfg = config(tmp_path)
+    base = free_base_port(2)
+    with socket.socket() as blocker:
+        blocker.bind(("localhost", base + 1))
+        blocker.listen()
+        line = one_line_error(
+            arl_learn([str(cfg), "--env", str(build), "--num-envs", "2", "--base-port", str(base), "--run-id", "x"], cwd=tmp_path)
+        )
+    assert f"port {base + 1} (worker 1) is already in use" in line and "--base-port" in line, line
+
+
+def test_incompatible_communication_version_is_a_one_line_error(tmp_path: Path, build: Path) -> None:
+    cfg = config(tmp_path)
+    proc = arl_learn(
+        [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", "x", "--timeout-wait", "20",
+         "--env-args", "--comm-version", "2.0.0"],
+        cwd=tmp_path, timeout=120,
+    )
+    line = one_line_error(proc)
+    assert "2.0.0" in line and "1.5.0" in line and "incompatible" in line, line
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses of sockets listening on ``port`` (Linux /proc/net/tcp{,6}; state 0A = LISTEN)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            addr, _, hex_port = local.rpartition(":")
+            if state == "0A" and int(hex_port, 16) == port:
+                found.add(addr)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/net")
+def test_the_port_for_a_build_listens_on_loopback_only_unless_asked() -> None:
+    from ml_arl.envs.unity_env import _Communicator
+
+    # 127.0.0.1, ::1, ::ffff:127.0.0.1 (how /proc/net/tcp{,6} print them)
+    loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
+    port = free_base_port(2)
+    comm = _Communicator(0, port, 5, "localhost")
+    try:
+        addrs = _listening_addresses(port)
+        assert addrs and addrs <= loopback, addrs
+    finally:
+        comm.close()
+    comm = _Communicator(1, port, 5, "0.0.0.0")
+    try:
+        assert _listening_addresses(port + 1) & {"00000000", "0" * 32}  # every interface (gRPC may use [::])
+    finally:
+        comm.close()
+
+
+def test_onnx_from_a_trained_checkpoint_matches_the_muscle(tmp_path: Path) -> None:
+    """The exported model's deterministic action is what the workers' numpy muscle does."""
+    import onnxruntime as ort
+
+    from ml_arl.envs.builtin import Reach
+    from ml_arl.policy.muscle import Muscle
+    from ml_arl.policy.networks import ActorCritic
+    from ml_arl.policy.onnx_export import export_onnx
+    from ml_arl.settings import NetworkSettings
+
+    env = Reach("continuous")
+    env.reset()
+    name = list(env.behavior_specs)[0]
+    net = ActorCritic(env.behavior_specs[name], NetworkSettings(normalize=True, hidden_units=16))
+    import torch
+
+    net.normalizer.update(torch.randn(50, env.behavior_specs[name].observation_specs[0].shape[0]) * 2)
+    export_onnx(net, str(tmp_path / "m.onnx"))
+    decision, _ = env.get_steps(name)
+    muscle = Muscle(net.muscle_weights(), deterministic=True)
+    info = muscle.act(decision.obs, None)
+    sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    outputs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"obs_0": decision.obs[0]})))
+    np.testing.assert_allclose(outputs["deterministic_continuous_actions"], info.env_action.continuous, atol=1e-5)
