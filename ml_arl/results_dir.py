@@ -13,7 +13,6 @@ import numpy as np
 from ml_arl.exceptions import RunDirectoryError
 from ml_arl.settings import RunOptions
 
-
 _STARTED = time.time()
 
 
