@@ -316,3 +316,44 @@ def test_onnx_from_a_trained_checkpoint_matches_the_muscle(tmp_path: Path) -> No
     sess = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
     outputs = dict(zip([o.name for o in sess.get_outputs()], sess.run(None, {"obs_0": decision.obs[0]})))
     np.testing.assert_allclose(outputs["deterministic_continuous_actions"], info.env_action.continuous, atol=1e-5)
+
+
+def _launch_and_report(path: str, conn: Any) -> None:  # runs in a child process
+    from ml_arl.envs.unity_env import _launch_executable
+
+    proc = _launch_executable(path, [])
+    conn.send(proc.pid)
+    time.sleep(60)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
+def test_a_build_dies_with_its_worker(tmp_path: Path) -> None:
+    import multiprocessing
+    import os
+    import signal
+
+    script = tmp_path / "Sleeper.x86_64"
+    script.write_text("#!/bin/sh\nexec sleep 60\n")
+    script.chmod(0o755)
+    ctx = multiprocessing.get_context("spawn")
+    parent, child = ctx.Pipe()
+    worker = ctx.Process(target=_launch_and_report, args=(str(script), child))
+    worker.start()
+    try:
+        assert parent.poll(30)
+        pid = parent.recv()
+        os.kill(worker.pid, signal.SIGKILL)  # as after a hang: no finally, no close()
+        worker.join(5)
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, signal.SIGKILL)
+            pytest.fail("the build outlived its worker")
+    finally:
+        if worker.is_alive():
+            worker.kill()

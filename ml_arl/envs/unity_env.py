@@ -10,6 +10,9 @@
     and name the worker and port;
   * an incompatible communication version is an ``EnvironmentSourceError`` (a user error, not
     restartable), not a multi-line UnityEnvironmentException.
+A launched build is tied to its worker process: on Linux it receives SIGKILL when the worker
+dies (PR_SET_PDEATHSIG, set by util-linux's setpriv where installed), so a worker killed after a hang never leaves a Unity process behind
+(mlagents-envs starts builds in their own session, where nothing else would stop them).
 It owns the three side channels a trainer uses: engine configuration and environment
 parameters (sent with the first reset) and stats (read by the EnvRunner after every batch).
 
@@ -20,7 +23,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -192,6 +198,32 @@ def send_parameter(channel: EnvironmentParametersChannel, key: str, value: Any) 
         raise ValueError(f"environment_parameters.{key}: unknown sampler_type {kind!r}")
 
 
+def _die_with_parent_prefix() -> list[str]:
+    """util-linux's setpriv sets PR_SET_PDEATHSIG and execs the build (same pid), so no Python
+    code runs between fork and exec in this multi-threaded (gRPC) process."""
+    setpriv = shutil.which("setpriv") if sys.platform.startswith("linux") else None
+    return [setpriv, "--pdeathsig", "KILL", "--"] if setpriv else []
+
+
+def _launch_executable(file_name: str, args: list[str]) -> subprocess.Popen[bytes]:
+    """mlagents-envs' launch_executable, plus: the build dies with the worker (Linux)."""
+    from mlagents_envs import env_utils
+
+    launch = env_utils.validate_environment_path(file_name)
+    if launch is None:
+        raise UnityEnvironmentException(f"Couldn't launch the {file_name} environment: no such build")
+    quiet = env_utils.logger.getEffectiveLevel() > logging.DEBUG
+    try:
+        return subprocess.Popen(
+            [*_die_with_parent_prefix(), launch, *args],
+            start_new_session=True,  # Ctrl-C in the terminal is for the trainer, which closes the build
+            stdout=subprocess.DEVNULL if quiet else None,
+            stderr=subprocess.DEVNULL if quiet else None,
+        )
+    except PermissionError as err:
+        raise UnityEnvironmentException(f"cannot run {launch} ({err}); run chmod +x {launch}") from None
+
+
 def make_unity_env(
     file_name: Optional[str],
     worker_id: int,
@@ -213,6 +245,9 @@ def make_unity_env(
     from mlagents_envs import logging_util
 
     logging_util.set_log_level(logging_util.DEBUG if debug else logging_util.WARNING)
+    from mlagents_envs import env_utils
+
+    env_utils.launch_executable = _launch_executable  # this worker process only
     return UnityBuildEnv(
         file_name,
         worker_id=worker_id,
