@@ -181,3 +181,49 @@ debug: false
     opts = build_run_options(load_config_file(str(path)), {}, str(path))
     assert opts.behaviors["3DBall"].hyperparameters.beta_schedule == "constant"
     assert opts.behaviors["3DBall"].time_horizon == 1000
+
+
+@pytest.mark.parametrize("path", sorted(str(p) for p in (Path(__file__).resolve().parents[1] / "config").rglob("*.yaml")))
+def test_shipped_configs_are_valid(path: str) -> None:
+    from ml_arl.cli import parse_options
+
+    options = parse_options([path])
+    assert options.behaviors or options.default_settings
+
+
+def test_environment_parameter_errors_are_one_line_each() -> None:
+    data = {"environment_parameters": {
+        "a": 2, "b": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 3, "max_value": 1}},
+        "c": {"sampler_type": "gausian"}, "d": {"curriculum": []},
+        "e": {"sampler_type": "multirangeuniform", "sampler_parameters": {"intervals": [[1, 2], [3]]}},
+        "f": {"sampler_type": "gaussian", "sampler_parameters": {"mean": 0, "stdev": 1}},
+    }}
+    with pytest.raises(ConfigError) as err:
+        build_run_options(data, {}, "cfg.yaml")
+    problems = err.value.problems
+    assert len(problems) == 5, problems
+    assert any("environment_parameters.b" in p and "swap" in p for p in problems)
+    assert any("did you mean 'gaussian'" in p for p in problems)
+    assert any("curricul" in p and "not supported yet" in p for p in problems)
+    assert any("intervals" in p for p in problems)
+    assert any("'stdev'" in p and "st_dev" in p for p in problems)
+
+
+def test_environment_parameters_are_normalised_and_seeded() -> None:
+    from ml_arl.settings import resolve_parameter_seeds
+
+    data = {"environment_parameters": {
+        "size": "2e-1",
+        "mass": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 1, "max_value": 3}},
+        "len": {"sampler_type": "multirangeuniform", "sampler_parameters": {"intervals": [[1, 2], [3, 4]], "seed": 9}},
+        "g": {"sampler_type": "gaussian"},
+    }}
+    params = build_run_options(data, {}, "cfg.yaml").environment_parameters
+    assert params is not None
+    assert params["size"] == 0.2
+    assert params["mass"]["sampler_parameters"] == {"min_value": 1.0, "max_value": 3.0, "seed": -1}
+    assert params["g"]["sampler_parameters"] == {"mean": 1.0, "st_dev": 1.0, "seed": -1}
+    seeded = resolve_parameter_seeds(params, 100)
+    assert seeded["mass"]["sampler_parameters"]["seed"] == 100
+    assert seeded["len"]["sampler_parameters"]["seed"] == 9  # given seeds are kept
+    assert seeded["g"]["sampler_parameters"]["seed"] == 102
