@@ -156,3 +156,29 @@ def test_group_id_and_group_reward_are_recorded() -> None:
     assert traj.rewards.tolist() == [1.0, 2.0]
     assert traj.group_rewards.tolist() == [0.5, 0.25]
     assert traj.group_id == 3
+
+
+def test_environment_stats_aggregations_and_most_recent_from_worker_0_only() -> None:
+    import threading
+
+    from ml_arl.agent_processor import AgentManager
+    from ml_arl.stats import StatsReporter, StatsSummary
+
+    written: dict[str, StatsSummary] = {}
+
+    class Capture:
+        def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
+            written.update(values)
+
+        def close(self) -> None:
+            pass
+
+    manager = AgentManager("B", StatsReporter("B", [Capture()]), False, threading.Event())
+    manager.record_environment_stats({"avg": [(1.0, 0), (3.0, 0)], "sum": [(2.0, 2), (5.0, 2)], "hist": [(1.0, 3), (2.0, 3)],
+                                      "recent": [(7.0, 1), (8.0, 1)]}, worker_id=0)
+    manager.record_environment_stats({"recent": [(99.0, 1)], "sum": [(1.0, 2)]}, worker_id=1)
+    manager.stats.write_stats(1000)
+    assert written["avg"].mean == 2.0
+    assert written["sum"].mean == 8.0
+    assert written["hist"].mean == 1.5 and written["hist"].histogram is not None
+    assert written["recent"].mean == 8.0  # worker 1's value is ignored

@@ -357,3 +357,34 @@ def test_a_build_dies_with_its_worker(tmp_path: Path) -> None:
     finally:
         if worker.is_alive():
             worker.kill()
+
+
+@pytest.mark.slow
+def test_ctrl_c_closes_every_build_and_saves(tmp_path: Path, build: Path) -> None:
+    import os
+    import signal
+
+    cfg = config(tmp_path, max_steps=10_000_000)
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "ml_arl.cli", str(cfg), "--env", str(build), "--num-envs", "2",
+         "--base-port", str(free_base_port(2)), "--run-id", "intr", "--env-args", "--agents", "4"],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        logs = [tmp_path / "results" / "intr" / "run_logs" / f"Player-{i}.log" for i in (0, 1)]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(p.exists() and "RESET" in p.read_text() for p in logs):
+            time.sleep(0.2)
+        time.sleep(2.0)  # some training
+        trainer.send_signal(signal.SIGINT)
+        out, _ = trainer.communicate(timeout=60)
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+    assert trainer.returncode == 0, out
+    assert "Learning was interrupted" in out and "Traceback" not in out, out
+    for log in logs:
+        text = log.read_text()
+        assert "close: trainer sent status 400" in text, text  # closed by the trainer, not orphaned
+    assert (tmp_path / "results" / "intr" / "Seeker.onnx").is_file(), out
