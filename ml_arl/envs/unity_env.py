@@ -15,6 +15,9 @@ dies (PR_SET_PDEATHSIG, set by util-linux's setpriv where installed), so a worke
 (mlagents-envs starts builds in their own session, where nothing else would stop them).
 It owns the three side channels a trainer uses: engine configuration and environment
 parameters (sent with the first reset) and stats (read by the EnvRunner after every batch).
+With ``fast_bridge`` on (the default, ``FAST_BRIDGE_DEFAULT``), steps and resets exchange raw
+protobuf wire bytes (ml_arl.envs.unity_fast) instead of the generated (pure-Python, slow)
+message classes; results are identical, off is mlagents-envs' own path.
 
 This module runs in worker processes: no torch.
 """
@@ -41,12 +44,14 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
 from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
 
+from ml_arl.envs import unity_fast
 from ml_arl.exceptions import EnvironmentSourceError
 
 logger = logging.getLogger(__name__)
 
 EDITOR_PORT = UnityEnvironment.DEFAULT_EDITOR_PORT  # 5004
 MAX_POLL_INTERVAL_S = 1.0
+FAST_BRIDGE_DEFAULT = True  # UnityBuildEnv / make_unity_env with fast_bridge=None
 
 
 def grpc_address(host: str, port: int) -> str:
@@ -79,14 +84,19 @@ class _Communicator(RpcCommunicator):
         try:
             # so_reuseport off: a second trainer on the same port must fail, not share it
             self.server = grpc.server(ThreadPoolExecutor(max_workers=2), options=(("grpc.so_reuseport", 0),))
-            self.unity_to_external = UnityToExternalServicerImplementation()
-            add_UnityToExternalProtoServicer_to_server(self.unity_to_external, self.server)
+            self.unity_to_external = self._add_servicer(self.server)
             if not self.server.add_insecure_port(grpc_address(self.address, self.port)):
                 raise OSError(f"cannot listen on {grpc_address(self.address, self.port)}")
             self.server.start()
             self.is_open = True
         except Exception as err:
             raise UnityWorkerInUseException(self.worker_id) from err
+
+    def _add_servicer(self, server: grpc.Server) -> Any:
+        """mlagents' servicer (messages parsed by the generated classes); see _FastCommunicator."""
+        servicer = UnityToExternalServicerImplementation()
+        add_UnityToExternalProtoServicer_to_server(servicer, server)
+        return servicer
 
     def poll_for_timeout(self, poll_callback: Optional[Any] = None) -> None:
         deadline = time.monotonic() + self.timeout_wait
@@ -107,8 +117,17 @@ class _Communicator(RpcCommunicator):
         )
 
 
+# ---- fast bridge hook (ml_arl.envs.unity_fast) ----------------------------------------------
+class _FastCommunicator(unity_fast.RawExchange, _Communicator):
+    """_Communicator whose messages cross the gRPC server as raw bytes (unity_fast.RawExchange)."""
+
+
+# ---- end of the fast bridge hook --------------------------------------------------------------
+
+
 class UnityBuildEnv(UnityEnvironment):
-    """A Unity player (``file_name``) or the Editor (``file_name=None``, port 5004)."""
+    """A Unity player (``file_name``) or the Editor (``file_name=None``, port 5004).
+    ``fast_bridge``: steps through ml_arl.envs.unity_fast (None: FAST_BRIDGE_DEFAULT)."""
 
     def __init__(
         self,
@@ -124,8 +143,10 @@ class UnityBuildEnv(UnityEnvironment):
         engine: Optional[Mapping[str, Any]] = None,
         environment_parameters: Optional[Mapping[str, Any]] = None,
         listen_address: str = "localhost",
+        fast_bridge: Optional[bool] = None,
     ):
         self._listen_address = listen_address
+        self.fast_bridge = FAST_BRIDGE_DEFAULT if fast_bridge is None else bool(fast_bridge)
         self.engine_channel = EngineConfigurationChannel()
         if engine:
             self.engine_channel.set_configuration_parameters(**engine)
@@ -159,7 +180,21 @@ class UnityBuildEnv(UnityEnvironment):
             raise UnityEnvironmentException(f"{where}: {str(err).splitlines()[0]}") from None
 
     def _get_communicator(self, worker_id: int, base_port: int, timeout_wait: int) -> RpcCommunicator:  # type: ignore[override]
-        return _Communicator(worker_id, base_port, timeout_wait, self._listen_address)
+        kind = _FastCommunicator if self.fast_bridge else _Communicator  # fast bridge hook
+        return kind(worker_id, base_port, timeout_wait, self._listen_address)
+
+    # ---- fast bridge hook: with fast_bridge off, mlagents-envs' step and reset ----
+    def reset(self) -> None:
+        if self.fast_bridge:
+            unity_fast.reset(self)
+        else:
+            super().reset()
+
+    def step(self) -> None:
+        if self.fast_bridge:
+            unity_fast.step(self)
+        else:
+            super().step()
 
     def take_environment_stats(self) -> dict[str, list[tuple[float, StatsAggregationMethod]]]:
         """Stats the build sent through the stats side channel since the last call."""
@@ -239,9 +274,11 @@ def make_unity_env(
     environment_parameters: dict[str, Any],
     listen_address: str,
     debug: bool = False,
+    fast_bridge: Optional[bool] = None,
 ) -> UnityBuildEnv:
     """The factory a worker calls (see ml_arl.envs.sources). The build's own stdout/stderr and
-    mlagents-envs' info lines are shown only with --debug (the build's log is in run_logs)."""
+    mlagents-envs' info lines are shown only with --debug (the build's log is in run_logs).
+    ``fast_bridge``: see UnityBuildEnv (None: FAST_BRIDGE_DEFAULT)."""
     from mlagents_envs import logging_util
 
     logging_util.set_log_level(logging_util.DEBUG if debug else logging_util.WARNING)
@@ -261,4 +298,5 @@ def make_unity_env(
         engine=engine,
         environment_parameters=environment_parameters,
         listen_address=listen_address,
+        fast_bridge=fast_bridge,
     )
