@@ -150,6 +150,8 @@ class EnvSettings(_Strict):
     worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
     # where the port opened for a Unity build / the Editor listens: loopback unless asked otherwise
     listen_address: str = "localhost"
+    # Unity builds: per-step messages read/written straight from the wire format (false = mlagents-envs' own)
+    fast_bridge: bool = True
 
 
 class EngineSettings(_Strict):

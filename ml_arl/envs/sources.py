@@ -194,6 +194,7 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
         "environment_parameters": resolve_parameter_seeds(options.environment_parameters, seed),
         "listen_address": env.listen_address,
         "debug": options.debug,
+        "fast_bridge": env.fast_bridge,
     }
     description = f"Unity build {file_name}" if file_name else f"Unity Editor (port {EDITOR_PORT})"
     if file_name is None:
