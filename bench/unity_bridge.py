@@ -21,9 +21,8 @@ pipeline(max workers) / pipeline(min workers), all measured in this run. The sta
 stats side-channel records (as a training build does); ``--no-stats`` turns them off for raw and
 ours-1proc only (the pipeline always keeps them: it is what training sees).
 
-If ``ml_arl.envs.unity_env`` offers a faster message path (``make_unity_env(..., fast_bridge=)``
-or a module flag ``FAST_BRIDGE``), ours-1proc and pipeline are measured with it off (bridge
-"classic": mlagents-envs' own messages) and on (bridge "fast"); without one the column shows "-".
+ours-1proc and pipeline are measured with ``fast_bridge`` off (bridge "classic": mlagents-envs'
+own messages) and on (bridge "fast": ml_arl.envs.unity_fast).
 
     python bench/unity_bridge.py [--seconds S] [--repeats R] [--agents 1 16] [--workers 1 4]
                                  [--no-stats] [--profile N]
@@ -37,13 +36,11 @@ from __future__ import annotations
 
 import argparse
 import cProfile
-import inspect
 import io
 import os
 import pstats
 import random
 import shutil
-import socket
 import statistics
 import sys
 import tempfile
@@ -67,10 +64,10 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel  # noqa: E402
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel  # noqa: E402
 
-from ml_arl.envs import unity_env  # noqa: E402
 from ml_arl.envs.env_runner import PolicyMessage  # noqa: E402
 from ml_arl.envs.sources import EnvFactory, unity_factory  # noqa: E402
 from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
+from ml_arl.envs.unity_env import port_is_free  # noqa: E402
 from ml_arl.settings import CheckpointSettings, EngineSettings, EnvSettings, RunOptions  # noqa: E402
 from tests.unity_standin import make_build  # noqa: E402
 
@@ -88,21 +85,12 @@ _used_ports: set[int] = set()
 # --------------------------------------------------------------------------- ports
 
 
-def _port_free(port: int) -> bool:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        try:
-            s.bind(("localhost", port))
-        except OSError:
-            return False
-    return True
-
-
 def free_base_port(n: int) -> int:
     """A random base port with ``n`` consecutive ports that bind now and were not used in this run."""
     for _ in range(1000):
         base = random.randint(PORT_RANGE[0], PORT_RANGE[1] - n)
         ports = range(base, base + n)
-        if not _used_ports.intersection(ports) and all(_port_free(p) for p in ports):
+        if not _used_ports.intersection(ports) and all(port_is_free(p) for p in ports):
             _used_ports.update(ports)
             return base
     raise RuntimeError(f"no {n} consecutive free ports in {PORT_RANGE}")
@@ -111,48 +99,20 @@ def free_base_port(n: int) -> int:
 # --------------------------------------------------------------------------- fast bridge switch
 
 
-def fast_bridge_kind() -> Optional[str]:
-    """'param' (make_unity_env takes fast_bridge), 'flag' (unity_env.FAST_BRIDGE) or None."""
-    try:
-        if "fast_bridge" in inspect.signature(unity_env.make_unity_env).parameters:
-            return "param"
-    except (TypeError, ValueError):
-        pass
-    return "flag" if hasattr(unity_env, "FAST_BRIDGE") else None
-
-
-def _build_with_flag(**kwargs: Any) -> BaseEnv:
-    """make_unity_env with unity_env.FAST_BRIDGE set first (runs in the worker process)."""
-    from ml_arl.envs import unity_env as module
-
-    setattr(module, "FAST_BRIDGE", kwargs.pop("_fast_bridge"))  # noqa: B010 - may not exist statically
-    return module.make_unity_env(**kwargs)
-
-
-def with_bridge(factory: EnvFactory, fast: Optional[bool]) -> EnvFactory:
-    """The factory with the fast bridge switched on or off (unchanged where there is none)."""
-    kind = fast_bridge_kind()
-    if fast is None or kind is None:
-        return factory
-    if kind == "param":
-        return EnvFactory(factory.description, factory.build, {**factory.kwargs, "fast_bridge": fast},
-                          factory.pass_worker_id, factory.pass_seed)
-    return EnvFactory(factory.description, _build_with_flag, {**factory.kwargs, "_fast_bridge": fast},
+def with_bridge(factory: EnvFactory, fast: bool) -> EnvFactory:
+    """The factory with the fast bridge switched on or off."""
+    return EnvFactory(factory.description, factory.build, {**factory.kwargs, "fast_bridge": fast},
                       factory.pass_worker_id, factory.pass_seed)
 
 
 @contextmanager
 def in_this_process(fast: Optional[bool]) -> Iterator[None]:
-    """make_unity_env patches mlagents' launcher (and the flag is module state): undo both after."""
+    """make_unity_env patches mlagents' launcher in its process: undo it after."""
     launcher = env_utils.launch_executable
-    had_flag = hasattr(unity_env, "FAST_BRIDGE")
-    flag = getattr(unity_env, "FAST_BRIDGE", None)
     try:
         yield
     finally:
         env_utils.launch_executable = launcher
-        if had_flag:
-            setattr(unity_env, "FAST_BRIDGE", flag)  # noqa: B010 - may not exist statically
 
 
 # --------------------------------------------------------------------------- the setups
@@ -327,8 +287,7 @@ def main() -> None:
     np.random.seed(0)
     random.seed()  # ports: a different base every run
 
-    kind = fast_bridge_kind()
-    bridges: list[Optional[bool]] = [False, True] if kind else [None]
+    bridges: list[Optional[bool]] = [False, True]
 
     def bridge_name(fast: Optional[bool]) -> str:
         return "-" if fast is None else ("fast" if fast else "classic")
@@ -387,12 +346,11 @@ def main() -> None:
                 if one and many:
                     suffix = "" if fast is None else f" ({bridge_name(fast)})"
                     print(ratio_line(f"pipeline {hi} workers / {lo} worker{'s' * (lo != 1)}{suffix}", many, one))
-        if kind:
-            for name, workers in [("ours-1proc", 1)] + [("pipeline", w) for w in args.workers]:
-                slow, fast_row = find(name, agents, "classic", workers), find(name, agents, "fast", workers)
-                if slow and fast_row:
-                    what = name if name == "ours-1proc" else f"pipeline {workers} worker{'s' * (workers != 1)}"
-                    print(ratio_line(f"{what} fast / classic", fast_row, slow))
+        for name, workers in [("ours-1proc", 1)] + [("pipeline", w) for w in args.workers]:
+            slow, fast_row = find(name, agents, "classic", workers), find(name, agents, "fast", workers)
+            if slow and fast_row:
+                what = name if name == "ours-1proc" else f"pipeline {workers} worker{'s' * (workers != 1)}"
+                print(ratio_line(f"{what} fast / classic", fast_row, slow))
     print(f"total time: {time.perf_counter() - started:.0f} s")
     for title, text in bench.profiles:
         print(f"\ncProfile of the raw loop ({title}), by own time:")

@@ -10,6 +10,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
@@ -17,8 +18,6 @@ from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, 
 from ml_arl.policy.networks import MASK_LOGIT, ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import NetworkSettings
-
-ort = pytest.importorskip("onnxruntime")
 
 BATCH = 5
 

@@ -6,7 +6,6 @@ protocol version), loopback-only listening and the exported ONNX models."""
 from __future__ import annotations
 
 import glob
-import random
 import re
 import socket
 import subprocess
@@ -21,24 +20,7 @@ import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from .conftest import ROOT, arl_learn
-from .unity_standin import make_build, start_editor
-
-
-def free_base_port(count: int) -> int:
-    """A base port with ``count`` free ports above it (ports of parallel runs do not collide)."""
-    for _ in range(200):
-        base = random.randrange(20000, 60000 - count)
-        ok = True
-        for port in range(base, base + count):
-            with socket.socket() as s:
-                try:
-                    s.bind(("localhost", port))
-                except OSError:
-                    ok = False
-                    break
-        if ok:
-            return base
-    raise RuntimeError("no free ports")
+from .unity_standin import free_base_port, make_build, start_editor
 
 
 def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = ("Seeker",), **extra: Any) -> Path:

@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import io
 import math
-import random
 import re
-import socket
 import struct
 import uuid
 from pathlib import Path
@@ -41,23 +39,11 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from ml_arl.envs import unity_env, unity_fast
 from ml_arl.envs.unity_env import UnityBuildEnv
-from tests.unity_standin import make_build
+from tests.unity_standin import free_base_port, make_build
 from tests.unity_standin import standin as S
 
 SEEKER = "Seeker?team=0"
 PICKER = "Picker?team=0"
-
-
-def free_port() -> int:
-    for _ in range(200):
-        port = random.randint(20000, 60000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("localhost", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
 
 
 # --- comparing steps -------------------------------------------------------------------------
@@ -359,7 +345,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def open_env(build: Path, log_folder: Path, fast: Optional[bool], *args: str, timeout_wait: int = 10,
              num_areas: int = 1, seed: int = 0) -> UnityBuildEnv:
     return UnityBuildEnv(
-        str(build), base_port=free_port(), seed=seed, no_graphics=True, timeout_wait=timeout_wait,
+        str(build), base_port=free_base_port(), seed=seed, no_graphics=True, timeout_wait=timeout_wait,
         additional_args=list(args), log_folder=str(log_folder), num_areas=num_areas, fast_bridge=fast,
         engine={"time_scale": 20.0}, environment_parameters={"target_range": 0.6},
     )
@@ -449,69 +435,3 @@ def test_failures_as_with_the_stock_bridge(build: Path, tmp_path: Path, trigger:
 
 
 # --- speed: python -m tests.test_unity_fast [--seconds S] [--repeats R] [--agents 1 16] -------------
-
-
-def measure(build: Path, log_folder: Path, agents: int, seconds: float, repeats: int) -> dict[bool, list[float]]:
-    """Env steps/s, fast bridge off and on, of a get_steps / set_actions (random) / step loop on
-    the stand-in's Seeker (stats drained every 16 steps): both envs open at once, 50 warm-up
-    steps each, then ``repeats`` rounds of one ``seconds`` window per env (interleaved, so that
-    both see the same load on a shared machine)."""
-    import time
-
-    envs: dict[bool, UnityBuildEnv] = {}
-    try:
-        for fast in (False, True):
-            envs[fast] = open_env(build, log_folder, fast, "--agents", str(agents))
-            envs[fast].reset()
-
-        def run(env: UnityBuildEnv, steps: int) -> None:
-            spec = env.behavior_specs[SEEKER]
-            for _ in range(steps):
-                decision, _ = env.get_steps(SEEKER)
-                env.set_actions(SEEKER, spec.action_spec.random_action(len(decision)))
-                env.step()
-            env.take_environment_stats()
-
-        rates: dict[bool, list[float]] = {False: [], True: []}
-        for env in envs.values():
-            run(env, 50)
-        for _ in range(repeats):
-            for fast, env in envs.items():
-                steps = 0
-                start = time.perf_counter()
-                while time.perf_counter() - start < seconds:
-                    run(env, 16)
-                    steps += 16
-                rates[fast].append(steps / (time.perf_counter() - start))
-        return rates
-    finally:
-        for env in envs.values():
-            env.close()
-
-
-def main() -> None:
-    import argparse
-    import statistics
-    import tempfile
-
-    from mlagents_envs import logging_util
-
-    parser = argparse.ArgumentParser(description="Unity bridge steps/s, fast bridge off and on (stand-in build)")
-    parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--agents", type=int, nargs="+", default=[1, 16])
-    args = parser.parse_args()
-    logging_util.set_log_level(logging_util.WARNING)
-    with tempfile.TemporaryDirectory() as tmp:
-        build = make_build(Path(tmp) / "build")
-        for agents in args.agents:
-            rates = measure(build, Path(tmp) / "logs", agents, args.seconds, args.repeats)
-            medians = {fast: statistics.median(r) for fast, r in rates.items()}
-            for fast in (False, True):
-                print(f"{agents:3d} agents, fast_bridge={fast!s:5}: {medians[fast]:7,.0f} steps/s "
-                      f"(median of {', '.join(f'{r:,.0f}' for r in rates[fast])})", flush=True)
-            print(f"{agents:3d} agents: fast / stock = {medians[True] / medians[False]:.1f}x", flush=True)
-
-
-if __name__ == "__main__":
-    main()

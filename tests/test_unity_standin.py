@@ -4,8 +4,6 @@ the hand-written wire codec checked against the generated protobuf classes."""
 
 from __future__ import annotations
 
-import random
-import socket
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,23 +23,11 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
 from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
 
-from tests.unity_standin import make_build, start_editor
+from tests.unity_standin import free_base_port, make_build, start_editor
 from tests.unity_standin import standin as S
 
 SEEKER = "Seeker?team=0"
 PICKER = "Picker?team=0"
-
-
-def free_port() -> int:
-    for _ in range(100):
-        port = random.randint(16000, 40000)
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-            try:
-                s.bind(("", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
 
 
 class Channels:
@@ -62,7 +48,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def open_env(build: Path, log_folder: Path, *args: str, timeout_wait: int = 10, num_areas: int = 1,
              channels: Channels | None = None, seed: int = 0) -> UnityEnvironment:
     return UnityEnvironment(
-        file_name=str(build), worker_id=0, base_port=free_port(), seed=seed, no_graphics=True,
+        file_name=str(build), worker_id=0, base_port=free_base_port(), seed=seed, no_graphics=True,
         timeout_wait=timeout_wait, side_channels=(channels or Channels()).all(), log_folder=str(log_folder),
         additional_args=list(args), num_areas=num_areas,
     )
@@ -290,7 +276,7 @@ def test_communication_version(build: Path, tmp_path: Path) -> None:
 
 
 def test_editor_mode(tmp_path: Path) -> None:
-    port = free_port()
+    port = free_base_port()
     proc = start_editor(port, "--agents", "2", log_file=tmp_path / "editor.log")
     try:
         env = UnityEnvironment(file_name=None, base_port=port, timeout_wait=10,

@@ -12,6 +12,8 @@ Options of the stand-in: see the docstring of standin.py.
 from __future__ import annotations
 
 import os
+import random
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -76,3 +78,19 @@ def start_editor(
     finally:
         if out is not subprocess.DEVNULL:
             out.close()  # type: ignore[union-attr]
+
+
+def free_base_port(count: int = 1) -> int:
+    """A base port with ``count`` free ports above it, chosen at random so that tests running side
+    by side (and builds of earlier tests in TIME_WAIT) do not collide."""
+    for _ in range(200):
+        base = random.randrange(20000, 60000 - count)
+        for port in range(base, base + count):
+            with socket.socket() as s:
+                try:
+                    s.bind(("localhost", port))
+                except OSError:
+                    break
+        else:
+            return base
+    raise RuntimeError("no free ports between 20000 and 60000")
