@@ -18,10 +18,11 @@ setup(
         "pydantic>=2.5,<3",
         "tqdm>=4.60",
         "onnx>=1.15,<1.18",  # 1.18 needs protobuf >= 4, which mlagents-envs' generated modules cannot import
+        "matplotlib>=3.7",  # arl-report draws learning curves into a PNG
     ],
     extras_require={
-        "dev": ["onnxruntime>=1.17", "pytest>=7", "pytest-timeout>=2", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm"],
+        "dev": ["onnxruntime>=1.17", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm"],
         "bench": ["stable-baselines3>=2.3"],
     },
-    entry_points={"console_scripts": ["arl-learn=ml_arl.cli:main"]},
+    entry_points={"console_scripts": ["arl-learn=ml_arl.cli:main", "arl-report=ml_arl.report:main"]},
 )
