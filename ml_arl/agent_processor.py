@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Generic, NamedTuple, Optional, TypeVar
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 
+from ml_arl.objectives import Objective, ObjectiveBatch, evaluate
 from ml_arl.policy.muscle import ActionInfo
 
 if TYPE_CHECKING:
@@ -40,12 +41,13 @@ class Trajectory(NamedTuple):
     discrete: np.ndarray  # [T, n_branches] int32
     allowed: Optional[np.ndarray]  # [T, sum(branches)] bool action masks (True = allowed)
     log_prob: np.ndarray  # [T] log-probability under the acting policy
-    rewards: np.ndarray  # [T] environment reward received after each action
+    rewards: np.ndarray  # [T] the behavior's objective after each action (the environment reward by default)
     group_rewards: np.ndarray  # [T] the agent's group reward received with it (0 without groups)
     group_id: int  # the agent's group (MultiAgentGroup in Unity; 0 = none), as of its last step
     done: bool  # the episode ended with the last step
     interrupted: bool  # ... because of a max-step cut, not a terminal state
     policy_version: int
+    env_rewards: Optional[np.ndarray] = None  # [T] the environment reward, when an objective changed it
 
     def __len__(self) -> int:  # type: ignore[override]
         return int(self.rewards.shape[0])
@@ -53,24 +55,28 @@ class Trajectory(NamedTuple):
 
 class EpisodeStat(NamedTuple):
     behavior: str
-    reward: float
+    reward: float  # return in environment reward
     length: int
     interrupted: bool
-
-
-_Step = tuple[list[np.ndarray], np.ndarray, np.ndarray, Optional[np.ndarray], float]
+    objective: float = 0.0  # return in the behavior's objective
+    agent_id: str = ""  # "<worker>-<agent id>"
+    final: float = 0.0  # objective + group reward of the last step: who won (self-play ELO)
 
 
 class _AgentState:
-    __slots__ = ("steps", "rewards", "group_rewards", "group_id", "pending", "ep_reward", "ep_length")
+    __slots__ = (
+        "steps", "rewards", "env_rewards", "group_rewards", "group_id", "pending", "ep_reward", "ep_objective", "ep_length",
+    )
 
     def __init__(self) -> None:
-        self.steps: list[_Step] = []  # (obs rows, continuous, discrete, allowed, log_prob) per step
+        self.steps: list[tuple] = []  # (obs rows, continuous, discrete, allowed, log_prob) per step
         self.rewards: list[float] = []
+        self.env_rewards: list[float] = []
         self.group_rewards: list[float] = []
         self.group_id = 0
-        self.pending: Optional[_Step] = None  # the last decision, waiting for its reward
+        self.pending: Optional[tuple] = None  # the last decision, waiting for its reward
         self.ep_reward = 0.0
+        self.ep_objective = 0.0
         self.ep_length = 0
 
 
@@ -83,29 +89,70 @@ def _rows(obs: list[np.ndarray]) -> list[list[np.ndarray]]:
 
 
 class AgentProcessor:
-    """Assembles trajectories of one behavior in one environment (one worker)."""
+    """Assembles trajectories of one behavior in one environment (one worker).
 
-    def __init__(self, behavior: str, spec: BehaviorSpec, time_horizon: int, worker_id: int):
+    ``objective`` (optional) turns the environment reward into the behavior's own reward; it is
+    called once per step with every agent that received a reward. With ``collect`` off (a frozen
+    behavior, a self-play ghost) only episode statistics are kept: no trajectory is built.
+    """
+
+    def __init__(
+        self, behavior: str, spec: BehaviorSpec, time_horizon: int, worker_id: int, objective: Optional[Objective] = None
+    ):
         self.behavior = behavior
         self.spec = spec
         self.time_horizon = time_horizon
         self.worker_id = worker_id
+        self.objective = objective
+        self.collect = True
         self.branches = tuple(spec.action_spec.discrete_branches)
         self.agents: dict[int, _AgentState] = {}
         self.trajectories: list[Trajectory] = []
         self.episodes: list[EpisodeStat] = []
         self.policy_version = 0
 
+    def set_collect(self, collect: bool) -> None:
+        if collect != self.collect:
+            self.agents.clear()  # half-built experience of the other kind is dropped
+            self.collect = collect
+
+    def _objective_of(
+        self, obs: list[np.ndarray], agent_ids: list[int], reward: np.ndarray, group_reward: np.ndarray,
+        terminated: np.ndarray, interrupted: np.ndarray,
+    ) -> np.ndarray:
+        assert self.objective is not None
+        n = len(agent_ids)
+        action_spec = self.spec.action_spec
+        cont = np.zeros((n, action_spec.continuous_size), np.float32)
+        disc = np.zeros((n, len(self.branches)), np.int32)
+        for i, agent_id in enumerate(agent_ids):
+            state = self.agents.get(agent_id)
+            if state is not None and state.pending is not None:
+                cont[i], disc[i] = state.pending[1], state.pending[2]
+        batch = ObjectiveBatch(
+            list(obs), cont, disc, np.asarray(reward, np.float32), np.asarray(group_reward, np.float32),
+            np.asarray(terminated, bool), np.asarray(interrupted, bool), np.asarray(agent_ids),
+        )
+        return evaluate(self.objective, batch)
+
     def add_experiences(
         self, decision_steps: DecisionSteps, terminal_steps: TerminalSteps, action_info: Optional[ActionInfo]
     ) -> None:
         """Record one environment step; ``action_info`` holds the actions taken for ``decision_steps``."""
+        collect = self.collect
         if len(terminal_steps):
-            t_obs = _rows(terminal_steps.obs)
-            for i, (agent_id, reward, interrupted, group_id, group_reward) in enumerate(
+            ids = terminal_steps.agent_id.tolist()
+            group_rewards = np.asarray(terminal_steps.group_reward)
+            interrupted_all = np.asarray(terminal_steps.interrupted, bool)
+            objectives = (
+                self._objective_of(terminal_steps.obs, ids, terminal_steps.reward, group_rewards, ~interrupted_all, interrupted_all)
+                if self.objective is not None else terminal_steps.reward
+            )
+            t_obs = _rows(terminal_steps.obs) if collect else None
+            for i, (agent_id, reward, objective, interrupted, group_id, group_reward) in enumerate(
                 zip(
-                    terminal_steps.agent_id.tolist(), terminal_steps.reward.tolist(), terminal_steps.interrupted.tolist(),
-                    np.asarray(terminal_steps.group_id).tolist(), np.asarray(terminal_steps.group_reward).tolist(),
+                    ids, terminal_steps.reward.tolist(), np.asarray(objectives).tolist(), interrupted_all.tolist(),
+                    np.asarray(terminal_steps.group_id).tolist(), group_rewards.tolist(),
                 )
             ):
                 state = self.agents.pop(agent_id, None)
@@ -113,23 +160,39 @@ class AgentProcessor:
                     continue
                 if state.pending is not None:
                     state.group_id = group_id
-                    self._complete(state, reward, group_reward)
-                    self._emit(state, agent_id, t_obs[i], True, bool(interrupted))
+                    self._complete(state, reward, objective, group_reward)
+                    if collect:
+                        self._emit(state, agent_id, t_obs[i], True, bool(interrupted))  # type: ignore[index]
                 if state.ep_length > 0:
-                    self.episodes.append(EpisodeStat(self.behavior, state.ep_reward, state.ep_length, bool(interrupted)))
+                    self.episodes.append(
+                        EpisodeStat(
+                            self.behavior, state.ep_reward, state.ep_length, bool(interrupted), state.ep_objective,
+                            f"{self.worker_id}-{agent_id}", objective + group_reward,
+                        )
+                    )
         n = len(decision_steps)
         if not n or action_info is None:
             return
+        ids = decision_steps.agent_id.tolist()
+        rewards = decision_steps.reward
+        group_rewards = np.asarray(decision_steps.group_reward)
+        if self.objective is not None:
+            none = np.zeros(n, bool)
+            objectives = self._objective_of(decision_steps.obs, ids, rewards, group_rewards, none, none).tolist()
+        else:
+            objectives = rewards.tolist()
         allowed = action_info.allowed  # the masks the muscle acted under
         allowed_rows = list(allowed) if allowed is not None else [None] * n
+        obs_rows = _rows(decision_steps.obs) if collect else [None] * n
         agents = self.agents
         horizon = self.time_horizon
-        for agent_id, reward, group_id, group_reward, obs, cont, disc, mask, logp in zip(
-            decision_steps.agent_id.tolist(),
-            decision_steps.reward.tolist(),
+        for agent_id, reward, objective, group_id, group_reward, obs, cont, disc, mask, logp in zip(
+            ids,
+            rewards.tolist(),
+            objectives,
             np.asarray(decision_steps.group_id).tolist(),
-            np.asarray(decision_steps.group_reward).tolist(),
-            _rows(decision_steps.obs),
+            group_rewards.tolist(),
+            obs_rows,
             list(action_info.continuous),
             list(action_info.discrete),
             allowed_rows,
@@ -139,19 +202,22 @@ class AgentProcessor:
             if state is None:
                 state = agents[agent_id] = _AgentState()
             elif state.pending is not None:
-                self._complete(state, reward, group_reward)
-                if len(state.rewards) >= horizon:
+                self._complete(state, reward, objective, group_reward)
+                if collect and len(state.rewards) >= horizon:
                     self._emit(state, agent_id, obs, False, False)
             state.group_id = group_id
             state.pending = (obs, cont, disc, mask, logp)
 
-    def _complete(self, state: _AgentState, reward: float, group_reward: float) -> None:
+    def _complete(self, state: _AgentState, reward: float, objective: float, group_reward: float) -> None:
         assert state.pending is not None
-        state.steps.append(state.pending)
-        state.rewards.append(reward)
-        state.group_rewards.append(group_reward)
+        if self.collect:
+            state.steps.append(state.pending)
+            state.rewards.append(objective)
+            state.env_rewards.append(reward)
+            state.group_rewards.append(group_reward)
         state.pending = None
         state.ep_reward += reward
+        state.ep_objective += objective
         state.ep_length += 1
 
     def _emit(self, state: _AgentState, agent_id: int, next_obs: list[np.ndarray], done: bool, interrupted: bool) -> None:
@@ -171,9 +237,10 @@ class AgentProcessor:
             done=done,
             interrupted=interrupted,
             policy_version=self.policy_version,
+            env_rewards=np.asarray(state.env_rewards, np.float32) if self.objective is not None else None,
         )
         self.trajectories.append(traj)
-        state.steps, state.rewards, state.group_rewards = [], [], []
+        state.steps, state.rewards, state.env_rewards, state.group_rewards = [], [], [], []
 
     def end_episodes(self) -> None:
         """Drop every half-built trajectory (after a forced reset); nothing reaches training."""

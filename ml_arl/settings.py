@@ -10,14 +10,25 @@ from __future__ import annotations
 
 import copy
 import difflib
+import importlib
 import logging
 import os
 from typing import Annotated, Any, Literal, Optional
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ml_arl.exceptions import ConfigError
+from ml_arl.objectives import ROLE_OBJECTIVES, ObjectiveError, build_objective
 
 logger = logging.getLogger(__name__)
 
@@ -112,9 +123,41 @@ class RewardSignals(_Strict):
     extrinsic: RewardSignalSettings = Field(default_factory=lambda: RewardSignalSettings())
 
 
+class ObjectiveSettings(_Strict):
+    """What the behavior's agents maximise: a built-in objective or a class by import path."""
+
+    name: str = "reward"  # reward | negated_reward | scaled_sum | pkg.module:Class
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class SelfPlaySettings(_Strict):
+    """ML-Agents' self-play (ghost trainer) settings and defaults."""
+
+    save_steps: Int = Field(20000, gt=0)
+    team_change: Optional[Int] = Field(None, gt=0)  # default 5 x save_steps
+    swap_steps: Int = Field(2000, gt=0)
+    window: Int = Field(10, gt=0)
+    play_against_latest_model_ratio: Float = Field(0.5, ge=0, le=1)
+    initial_elo: Float = 1200.0
+    # ml_arl extension: ELO K-factor. ML-Agents applies no factor (K = 1: ELO moves < 1 per game).
+    elo_k_factor: Float = Field(16.0, gt=0)
+
+    @model_validator(mode="after")
+    def _team_change(self) -> SelfPlaySettings:
+        if self.team_change is None:
+            object.__setattr__(self, "team_change", 5 * self.save_steps)
+        return self
+
+
+def _is_import_path(value: str) -> bool:
+    module, sep, attr = value.partition(":")
+    return bool(sep and module and attr and all(p.isidentifier() for p in module.split(".")) and attr.isidentifier())
+
+
 class TrainerSettings(_Strict):
-    trainer_type: Literal["ppo"] = "ppo"
-    hyperparameters: PPOSettings = Field(default_factory=lambda: PPOSettings())
+    trainer_type: str = "ppo"  # ppo, or a user trainer class pkg.module:Class (ml_arl.trainers.base.Trainer)
+    # PPOSettings for ppo; for a user trainer, the mapping its class receives unchanged
+    hyperparameters: Any = Field(default=None, validate_default=True)
     checkpoint_interval: Int = Field(500000, gt=0)
     network_settings: NetworkSettings = Field(default_factory=lambda: NetworkSettings())
     reward_signals: RewardSignals = Field(default_factory=lambda: RewardSignals())
@@ -125,12 +168,44 @@ class TrainerSettings(_Strict):
     time_horizon: Int = Field(64, gt=0)
     summary_freq: Int = Field(50000, gt=0)
     threaded: bool = False
+    self_play: Optional[SelfPlaySettings] = None
+    # ml_arl (Adversarial Resilience Learning): what the agents maximise. role is shorthand:
+    # attacker = the negated environment reward, defender = the environment reward.
+    objective: Optional[ObjectiveSettings] = None
+    role: Optional[Literal["attacker", "defender"]] = None
+
+    @field_validator("trainer_type")
+    @classmethod
+    def _trainer_type(cls, value: str) -> str:
+        if value in ("sac", "poca"):
+            raise ValueError(f"trainer '{value}' is not supported yet; use ppo or a trainer class pkg.module:Class")
+        if value != "ppo" and not _is_import_path(value):
+            hint = "did you mean 'ppo'? " if difflib.get_close_matches(value, ["ppo"], n=1, cutoff=0.5) else ""
+            raise ValueError(f"{hint}expected 'ppo' or the import path of a trainer class, pkg.module:Class")
+        return value
+
+    @field_validator("hyperparameters", mode="before")
+    @classmethod
+    def _hyperparameters(cls, value: Any, info: ValidationInfo) -> Any:
+        if info.data.get("trainer_type", "ppo") == "ppo":
+            return value if isinstance(value, PPOSettings) else PPOSettings.model_validate(value or {})
+        if value is not None and not isinstance(value, dict):
+            raise ValueError("expected a mapping of hyperparameters for the trainer class")
+        return dict(value or {})
 
     @model_validator(mode="after")
     def _derived(self) -> TrainerSettings:
         if self.even_checkpoints:
             object.__setattr__(self, "checkpoint_interval", max(1, self.max_steps // self.keep_checkpoints))
         return self
+
+    def objective_spec(self) -> tuple[str, dict[str, Any]]:
+        """(name, params) of the objective: role shorthand, the objective given, or the reward."""
+        if self.objective is not None:
+            return self.objective.name, dict(self.objective.params)
+        if self.role is not None:
+            return ROLE_OBJECTIVES[self.role], {}
+        return "reward", {}
 
 
 class EnvSettings(_Strict):
@@ -188,6 +263,37 @@ class TorchSettings(_Strict):
     device: Optional[str] = None
 
 
+class ResultsStoreSettings(_Strict):
+    """The run's SQLite results store (results/<run-id>/results.sqlite)."""
+
+    enabled: bool = True
+    record_steps: bool = False  # one row per agent step as well as per episode
+    batch_size: Int = Field(256, gt=0)  # rows buffered before one write
+
+
+class LoadSettings(_Strict):
+    """Where a phase takes a brain from: results/<run>/<phase>/<behavior>/checkpoint.pt."""
+
+    run: Optional[str] = None  # default: this run
+    phase: Optional[str] = None  # default: the newest phase (of that run) that saved the behavior
+    behavior: Optional[str] = None  # default: the same behavior
+
+
+class PhaseSettings(_Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    mode: Literal["train", "test"] = "train"
+    max_steps: Optional[Int] = Field(None, gt=0)  # steps of each counting behavior in this phase
+    episodes: Optional[Int] = Field(None, gt=0)  # or episodes each counting behavior finishes
+    learn: Optional[list[str]] = None  # behaviors that learn (train mode); default: all
+    deterministic: bool = False  # act with the most likely action (test phases)
+    environment_parameters: Optional[dict[str, Any]] = None  # on top of the run's environment_parameters
+    behaviors: dict[str, dict[str, Any]] = Field(default_factory=dict)  # settings overrides per behavior
+    load: dict[str, LoadSettings] = Field(default_factory=dict)  # behavior -> where its brain comes from
+
+    def learns(self, brain: str) -> bool:
+        return self.mode == "train" and (self.learn is None or brain in self.learn)
+
+
 class RunOptions(_Strict):
     behaviors: dict[str, TrainerSettings] = Field(default_factory=dict)
     default_settings: Optional[TrainerSettings] = None
@@ -197,6 +303,9 @@ class RunOptions(_Strict):
     checkpoint_settings: CheckpointSettings = Field(default_factory=lambda: CheckpointSettings())
     torch_settings: TorchSettings = Field(default_factory=lambda: TorchSettings())
     debug: bool = False
+    # ml_arl: phases (train, then test, ...) run in order within one arl-learn call
+    phases: Optional[list[PhaseSettings]] = None
+    results_store: ResultsStoreSettings = Field(default_factory=lambda: ResultsStoreSettings())
 
     def settings_for(self, behavior: str) -> TrainerSettings:
         """Settings of a behavior seen in the environment ("Name?team=1" maps to "Name")."""
@@ -214,8 +323,40 @@ class RunOptions(_Strict):
             ]
         )
 
+    def phase_settings_for(self, behavior: str, phase: Optional[PhaseSettings]) -> TrainerSettings:
+        """A behavior's settings in a phase: its settings with the phase's overrides merged in."""
+        base = self.settings_for(behavior)
+        name = behavior.split("?", 1)[0]
+        override = phase.behaviors.get(name) if phase is not None else None
+        if not override:
+            return base
+        merged, problems = _validate(
+            TrainerSettings, _deep_merge(base.model_dump(), override), ("phases", phase.name, "behaviors", name)  # type: ignore[union-attr]
+        )
+        if problems:
+            raise ConfigError(problems)
+        problems = _phase_override_problems(base, merged, f"phases.{phase.name}.behaviors.{name}")  # type: ignore[union-attr]
+        if problems:
+            raise ConfigError(problems)
+        return merged  # type: ignore[no-any-return]
+
     def as_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+def _phase_override_problems(base: TrainerSettings, merged: TrainerSettings, where: str) -> list[str]:
+    """A phase may change hyperparameters, objectives, lengths ..., but not the network's shape or
+    the trainer class: the brain carries over from phase to phase."""
+    problems = []
+    if merged.trainer_type != base.trainer_type:
+        problems.append(f"{where}.trainer_type: a phase cannot change the trainer ({base.trainer_type}); start a new run")
+    shape_keys = ("hidden_units", "num_layers", "vis_encode_type", "normalize", "activation")
+    for key in shape_keys:
+        if getattr(merged.network_settings, key) != getattr(base.network_settings, key):
+            problems.append(
+                f"{where}.network_settings.{key}: a phase cannot change the network's shape; the brain carries over"
+            )
+    return problems
 
 
 # --------------------------------------------------------------------------- loading
@@ -235,7 +376,12 @@ def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
     """Valid key names at ``loc`` (the path to a nested section inside ``model``)."""
     current: Optional[type[BaseModel]] = model
     for part in loc:
+        if isinstance(part, int):  # an item of a list of sections (phases)
+            continue
         field = current.model_fields.get(str(part)) if current is not None else None
+        if field is not None and part == "hyperparameters":
+            current = PPOSettings
+            continue
         current = _model_in(field.annotation) if field is not None else None
     return list(current.model_fields) if current is not None else []
 
@@ -248,12 +394,14 @@ def _model_in(annotation: Any) -> Optional[type[BaseModel]]:
     for arg in getattr(annotation, "__args__", ()) or ():
         if isinstance(arg, type) and issubclass(arg, BaseModel):
             return arg
+        if getattr(arg, "__origin__", None) is list:
+            return _model_in(arg)
     return None
 
 
 _UNSUPPORTED = {
     "reward_signals": {"curiosity", "gail", "rnd"},
-    "": {"self_play", "behavioral_cloning"},
+    "": {"behavioral_cloning"},
 }
 
 
@@ -427,6 +575,83 @@ def resolve_parameter_seeds(params: Optional[dict[str, Any]], run_seed: int) -> 
     return out
 
 
+def _trainer_problems(settings: TrainerSettings, where: str) -> list[str]:
+    problems = []
+    if settings.role is not None and settings.objective is not None:
+        problems.append(f"{where}: give either role ({settings.role}) or objective, not both; role is shorthand for an objective")
+    name, params = settings.objective_spec()
+    try:
+        build_objective(name, params)
+    except ObjectiveError as err:
+        problems.append(f"{where}.objective: {err}")
+    if settings.trainer_type != "ppo":
+        module_name, _, attr = settings.trainer_type.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            problems.append(f"{where}.trainer_type: cannot import module {module_name!r} ({err}); is it on PYTHONPATH?")
+        else:
+            if not isinstance(getattr(module, attr, None), type):
+                problems.append(f"{where}.trainer_type: module {module_name!r} has no class {attr!r}")
+    return problems
+
+
+def _check_phases(base: RunOptions, behaviors: dict[str, TrainerSettings], has_defaults: bool) -> list[str]:
+    """Phase names, lengths, learners, overrides and brain sources (what can be checked before
+    the environment shows its behaviors; loads from other runs are checked with the results folder)."""
+    phases = base.phases or []
+    problems: list[str] = []
+    if not phases:
+        return ["phases: the list is empty; give at least one phase or remove 'phases'"]
+    if base.checkpoint_settings.inference:
+        problems.append("checkpoint_settings.inference: --inference does not run phases; use a phase with mode: test")
+
+    def unknown(name: str) -> bool:
+        return not has_defaults and name not in behaviors
+
+    configured = ", ".join(sorted(behaviors)) or "none"
+    seen: list[str] = []
+    for i, phase in enumerate(phases):
+        where = f"phases.{phase.name}"
+        if phase.name in seen:
+            problems.append(f"{where}: two phases are named '{phase.name}'; phase names must be unique")
+        if (phase.max_steps is None) == (phase.episodes is None):
+            problems.append(f"{where}: give exactly one of max_steps or episodes (the phase's length)")
+        if phase.mode == "test" and phase.learn:
+            problems.append(f"{where}.learn: a test phase never changes weights; remove 'learn' or use mode: train")
+        for name in phase.learn or []:
+            if unknown(name):
+                problems.append(f"{where}.learn: '{name}' is not a configured behavior (configured: {configured})")
+        for name, override in phase.behaviors.items():
+            if unknown(name):
+                problems.append(f"{where}.behaviors: '{name}' is not a configured behavior (configured: {configured})")
+                continue
+            if name in behaviors and isinstance(override, dict):
+                try:
+                    base.behaviors = behaviors
+                    base.phase_settings_for(name, phase)
+                except ConfigError as err:
+                    problems += err.problems
+        if phase.environment_parameters:
+            normalized, errs = _check_environment_parameters(phase.environment_parameters)
+            problems += [f"{where}.{e}" for e in errs]
+            if not errs:
+                phase.environment_parameters = normalized
+        for name, load in phase.load.items():
+            if unknown(name):
+                problems.append(f"{where}.load: '{name}' is not a configured behavior (configured: {configured})")
+            same_run = load.run is None or load.run == base.checkpoint_settings.run_id
+            if same_run and load.phase is not None and load.phase not in seen:
+                earlier = ", ".join(seen) or "none"
+                problems.append(
+                    f"{where}.load.{name}.phase: '{load.phase}' is not an earlier phase of this run (earlier: {earlier})"
+                )
+            elif same_run and load.phase is None and i == 0:
+                problems.append(f"{where}.load.{name}: the first phase has no earlier phase to load from; name a run")
+        seen.append(phase.name)
+    return problems
+
+
 def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]], source: str) -> RunOptions:
     """Validate a config dict plus typed CLI flags into RunOptions, reporting every problem at once."""
     data = copy.deepcopy(data)
@@ -479,13 +704,20 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
     for name, settings in list(behaviors.items()) + ([("default_settings", defaults)] if defaults else []):
         where = f"behaviors.{name}" if name != "default_settings" else name
         hp = settings.hyperparameters
-        if hp.batch_size > hp.buffer_size:
+        if isinstance(hp, PPOSettings) and hp.batch_size > hp.buffer_size:
             problems.append(
                 f"{where}.hyperparameters.batch_size: {hp.batch_size} is larger than buffer_size "
                 f"({hp.buffer_size}); make batch_size <= buffer_size"
             )
         if settings.network_settings.memory is not None:
             problems.append(f"{where}.network_settings.memory: recurrent networks (LSTM) are not supported yet; remove 'memory'")
+
+    for name, settings in list(behaviors.items()) + ([("default_settings", defaults)] if defaults else []):
+        where = f"behaviors.{name}" if name != "default_settings" else name
+        problems += _trainer_problems(settings, where)
+
+    if base is not None and base.phases is not None:
+        problems += _check_phases(base, behaviors, defaults is not None)
 
     if base is not None and base.environment_parameters:
         normalized, errs = _check_environment_parameters(base.environment_parameters)

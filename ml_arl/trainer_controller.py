@@ -8,6 +8,8 @@ passes the new actor weights to the muscles with the next step request.
 
 from __future__ import annotations
 
+import importlib
+import json
 import logging
 import os
 import sys
@@ -21,22 +23,26 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 
 import ml_arl
-from ml_arl.agent_processor import AgentManager
+from ml_arl.agent_processor import AgentManager, Trajectory
 from ml_arl.checkpoints import CheckpointManager, TrainingStatus, metadata, write_json, write_yaml
 from ml_arl.envs.env_manager import EnvManager
-from ml_arl.envs.env_runner import StepBatch
+from ml_arl.envs.env_runner import PolicyMessage, StepBatch
 from ml_arl.envs.managers import create_env_manager
 from ml_arl.exceptions import ConfigError, RunDirectoryError, TrainerThreadError
 from ml_arl.policy.networks import check_visual_support
 from ml_arl.results_dir import prepare_results_dir, resolve_seed
-from ml_arl.settings import RunOptions
+from ml_arl.settings import LoadSettings, PhaseSettings, RunOptions, TrainerSettings, resolve_parameter_seeds
 from ml_arl.stats import ConsoleWriter, GaugeWriter, StatsReporter, StatsWriter, StepCounter, TensorboardWriter
+from ml_arl.store import STORE_FILENAME, ResultsStore
 from ml_arl.timers import Timers
+from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.ghost import GhostController, GhostTrainer
 from ml_arl.trainers.ppo import PPOTrainer
 
 logger = logging.getLogger(__name__)
 
 TRAINER_JOIN_TIMEOUT_S = 30.0
+PROCESS_START = time.time()  # about when the interpreter started (set at import)
 
 
 def choose_device(requested: Optional[str]) -> torch.device:
@@ -58,11 +64,47 @@ def set_torch_threads() -> None:
     torch.set_num_threads(max(min(cpus // 2, 4), 1))
 
 
+UNLIMITED_STEPS = 2**62
+
+
+def trainer_class(settings: TrainerSettings, brain: str) -> type[Trainer]:
+    """PPO, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
+    if settings.trainer_type == "ppo":
+        return PPOTrainer
+    module_name, _, attr = settings.trainer_type.partition(":")
+    cls = getattr(importlib.import_module(module_name), attr, None)
+    if not (isinstance(cls, type) and issubclass(cls, Trainer)):
+        raise ConfigError(
+            [f"behaviors.{brain}.trainer_type: {settings.trainer_type} is not a subclass of ml_arl.trainers.base.Trainer"]
+        )
+    return cls
+
+
+class PhaseLog:
+    """run_logs/phases.json: which phases are done, and where the running one stands (--resume)."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self.data: dict[str, Any] = {"phases": {}}
+
+    def load(self) -> None:
+        if os.path.exists(self.path):
+            with open(self.path, encoding="utf-8") as f:
+                self.data = json.load(f)
+
+    def entry(self, name: str) -> dict[str, Any]:
+        return self.data["phases"].setdefault(name, {"state": "pending"})
+
+    def save(self) -> None:
+        write_json(self.path, self.data)
+
+
 class TrainerController:
     def __init__(self, options: RunOptions, env_manager: Optional[EnvManager] = None, seed: Optional[int] = None):
         self.options = options
         cp = options.checkpoint_settings
-        self.write_path = cp.write_path
+        self.run_path = cp.write_path
+        self.write_path = cp.write_path  # the current phase's folder (the run's own without phases)
         self.train_model = not cp.inference
         self.timers = Timers()
         self.seed = resolve_seed(options) if seed is None else seed
@@ -71,24 +113,123 @@ class TrainerController:
         self.device = choose_device(options.torch_settings.device)
         set_torch_threads()
         self.env_manager = env_manager if env_manager is not None else create_env_manager(options, self.seed)
+        self.phased = options.phases is not None
+        self.phases: list[Optional[PhaseSettings]] = list(options.phases) if options.phases else [None]
+        self.phase: Optional[PhaseSettings] = None
+        self.phase_index = 0
+        self.phase_log = PhaseLog(os.path.join(cp.run_logs_dir, "phases.json"))
         self.status = TrainingStatus(os.path.join(cp.run_logs_dir, "training_status.json"))
-        if cp.resume:
-            self.status.load()
-        self.writers: list[StatsWriter] = [
-            TensorboardWriter(self.write_path, clear_past_data=not cp.resume and not cp.inference),
-            GaugeWriter(self.timers),
-            ConsoleWriter(),
-        ]
-        self.trainers: dict[str, PPOTrainer] = {}
+        self.writers: list[StatsWriter] = []
+        self.trainers: dict[str, Trainer] = {}
         self.managers: dict[str, AgentManager] = {}
+        self.ghosts: dict[str, GhostTrainer] = {}
+        self.ghost_controller = GhostController()
         self.brain_of: dict[str, str] = {}  # behavior id ("Name?team=0") -> trainer key ("Name")
         self.behavior_ids: dict[str, list[str]] = {}  # trainer key -> its behavior ids
+        self.live: dict[str, PolicyMessage] = {}  # brain -> its newest policy
         self.stop_event = threading.Event()
         self.threads: dict[str, threading.Thread] = {}
         self.thread_errors: list[tuple[str, BaseException, str]] = []
         self.env_steps = StepCounter()
+        self.store: Optional[ResultsStore] = None
+        self.phase_acted: dict[str, int] = {}
+        self.phase_episodes: dict[str, int] = {}
+        self.agent_episodes: dict[tuple[str, str], list[int]] = {}  # (brain, agent) -> [episode, step in it]
+        self.first_step_time: Optional[float] = None
+        self.phase_switch_seconds: list[float] = []
         self._progress: Any = None
         self._log_redirect: Any = None
+
+    # ------------------------------------------------------------------ phases
+    @property
+    def phase_name(self) -> str:
+        if self.phase is not None:
+            return self.phase.name
+        return "train" if self.train_model else "inference"
+
+    @property
+    def phase_mode(self) -> str:
+        if self.phase is not None:
+            return self.phase.mode
+        return "train" if self.train_model else "test"
+
+    def learns(self, brain: str) -> bool:
+        return self.train_model and (self.phase is None or self.phase.learns(brain))
+
+    def _open_phase_outputs(self) -> None:
+        """TensorBoard, checkpoints and training_status of the current phase (its own folder)."""
+        cp = self.options.checkpoint_settings
+        self.write_path = os.path.join(self.run_path, self.phase.name) if self.phase is not None else self.run_path
+        for writer in self.writers:
+            writer.close()
+        resume = cp.resume
+        self.writers[:] = [  # reporters hold this list: replaced in place
+            TensorboardWriter(self.write_path, clear_past_data=not resume and not cp.inference),
+            GaugeWriter(self.timers),
+            ConsoleWriter(),
+        ]
+        run_logs = os.path.join(self.write_path, "run_logs") if self.phase is not None else cp.run_logs_dir
+        self.status = TrainingStatus(os.path.join(run_logs, "training_status.json"))
+        if resume:
+            self.status.load()
+
+    def _checkpoint_sources(self, brain: str) -> list[str]:
+        """checkpoint.pt files this brain may continue from on --resume: the current phase's, then
+        the earlier phases' (newest first)."""
+        if self.phase is None:
+            return [os.path.join(self.run_path, brain, "checkpoint.pt")]
+        names = [p.name for p in self.phases[: self.phase_index + 1] if p is not None]
+        return [os.path.join(self.run_path, name, brain, "checkpoint.pt") for name in reversed(names)]
+
+    def _status_elo(self, brain: str) -> Optional[float]:
+        folders = [self.run_path] if self.phase is None else [
+            os.path.join(self.run_path, p.name) for p in reversed(self.phases[: self.phase_index + 1]) if p is not None
+        ]
+        for folder in folders:
+            status = TrainingStatus(os.path.join(folder, "run_logs", "training_status.json"))
+            status.load()
+            elo = status.data.get(brain, {}).get("elo")
+            if elo is not None:
+                return float(elo)
+        return None
+
+    def _configure_trainer(self, brain: str, trainer: Trainer, entry: dict[str, Any]) -> None:
+        """Apply the current phase to a trainer: settings, learning, step window, checkpoints."""
+        phase = self.phase
+        settings = self.options.phase_settings_for(brain, phase)
+        trainer.settings = settings
+        trainer.hp = settings.hyperparameters
+        trainer.learning = self.learns(brain)
+        trainer.checkpoints = (
+            CheckpointManager(brain, os.path.join(self.write_path, brain), settings.keep_checkpoints, self.status)
+            if self.train_model and trainer.learning else None
+        )
+        trainer.saved_step = -1
+        if phase is None:
+            trainer.step_limit, trainer.schedule_origin, trainer.schedule_length = settings.max_steps, 0, settings.max_steps
+            return
+        origin = int(entry.setdefault("origin", {}).setdefault(brain, trainer.step))
+        trainer.schedule_origin = origin
+        if phase.max_steps is not None:
+            trainer.step_limit = origin + phase.max_steps
+            trainer.schedule_length = phase.max_steps
+        else:
+            trainer.step_limit = UNLIMITED_STEPS
+            trainer.schedule_length = settings.max_steps
+        clear = getattr(trainer, "clear_experience", None)
+        if clear is not None:
+            clear()
+
+    def _load_phase_brain(self, brain: str, trainer: Trainer) -> bool:
+        """A phase's ``load: {run, phase, behavior}``; True if weights were loaded."""
+        phase = self.phase
+        load = phase.load.get(brain) if phase is not None else None
+        if load is None:
+            return False
+        path = resolve_load_path(self.options, load, brain, self.phase_index)
+        trainer.load(path, resume=False)
+        logger.info("Phase %s: %s loaded from %s", phase.name, brain, path)  # type: ignore[union-attr]
+        return True
 
     # ------------------------------------------------------------------ set-up
     def _create_trainer(self, behavior_id: str, spec: BehaviorSpec) -> None:
@@ -103,50 +244,71 @@ class TrainerController:
                     [f"behavior '{behavior_id}' has other observations or actions than '{self.behavior_ids[brain][0]}'; "
                      "teams of one behavior name must share them"]
                 )
-            logger.warning(
-                "%s: the environment has several teams (%s); PPO does not train adversarial games, so they "
-                "share one policy. Self-play trains them against each other.", brain,
-                ", ".join(self.behavior_ids[brain] + [behavior_id]),
-            )
             self.brain_of[behavior_id] = brain
             self.behavior_ids[brain].append(behavior_id)
-            self.env_manager.set_policy(behavior_id, trainer.policy_message())
+            ghost = self.ghosts.get(brain)
+            if ghost is not None:
+                ghost.add_behavior(behavior_id)
+            else:
+                logger.warning(
+                    "%s: the environment has several teams (%s); without self_play they share one policy.",
+                    brain, ", ".join(self.behavior_ids[brain]),
+                )
+            self._push_policies(brain)
             return
-        settings = self.options.settings_for(brain)
+        settings = self.options.phase_settings_for(brain, self.phase)
         stats = StatsReporter(brain, self.writers, self.env_steps)
-        checkpoints = (
-            CheckpointManager(brain, os.path.join(self.write_path, brain), settings.keep_checkpoints, self.status)
-            if self.train_model
-            else None
-        )
-        trainer = PPOTrainer(brain, settings, spec, stats, checkpoints, self.device, self.train_model, self.seed)
+        cls = trainer_class(settings, brain)
+        trainer = cls(brain, settings, spec, stats, None, self.device, self.train_model, self.seed)
+        self.trainers[brain] = trainer
+        self.brain_of[behavior_id] = brain
+        self.behavior_ids[brain] = [behavior_id]
+        entry = self.phase_log.entry(self.phase_name)
         self._load_initial_weights(trainer, brain, settings.init_path)
+        self._configure_trainer(brain, trainer, entry)
         logger.info("Hyperparameters for behavior name %s: %s", brain, settings.model_dump(mode="json"))
         manager = AgentManager(brain, stats, settings.threaded, self.stop_event)
         trainer.subscribe_trajectory_queue(manager.trajectory_queue)
         trainer.publish_policy_queue(manager.policy_queue)
-        self.trainers[brain] = trainer
         self.managers[brain] = manager
-        self.brain_of[behavior_id] = brain
-        self.behavior_ids[brain] = [behavior_id]
-        self.env_manager.set_policy(behavior_id, trainer.policy_message())
+        self.live[brain] = trainer.policy_message()
+        self._setup_ghost(brain, trainer)
+        if brain in self.ghosts:
+            self.ghosts[brain].add_behavior(behavior_id)
+            self.ghosts[brain].start(self.live[brain], trainer.step)
+        self._push_policies(brain)
         logger.debug("Trainer of %s ready; its first policy is on the way to the workers", brain)
-        if settings.threaded:
-            thread = threading.Thread(
-                target=self._trainer_loop, args=(brain, trainer), name=f"trainer-{brain}", daemon=True
-            )
+        self._start_thread(brain)
+
+    def _setup_ghost(self, brain: str, trainer: Trainer) -> None:
+        if trainer.settings.self_play is None or not trainer.learning or brain in self.ghosts:
+            return
+        ghost = GhostTrainer(brain, trainer.settings.self_play, self.ghost_controller, trainer.stats, self.seed + len(self.ghosts))
+        if self.options.checkpoint_settings.resume:
+            elo = self._status_elo(brain)
+            if elo is not None:
+                ghost.elo = elo
+                logger.info("Self-play: %s continues at ELO %.1f", brain, elo)
+        self.ghosts[brain] = ghost
+
+    def _start_thread(self, brain: str) -> None:
+        trainer = self.trainers[brain]
+        if trainer.settings.threaded and trainer.learning and brain not in self.threads:
+            thread = threading.Thread(target=self._trainer_loop, args=(brain, trainer), name=f"trainer-{brain}", daemon=True)
             self.threads[brain] = thread
             thread.start()
 
-    def _load_initial_weights(self, trainer: PPOTrainer, behavior: str, init_path: Optional[str]) -> None:
+    def _load_initial_weights(self, trainer: Trainer, behavior: str, init_path: Optional[str]) -> None:
         cp = self.options.checkpoint_settings
         if cp.resume:
-            path = os.path.join(self.write_path, behavior, "checkpoint.pt")
-            if os.path.isfile(path):
-                trainer.load(path, resume=True)
-                logger.info("Resuming %s from %s at step %d", behavior, path, trainer.step)
-            else:
-                logger.warning("--resume: no checkpoint for %s at %s; it starts from scratch", behavior, path)
+            for path in self._checkpoint_sources(behavior):
+                if os.path.isfile(path):
+                    trainer.load(path, resume=True)
+                    logger.info("Resuming %s from %s at step %d", behavior, path, trainer.step)
+                    return
+            logger.warning("--resume: no checkpoint for %s; it starts from scratch", behavior)
+            return
+        if self._load_phase_brain(behavior, trainer):
             return
         source = None
         if cp.initialize_from is not None:
@@ -159,7 +321,7 @@ class TrainerController:
             trainer.load(source, resume=False)
             logger.info("Initialized %s from %s", behavior, source)
 
-    def _trainer_loop(self, behavior: str, trainer: PPOTrainer) -> None:
+    def _trainer_loop(self, behavior: str, trainer: Trainer) -> None:
         try:
             while not self.stop_event.is_set():
                 with self.timers.timed("trainer_advance"):
@@ -173,27 +335,109 @@ class TrainerController:
             logger.error("trainer thread of %s raised:\n%s", behavior, tb.rstrip())
             raise TrainerThreadError(behavior, f"trainer of {behavior} failed: {type(exc).__name__}: {exc}", tb) from exc
 
+    # ------------------------------------------------------------------ policies
+    def _decorate(self, brain: str, msg: PolicyMessage, learning_team: bool) -> PolicyMessage:
+        settings = self.trainers[brain].settings
+        name, params = settings.objective_spec()
+        deterministic = settings.network_settings.deterministic or (self.phase is not None and self.phase.deterministic)
+        collect = (learning_team and self.trainers[brain].learning) or not self.train_model
+        collect = collect or self.options.results_store.record_steps
+        return msg._replace(
+            collect=collect and msg.collect,
+            objective=None if (name, params) == ("reward", {}) else (name, params),
+            deterministic=deterministic,
+        )
+
+    def _push_policies(self, brain: str) -> None:
+        ghost = self.ghosts.get(brain)
+        for behavior_id in self.behavior_ids[brain]:
+            if ghost is not None:
+                msg = ghost.policy_for(behavior_id)
+                if msg is None:
+                    continue
+                learning_team = ghost.is_learning(behavior_id)
+            else:
+                msg, learning_team = self.live[brain], True
+            self.env_manager.set_policy(behavior_id, self._decorate(brain, msg, learning_team or not msg.collect))
+
     # ------------------------------------------------------------------ the loop
-    def _done(self) -> bool:
-        return bool(self.trainers) and all(t.finished for t in self.trainers.values())
+    def _phase_done(self) -> bool:
+        if not self.trainers:
+            return False
+        phase = self.phase
+        if phase is None:
+            return all(t.finished for t in self.trainers.values())
+        learning = [b for b, t in self.trainers.items() if t.learning]
+        counting = learning or list(self.trainers)
+        if phase.episodes is not None:
+            return all(self.phase_episodes.get(b, 0) >= phase.episodes for b in counting)
+        assert phase.max_steps is not None
+        if learning:
+            return all(self.trainers[b].step >= self.trainers[b].step_limit for b in learning)
+        return all(self.phase_acted.get(b, 0) >= phase.max_steps for b in counting)
+
+    def _done(self) -> bool:  # kept for callers of the unphased loop
+        return self._phase_done()
 
     def _handle_batch(self, batch: StepBatch) -> None:
         for behavior, spec in batch.new_specs.items():
             self._create_trainer(behavior, spec)
+        if self.first_step_time is None:
+            self.first_step_time = time.time()
+            logger.debug("First environment steps arrived %.3f s after start", time.time() - PROCESS_START)
         self.env_steps.total += batch.env_steps
         brain_of = self.brain_of
         by_brain: dict[str, list] = {}
+        record_steps = self.store is not None and self.options.results_store.record_steps
         for traj in batch.trajectories:
-            by_brain.setdefault(brain_of[traj.behavior], []).append(traj)
+            brain = brain_of[traj.behavior]
+            if record_steps:
+                self._record_steps(brain, traj, batch.worker_id)
+            ghost = self.ghosts.get(brain)
+            if self.train_model and (not self.trainers[brain].learning or (ghost is not None and not ghost.is_learning(traj.behavior))):
+                continue  # frozen in this phase, or a ghost team: acted, not learned from
+            by_brain.setdefault(brain, []).append(traj)
         for brain, trajectories in by_brain.items():
             self.managers[brain].add_trajectories(trajectories, self._check_threads)
         for ep in batch.episodes:
-            self.managers[brain_of[ep.behavior]].record_episodes([ep])
+            brain = brain_of[ep.behavior]
+            self.managers[brain].record_episodes([ep])
+            self.phase_episodes[brain] = self.phase_episodes.get(brain, 0) + 1
+            ghost = self.ghosts.get(brain)
+            if ghost is not None and ghost.is_learning(ep.behavior) and not ep.interrupted:
+                ghost.record_game(ep.final)
+            if self.store is not None:
+                self.store.record_episode(
+                    phase=self.phase_name, mode=self.phase_mode, behavior=brain, agent=ep.agent_id,
+                    worker=batch.worker_id, episode=self.phase_episodes[brain], length=ep.length,
+                    env_reward=ep.reward, objective=ep.objective, elo=ghost.elo if ghost is not None else None,
+                    wall_time=time.time(),
+                )
+        swaps: set[str] = set()
         for behavior, (total, count) in batch.entropy.items():
-            self.managers[brain_of[behavior]].record_entropy(total, count)
+            brain = brain_of[behavior]
+            self.managers[brain].record_entropy(total, count)
+            self.phase_acted[brain] = self.phase_acted.get(brain, 0) + count
+            ghost = self.ghosts.get(brain)
+            if ghost is not None and not ghost.is_learning(behavior) and ghost.count_ghost_steps(count):
+                swaps.add(brain)
+        for brain in swaps:
+            self.ghosts[brain].swap()
+            self._push_policies(brain)
         if batch.env_stats:
             for manager in self.managers.values():
                 manager.record_environment_stats(batch.env_stats, batch.worker_id)
+
+    def _record_steps(self, brain: str, traj: Trajectory, worker_id: int) -> None:
+        assert self.store is not None
+        key = (brain, traj.agent_id)
+        episode, first = self.agent_episodes.get(key, [0, 0])
+        env_rewards = traj.env_rewards if traj.env_rewards is not None else traj.rewards
+        self.store.record_steps(
+            phase=self.phase_name, behavior=brain, agent=traj.agent_id, worker=worker_id, episode=episode,
+            first_step=first, env_rewards=env_rewards.tolist(), objectives=traj.rewards.tolist(),
+        )
+        self.agent_episodes[key] = [episode + 1, 0] if traj.done else [episode, first + len(traj)]
 
     def advance(self) -> None:
         with self.timers.timed("env_step"):
@@ -202,14 +446,25 @@ class TrainerController:
             for batch in batches:
                 self._handle_batch(batch)
         self._check_threads()
-        for behavior, trainer in self.trainers.items():
-            if behavior not in self.threads:
+        for brain, trainer in self.trainers.items():
+            if brain not in self.threads and (trainer.learning or not self.train_model):
                 with self.timers.timed("trainer_advance"):
                     trainer.advance()
-            newest = self.managers[behavior].policy_queue.drain()
+            newest = self.managers[brain].policy_queue.drain()
+            ghost = self.ghosts.get(brain)
             if newest:
-                for behavior_id in self.behavior_ids[behavior]:
-                    self.env_manager.set_policy(behavior_id, newest[-1])
+                self.live[brain] = newest[-1]
+                if ghost is not None:
+                    ghost.on_policy(newest[-1])
+                self._push_policies(brain)
+            if ghost is not None:
+                ghost.after_trainer_step(trainer.step)
+        if self.ghost_controller.reset_pending:
+            self.ghost_controller.reset_pending = False
+            self.env_manager.reset()  # the learning team changed: every game starts afresh
+            for brain, ghost in self.ghosts.items():
+                ghost.swap()
+                self._push_policies(brain)
 
     def start_learning(self) -> None:
         interrupted = False
@@ -219,23 +474,26 @@ class TrainerController:
                 specs = self.env_manager.start()
             logger.debug("Environments ready; behaviors: %s", ", ".join(specs))
             for behavior in specs:
-                self.options.settings_for(behavior)  # a behavior missing from the config fails before any write
-                check = check_visual_support(specs[behavior], self.options.settings_for(behavior).network_settings)
+                brain = behavior.split("?", 1)[0]
+                settings = self.options.settings_for(behavior)  # a behavior missing from the config fails before any write
+                trainer_class(settings, brain)
+                check = check_visual_support(specs[behavior], settings.network_settings)
                 if check is not None:
-                    raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{check}"])
+                    raise ConfigError([f"behaviors.{brain}.{check}"])
+                for each in self.options.phases or []:
+                    self.options.phase_settings_for(behavior, each)
             prepare_results_dir(self.options)  # --force removes the old run only now that all is checked
             os.makedirs(self.options.checkpoint_settings.run_logs_dir, exist_ok=True)
-            write_yaml(os.path.join(self.write_path, "configuration.yaml"), self.options.as_dict())
+            write_yaml(os.path.join(self.run_path, "configuration.yaml"), self.options.as_dict())
             output_ready = True
-            for behavior, spec in specs.items():
-                self._create_trainer(behavior, spec)
-            self._open_progress()
-            last_progress = time.monotonic()
-            while not self._done():
-                self.advance()
-                if self._progress is not None and time.monotonic() - last_progress >= 0.5:
-                    last_progress = time.monotonic()
-                    self._update_progress()
+            self._open_store()
+            if self.options.checkpoint_settings.resume:
+                self.phase_log.load()
+            for index, phase in enumerate(self.phases):
+                if phase is not None and self.phase_log.entry(phase.name).get("state") == "done":
+                    logger.info("Phase %s is done already; skipping it", phase.name)
+                    continue
+                self._run_phase(index, phase, specs)
         except KeyboardInterrupt:
             interrupted = True
             logger.info("Learning was interrupted; saving a final checkpoint.")
@@ -251,8 +509,107 @@ class TrainerController:
                 self._close_env()
                 for writer in self.writers:
                     writer.close()
+                if self.store is not None:
+                    self.store.close()
         if not interrupted:
             logger.info("Training finished after %d environment steps.", self.env_steps.total)
+
+    def _open_store(self) -> None:
+        settings = self.options.results_store
+        if settings.enabled:
+            self.store = ResultsStore(
+                os.path.join(self.run_path, STORE_FILENAME), self.options.checkpoint_settings.run_id,
+                settings.batch_size, settings.record_steps,
+            )
+
+    def _run_phase(self, index: int, phase: Optional[PhaseSettings], specs: dict[str, BehaviorSpec]) -> None:
+        switch_started = time.monotonic()
+        self.phase, self.phase_index = phase, index
+        entry = self.phase_log.entry(self.phase_name)
+        resumed = entry.get("state") == "running"
+        entry["state"] = "running"
+        self.phase_acted = dict(entry.get("acted", {})) if resumed else {}
+        self.phase_episodes = dict(entry.get("episodes", {})) if resumed else {}
+        self._open_phase_outputs()
+        if phase is not None:
+            logger.info("Phase %s (%s, %s) begins", phase.name, phase.mode,
+                        f"{phase.max_steps} steps" if phase.max_steps is not None else f"{phase.episodes} episodes")
+            params = resolve_parameter_seeds(
+                {**(self.options.environment_parameters or {}), **(phase.environment_parameters or {})}, self.seed
+            )
+            if index > 0 or params:
+                self.env_manager.set_environment_parameters(params)  # resets every environment
+        self.ghost_controller = GhostController()
+        self.ghosts = {b: g for b, g in self.ghosts.items()}
+        for brain, trainer in self.trainers.items():
+            if not resumed or index > 0:
+                self._load_phase_brain(brain, trainer)
+            self._configure_trainer(brain, trainer, entry)
+            self.live[brain] = trainer.policy_message()
+        self._rebuild_ghosts()
+        if self.phase_log.path and self.phased:
+            self.phase_log.save()
+        if self.store is not None:
+            self.store.record_phase(phase=self.phase_name, index=index, mode=self.phase_mode, state="running", wall_time=time.time())
+        for brain in self.trainers:
+            self._push_policies(brain)
+            self._start_thread(brain)
+        for behavior, spec in specs.items():
+            self._create_trainer(behavior, spec)
+        if index > 0:
+            self.phase_switch_seconds.append(time.monotonic() - switch_started)
+        self._open_progress()
+        last_progress = time.monotonic()
+        while not self._phase_done():
+            self.advance()
+            if self._progress is not None and time.monotonic() - last_progress >= 0.5:
+                last_progress = time.monotonic()
+                self._update_progress()
+        self._end_phase()
+
+    def _rebuild_ghosts(self) -> None:
+        """Self-play teams of the brains that learn in this phase (ELO and snapshots carry over)."""
+        controller = self.ghost_controller
+        for brain, existing in list(self.ghosts.items()):
+            trainer = self.trainers[brain]
+            if not trainer.learning:
+                del self.ghosts[brain]  # frozen: it acts with its own weights, no ghosts
+                continue
+            existing.controller = controller
+            existing.teams = {}
+            for behavior_id in self.behavior_ids[brain]:
+                existing.add_behavior(behavior_id)
+        for brain, trainer in self.trainers.items():
+            self._setup_ghost(brain, trainer)
+            ghost = self.ghosts.get(brain)
+            if ghost is not None:
+                for behavior_id in self.behavior_ids[brain]:
+                    if behavior_id not in ghost.teams:
+                        ghost.add_behavior(behavior_id)
+                ghost.start(self.live[brain], trainer.step)
+
+    def _end_phase(self) -> None:
+        """Stop the trainer threads, write the last summaries and checkpoints of the phase."""
+        self._close_progress()
+        self._stop_threads()
+        for trainer in self.trainers.values():
+            trainer.write_summary(trainer.step)  # the last partial period: every episode reaches TensorBoard
+        if self.train_model:
+            self._save_models()
+        entry = self.phase_log.entry(self.phase_name)
+        entry["state"] = "done"
+        entry["acted"], entry["episodes"] = dict(self.phase_acted), dict(self.phase_episodes)
+        if self.phased:
+            self.phase_log.save()
+        if self.store is not None:
+            self.store.record_phase(phase=self.phase_name, index=self.phase_index, mode=self.phase_mode, state="done", wall_time=time.time())
+            self.store.flush()
+        if self.phase is not None:
+            logger.info("Phase %s done", self.phase.name)
+        self.stop_event = threading.Event()
+        for manager in self.managers.values():
+            manager.stop_event = self.stop_event
+        self.threads = {}
 
     def _stop_threads(self) -> None:
         self.stop_event.set()
@@ -269,7 +626,12 @@ class TrainerController:
                 # its state may be half-updated; keep the last good checkpoint.pt
                 logger.warning("%s: no final checkpoint (its trainer failed or did not stop)", behavior)
                 continue
-            if trainer.saved_step == trainer.step and trainer.checkpoints is not None:
+            if trainer.checkpoints is None:
+                continue
+            ghost = self.ghosts.get(behavior)
+            if ghost is not None:
+                self.status.behavior(behavior)["elo"] = ghost.elo
+            if trainer.saved_step == trainer.step:
                 trainer.checkpoints.mark_final(trainer.step)
             else:
                 trainer.save_checkpoint(final=True)
@@ -282,7 +644,15 @@ class TrainerController:
 
     def _write_run_logs(self) -> None:
         run_logs = self.options.checkpoint_settings.run_logs_dir
+        for brain, ghost in self.ghosts.items():
+            if brain in self.trainers and self.trainers[brain].checkpoints is not None:
+                self.status.behavior(brain)["elo"] = ghost.elo
         self.status.save()
+        if self.phased:
+            entry = self.phase_log.entry(self.phase_name)
+            if entry.get("state") != "done":
+                entry["acted"], entry["episodes"] = dict(self.phase_acted), dict(self.phase_episodes)
+            self.phase_log.save()
         meta = metadata()
         meta.update(
             {
@@ -291,10 +661,14 @@ class TrainerController:
                 "end_time_seconds": str(int(time.time())),
                 "command_line_arguments": " ".join(sys.argv),
                 "ml_arl_version": ml_arl.__version__,
+                "process_start_time": repr(PROCESS_START),
+                "first_step_time": repr(self.first_step_time),
+                "phase_switch_seconds": json.dumps(self.phase_switch_seconds),
             }
         )
         write_json(os.path.join(run_logs, "timers.json"), self.timers.as_dict(meta))
-        write_yaml(os.path.join(self.write_path, "configuration.yaml"), self.options.as_dict())
+        write_yaml(os.path.join(self.run_path, "configuration.yaml"), self.options.as_dict())
+
 
     # ------------------------------------------------------------------ progress bar
     def _open_progress(self) -> None:
@@ -303,14 +677,16 @@ class TrainerController:
         from tqdm import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
-        total = sum(t.settings.max_steps for t in self.trainers.values())
+        total = sum(min(t.step_limit - t.schedule_origin, t.settings.max_steps) for t in self.trainers.values())
         self._progress = tqdm(total=total, unit="step", dynamic_ncols=True, file=sys.stdout)
         self._log_redirect = logging_redirect_tqdm()  # log lines print above the bar
         self._log_redirect.__enter__()
 
     def _update_progress(self) -> None:
         if self._progress is not None:
-            done = sum(min(t.step, t.settings.max_steps) for t in self.trainers.values())
+            done = sum(
+                min(t.step - t.schedule_origin, t.step_limit - t.schedule_origin, t.settings.max_steps) for t in self.trainers.values()
+            )
             self._progress.update(done - self._progress.n)
 
     def _close_progress(self) -> None:
@@ -318,3 +694,30 @@ class TrainerController:
             self._log_redirect.__exit__(None, None, None)
             self._progress.close()
             self._progress = None
+
+
+def resolve_load_path(options: RunOptions, load: LoadSettings, brain: str, phase_index: int) -> str:
+    """results/<run>/<phase>/<behavior>/checkpoint.pt of a phase's ``load``; a missing one is a RunDirectoryError."""
+    cp = options.checkpoint_settings
+    run = load.run or cp.run_id
+    behavior = load.behavior or brain
+    run_dir = os.path.join(cp.results_dir, run)
+    if not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"{run_dir}: no run '{run}' to load behavior '{behavior}' from; check load.run")
+    if load.phase is not None:
+        phase_dir = os.path.join(run_dir, load.phase)
+        if not os.path.isdir(phase_dir):
+            raise RunDirectoryError(f"{phase_dir}: run '{run}' has no phase '{load.phase}'; check load.phase")
+        candidates = [os.path.join(phase_dir, behavior, "checkpoint.pt")]
+    else:
+        candidates = [os.path.join(run_dir, behavior, "checkpoint.pt")]
+        phases_file = os.path.join(run_dir, "run_logs", "phases.json")
+        if os.path.isfile(phases_file):
+            with open(phases_file, encoding="utf-8") as f:
+                names = list(json.load(f).get("phases", {}))
+            candidates = [os.path.join(run_dir, n, behavior, "checkpoint.pt") for n in reversed(names)] + candidates
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    where = f"phase '{load.phase}' of run '{run}'" if load.phase else f"run '{run}'"
+    raise RunDirectoryError(f"{candidates[0]}: {where} saved no behavior '{behavior}'; check load.behavior")

@@ -397,6 +397,9 @@ class _StubManager(EnvManager):
     def start(self):  # pragma: no cover - not used
         return {}
 
+    def set_environment_parameters(self, params):  # pragma: no cover - not used
+        pass
+
     def step(self):  # pragma: no cover - not used
         return []
 

@@ -105,9 +105,9 @@ def test_scientific_notation_steps() -> None:
 
 
 def test_unsupported_features_say_so() -> None:
-    found = problems({"behaviors": {"A": {"reward_signals": {"curiosity": {}}, "self_play": {}}}})
+    found = problems({"behaviors": {"A": {"reward_signals": {"curiosity": {}}, "behavioral_cloning": {}}}})
     assert any("curiosity" in p and "not supported yet" in p for p in found)
-    assert any("self_play" in p and "not supported yet" in p for p in found)
+    assert any("behavioral_cloning" in p and "not supported yet" in p for p in found)
 
 
 def test_cli_overrides_only_typed_flags(tmp_path: Path) -> None:

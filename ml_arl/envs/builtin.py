@@ -17,6 +17,7 @@ the benchmark workload, whose step cost is close to nothing.
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import Optional
 
 import numpy as np
@@ -32,6 +33,9 @@ from mlagents_envs.base_env import (
     ObservationType,
     TerminalSteps,
 )
+
+from ml_arl.envs.grid import GridDefense
+from ml_arl.envs.tag import Tag
 
 
 def vector_obs_spec(size: int, name: str = "vector") -> ObservationSpec:
@@ -217,9 +221,11 @@ class Trivial(_VectorBatchEnv):
         return reward, np.zeros(self.n_agents, dtype=bool)
 
 
-BUILTIN_ENVS = {
+BUILTIN_ENVS: dict[str, Callable[..., BaseEnv]] = {
     "Reach": lambda seed, **kw: Reach("continuous", seed=seed, **kw),
     "ReachDiscrete": lambda seed, **kw: Reach("discrete", seed=seed, **kw),
     "ReachHybrid": lambda seed, **kw: Reach("hybrid", seed=seed, **kw),
     "Trivial": lambda seed, **kw: Trivial(seed=seed, **kw),
+    "GridDefense": lambda seed, **kw: GridDefense(seed=seed, **kw),
+    "Tag": lambda seed, **kw: Tag(seed=seed, **kw),
 }

@@ -11,6 +11,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict, deque
+from typing import Any
 
 from mlagents_envs.base_env import BehaviorSpec
 
@@ -55,6 +56,7 @@ class EnvManager(ABC):
             settings.max_lifetime_restarts, settings.restarts_rate_limit_n, settings.restarts_rate_limit_period_s
         )
         self.policies: dict[str, PolicyMessage] = {}
+        self.policy_serials: dict[str, int] = {}  # bumped on every set_policy: what a worker has is compared to it
 
     @property
     @abstractmethod
@@ -79,6 +81,12 @@ class EnvManager(ABC):
 
     def set_policy(self, behavior: str, msg: PolicyMessage) -> None:
         self.policies[behavior] = msg
+        self.policy_serials[behavior] = self.policy_serials.get(behavior, 0) + 1
+
+    @abstractmethod
+    def set_environment_parameters(self, params: dict[str, Any]) -> None:
+        """Give every environment new parameters and reset it (a phase switch); the steps in
+        flight are finished and half-built trajectories discarded."""
 
     def handle_failure(self, failure: WorkerError) -> None:
         """Restart the failed worker if the failure is restartable and quota is left; else raise.

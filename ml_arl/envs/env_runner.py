@@ -8,8 +8,10 @@ the main process (InProcessEnvManager). This module must not import torch.
 
 from __future__ import annotations
 
+import importlib
 import logging
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 from mlagents_envs.base_env import BaseEnv, BehaviorSpec
@@ -21,6 +23,7 @@ from mlagents_envs.exception import (
 )
 
 from ml_arl.agent_processor import AgentProcessor, EpisodeStat, Trajectory
+from ml_arl.objectives import build_objective
 from ml_arl.policy.muscle import Muscle, masks_allowed
 
 logger = logging.getLogger(__name__)
@@ -35,10 +38,25 @@ RESTARTABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
 
 
 class PolicyMessage(NamedTuple):
+    """What a behavior acts with in the workers. Sent again whenever any field changes."""
+
     version: int
     weights: dict[str, np.ndarray]
     time_horizon: int
     deterministic: bool
+    collect: bool = True  # build trajectories (False: a frozen behavior or a self-play ghost)
+    objective: Optional[tuple[str, dict[str, Any]]] = None  # (name, params); None = the environment reward
+    muscle: Optional[str] = None  # import path of a muscle class (a user trainer's policy); None = the MLP
+
+
+def muscle_class(path: Optional[str]) -> Callable[..., Any]:
+    """The class that acts: ml_arl's numpy MLP, or a user class ``pkg.module:Class`` built as
+    ``Class(weights, deterministic, seed)`` with ``act(obs, allowed) -> ActionInfo``,
+    ``set_weights(weights)``, and attributes ``deterministic`` and ``branches``."""
+    if path is None:
+        return Muscle
+    module_name, _, attr = path.partition(":")
+    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
 
 
 class StepBatch(NamedTuple):
@@ -62,6 +80,8 @@ class EnvRunner:
         self.muscles: dict[str, Muscle] = {}
         self.processors: dict[str, AgentProcessor] = {}
         self._waiting: dict[str, PolicyMessage] = {}  # policies of behaviors this env has not shown yet
+        self._muscle_paths: dict[str, Optional[str]] = {}
+        self._objectives: dict[str, Optional[tuple[str, dict[str, Any]]]] = {}
 
     def set_policy(self, behavior: str, msg: PolicyMessage) -> None:
         if behavior not in self.specs:
@@ -70,13 +90,32 @@ class EnvRunner:
                 self._waiting[behavior] = msg
                 return
         muscle = self.muscles.get(behavior)
-        if muscle is None:
-            self.muscles[behavior] = Muscle(msg.weights, msg.deterministic, seed=self.seed * 7919 + len(self.muscles))
-            self.processors[behavior] = AgentProcessor(behavior, self.specs[behavior], msg.time_horizon, self.worker_id)
+        if muscle is None or self._muscle_paths.get(behavior) != msg.muscle:
+            cls = muscle_class(msg.muscle)
+            self.muscles[behavior] = cls(msg.weights, msg.deterministic, self.seed * 7919 + len(self.muscles))
+            self._muscle_paths[behavior] = msg.muscle
         else:
             muscle.set_weights(msg.weights)
             muscle.deterministic = msg.deterministic
-        self.processors[behavior].policy_version = msg.version
+        proc = self.processors.get(behavior)
+        if proc is None:
+            proc = self.processors[behavior] = AgentProcessor(behavior, self.specs[behavior], msg.time_horizon, self.worker_id)
+        if self._objectives.get(behavior) != msg.objective:
+            self._objectives[behavior] = msg.objective
+            proc.objective = None if msg.objective is None else build_objective(*msg.objective)
+        proc.time_horizon = msg.time_horizon
+        proc.set_collect(msg.collect)
+        proc.policy_version = msg.version
+
+    def set_environment_parameters(self, params: dict[str, Any]) -> None:
+        """Phase overrides: environments that take parameters get them, applied from the next reset."""
+        setter = getattr(self.env, "set_environment_parameters", None)
+        if setter is None:
+            if params:
+                logger.warning("worker %d: the environment takes no environment_parameters; %s ignored",
+                               self.worker_id, ", ".join(params))
+            return
+        setter(params)
 
     def take_new_specs(self) -> dict[str, BehaviorSpec]:
         new = {k: v for k, v in self.specs.items() if k not in self._reported}

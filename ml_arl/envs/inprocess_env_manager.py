@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 import traceback
+from typing import Any
 
 from mlagents_envs.base_env import BehaviorSpec
 
@@ -25,6 +26,7 @@ class InProcessEnvManager(EnvManager):
         self.seed = seed
         self.runners: list[EnvRunner] = []
         self.versions: list[dict[str, int]] = []
+        self.parameters: dict[str, Any] = {}  # the current phase's environment parameters
 
     @property
     def num_workers(self) -> int:
@@ -32,7 +34,11 @@ class InProcessEnvManager(EnvManager):
 
     def _make(self, worker_id: int) -> EnvRunner:
         try:
-            return EnvRunner(self.factory(worker_id, self.seed + worker_id), worker_id, self.seed + worker_id)
+            runner = EnvRunner(self.factory(worker_id, self.seed + worker_id), worker_id, self.seed + worker_id)
+            if self.parameters:
+                runner.set_environment_parameters(self.parameters)
+                runner.reset()
+            return runner
         except Exception as exc:
             raise self._error(worker_id, exc) from exc
 
@@ -63,9 +69,10 @@ class InProcessEnvManager(EnvManager):
         for i, runner in enumerate(self.runners):
             try:
                 for behavior, msg in self.policies.items():
-                    if self.versions[i].get(behavior) != msg.version:
+                    serial = self.policy_serials[behavior]
+                    if self.versions[i].get(behavior) != serial:
                         runner.set_policy(behavior, msg)
-                        self.versions[i][behavior] = msg.version
+                        self.versions[i][behavior] = serial
                 batches.append(runner.run(self.settings.steps_per_message))
             except Exception as exc:
                 failure = self._error(i, exc)
@@ -83,6 +90,12 @@ class InProcessEnvManager(EnvManager):
 
     def reset(self) -> None:
         for runner in self.runners:
+            runner.reset()
+
+    def set_environment_parameters(self, params: dict[str, Any]) -> None:
+        self.parameters = dict(params)
+        for runner in self.runners:
+            runner.set_environment_parameters(self.parameters)
             runner.reset()
 
     def close(self) -> None:

@@ -56,6 +56,7 @@ class EnvironmentCommand(enum.Enum):
     CLOSE = 5
     FAILED = 6
     CLOSED = 7
+    SET_PARAMETERS = 8
 
 
 class EnvironmentRequest(NamedTuple):
@@ -97,6 +98,10 @@ def worker_main(
                     runner.set_policy(behavior, msg)
                 conn.send(EnvironmentResponse(EnvironmentCommand.STEP, worker_id, runner.run(steps_per_message)))
             elif req.cmd is EnvironmentCommand.RESET:
+                runner.reset()
+                conn.send(EnvironmentResponse(EnvironmentCommand.RESET, worker_id, None))
+            elif req.cmd is EnvironmentCommand.SET_PARAMETERS:
+                runner.set_environment_parameters(req.payload)
                 runner.reset()
                 conn.send(EnvironmentResponse(EnvironmentCommand.RESET, worker_id, None))
             elif req.cmd is EnvironmentCommand.CLOSE:
@@ -187,6 +192,7 @@ class SubprocessEnvManager(EnvManager):
         self.ctx = worker_context()
         self.workers: list[_Worker] = []
         self.specs: dict[str, BehaviorSpec] = {}  # every behavior any worker has reported
+        self.parameters: dict[str, Any] = {}  # the current phase's environment parameters
 
     @property
     def num_workers(self) -> int:
@@ -223,6 +229,13 @@ class SubprocessEnvManager(EnvManager):
             raise self._failure(worker, resp)
         for name, spec in resp.payload.items():
             self.specs.setdefault(name, spec)
+        if self.parameters:  # a restarted worker joins the current phase
+            worker.send(EnvironmentRequest(EnvironmentCommand.SET_PARAMETERS, self.parameters))
+            if not wait([worker.conn, worker.process.sentinel], timeout=deadline):
+                raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: reset timed out", restartable=True)
+            resp = self._recv(worker)
+            if resp.cmd is not EnvironmentCommand.RESET:
+                raise self._failure(worker, resp)
 
     def launch(self) -> None:
         if not self.workers:
@@ -271,10 +284,11 @@ class SubprocessEnvManager(EnvManager):
         return WorkerError(worker.worker_id, message, tb, failure.restartable)
 
     def _send_step(self, worker: _Worker) -> None:
-        updates = {b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != msg.version}
+        serials = self.policy_serials
+        updates = {b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != serials[b]}
         worker.send(EnvironmentRequest(EnvironmentCommand.STEP, updates), large=bool(updates))
-        for b, msg in updates.items():
-            worker.policy_versions[b] = msg.version
+        for b in updates:
+            worker.policy_versions[b] = serials[b]
         worker.sent.append(time.monotonic())
 
     def step(self) -> list[StepBatch]:
@@ -328,6 +342,13 @@ class SubprocessEnvManager(EnvManager):
     def reset(self) -> None:
         """Finish (and drop) the steps in flight, then reset every env; half-built trajectories
         are discarded in the workers."""
+        self._reset_all(EnvironmentRequest(EnvironmentCommand.RESET))
+
+    def set_environment_parameters(self, params: dict[str, Any]) -> None:
+        self.parameters = dict(params)
+        self._reset_all(EnvironmentRequest(EnvironmentCommand.SET_PARAMETERS, self.parameters))
+
+    def _reset_all(self, request: EnvironmentRequest) -> None:
         for worker in self.workers:
             while worker.sent:
                 if not wait([worker.conn, worker.process.sentinel], timeout=self.settings.timeout_wait):
@@ -337,7 +358,7 @@ class SubprocessEnvManager(EnvManager):
                 if resp.cmd is not EnvironmentCommand.STEP:
                     worker.sent.clear()
                     raise self._failure(worker, resp)
-            worker.send(EnvironmentRequest(EnvironmentCommand.RESET))
+            worker.send(request)
         for worker in self.workers:
             if not wait([worker.conn, worker.process.sentinel], timeout=self.settings.timeout_wait):
                 raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: reset timed out", restartable=True)

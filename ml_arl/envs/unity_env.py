@@ -196,6 +196,11 @@ class UnityBuildEnv(UnityEnvironment):
         else:
             super().step()
 
+    def set_environment_parameters(self, params: Mapping[str, Any]) -> None:
+        """New environment_parameters (a phase switch); the build reads them with the next reset."""
+        for key, value in params.items():
+            send_parameter(self.parameters_channel, key, value)
+
     def take_environment_stats(self) -> dict[str, list[tuple[float, StatsAggregationMethod]]]:
         """Stats the build sent through the stats side channel since the last call."""
         return dict(self.stats_channel.get_and_reset_stats())

@@ -10,23 +10,21 @@ on its policy queue; the env side then hands the new actor weights to the muscle
 from __future__ import annotations
 
 import logging
-import pickle
-import queue
-import time
 from typing import Any, Optional
 
 import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.agent_processor import AgentManagerQueue, Trajectory
-from ml_arl.checkpoints import CheckpointManager, load_torch
+from ml_arl.agent_processor import Trajectory
+from ml_arl.checkpoints import CheckpointManager
 from ml_arl.envs.env_runner import PolicyMessage
-from ml_arl.exceptions import ConfigError, RunDirectoryError
+from ml_arl.exceptions import ConfigError
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
-from ml_arl.trainers.common import decayed, gae
+from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.common import gae
 from ml_arl.trainers.optim import Adam, clip_grad_norm
 
 logger = logging.getLogger(__name__)
@@ -78,7 +76,7 @@ def _select(data: dict[str, Any], keys: tuple[str, ...], idx: torch.Tensor) -> d
     return out
 
 
-class PPOTrainer:
+class PPOTrainer(Trainer):
     def __init__(
         self,
         behavior: str,
@@ -90,18 +88,7 @@ class PPOTrainer:
         training: bool = True,
         seed: int = 0,
     ):
-        self.behavior = behavior
-        self.settings = settings
-        self.hp = settings.hyperparameters
-        self.spec = spec
-        self.stats = stats
-        self.checkpoints = checkpoints
-        self.device = device
-        self.training = training
-        self.step = 0
-        self.acted = 0  # steps acted in this run (what --inference counts)
-        self.saved_step = -1
-        self.policy_version = 0
+        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
         try:
             self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings
@@ -110,27 +97,6 @@ class PPOTrainer:
         self.buffer = PPOBuffer()
         self.gamma = settings.reward_signals.extrinsic.gamma
         self.strength = settings.reward_signals.extrinsic.strength
-        self.trajectory_queues: list[AgentManagerQueue[Trajectory]] = []
-        self.policy_queues: list[AgentManagerQueue[PolicyMessage]] = []
-        self.rng = np.random.default_rng(seed)
-
-    # ------------------------------------------------------------------ wiring
-    def subscribe_trajectory_queue(self, q: AgentManagerQueue[Trajectory]) -> None:
-        self.trajectory_queues.append(q)
-
-    def publish_policy_queue(self, q: AgentManagerQueue[PolicyMessage]) -> None:
-        self.policy_queues.append(q)
-
-    @property
-    def should_still_train(self) -> bool:
-        return self.training and self.step < self.settings.max_steps
-
-    @property
-    def finished(self) -> bool:
-        """Training reached max_steps (or, with --inference, max_steps were acted in this run)."""
-        if not self.training:
-            return self.acted >= self.settings.max_steps
-        return self.step >= self.settings.max_steps
 
     def policy_message(self) -> PolicyMessage:
         return PolicyMessage(
@@ -140,65 +106,23 @@ class PPOTrainer:
             self.settings.network_settings.deterministic,
         )
 
-    # ------------------------------------------------------------------ the loop
-    def advance(self, block_timeout: float = 0.0) -> int:
-        """Process queued trajectories (waiting up to ``block_timeout`` s for the first one),
-        then update if the buffer is full. Returns the number of trajectories processed."""
-        processed = 0
-        for q in self.trajectory_queues:
-            items = q.drain()
-            if not items and block_timeout > 0 and processed == 0:
-                try:
-                    items = [q.get(timeout=block_timeout)]
-                except queue.Empty:
-                    items = []
-            for traj in items:
-                self.process_trajectory(traj)
-                processed += 1
-        if self.should_still_train and self.buffer.size >= self.hp.buffer_size:
-            started, size = time.perf_counter(), self.buffer.size
-            self.update()
-            self.policy_version += 1
-            logger.debug("%s: update %d on %d experiences took %.3f s", self.behavior, self.policy_version, size, time.perf_counter() - started)
-            message = self.policy_message()  # built here, in the trainer's thread, never mid-update
-            for pq in self.policy_queues:
-                pq.put(message)
-        return processed
-
-    def process_trajectory(self, traj: Trajectory) -> None:
-        if not self.training:  # --inference: count what was acted, learn nothing
-            before = self.step
-            self.step += len(traj)
-            self.acted += len(traj)
-            self._maybe_summarize(before)
-            return
-        if not self.should_still_train:
-            return
+    def add_experience(self, traj: Trajectory) -> None:
         if self.network.normalize:
             vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
             if vectors is not None:
                 self.network.normalizer.update(vectors)
         self.buffer.add(traj)
-        before = self.step
-        self.step += len(traj)
-        self._maybe_summarize(before)
-        if self.checkpoints is not None and self.step // self.settings.checkpoint_interval > before // self.settings.checkpoint_interval:
-            self.save_checkpoint()
 
-    def _maybe_summarize(self, before: int) -> None:
-        freq = self.settings.summary_freq
-        if self.step // freq > before // freq:
-            self.stats.set_stat("Is Training", 1.0 if self.training else 0.0)
-            self.stats.write_stats((self.step // freq) * freq)
+    def ready_to_update(self) -> bool:
+        return self.buffer.size >= self.hp.buffer_size
 
     # ------------------------------------------------------------------ the update
     def update(self) -> None:
         hp = self.hp
         net = self.network
-        max_steps = self.settings.max_steps
-        lr = decayed(hp.learning_rate, 1e-10, self.step, max_steps, hp.learning_rate_schedule)
-        epsilon = decayed(hp.epsilon, 0.1, self.step, max_steps, hp.epsilon_schedule or "linear")
-        beta = decayed(hp.beta, 1e-5, self.step, max_steps, hp.beta_schedule or "linear")
+        lr = self.scheduled(hp.learning_rate, 1e-10, hp.learning_rate_schedule)
+        epsilon = self.scheduled(hp.epsilon, 0.1, hp.epsilon_schedule or "linear")
+        beta = self.scheduled(hp.beta, 1e-5, hp.beta_schedule or "linear")
         self.optimizer.lr = lr
 
         data = self.buffer.tensors(self.device)
@@ -269,34 +193,15 @@ class PPOTrainer:
             "policy_version": self.policy_version,
         }
 
-    def save_checkpoint(self, final: bool = False) -> Optional[str]:
-        if self.checkpoints is None:
-            return None
-        path = self.checkpoints.save(
-            self.step, self.state(), self.stats.take_mean_episode_reward(), final=final, export=self.export_onnx
-        )
-        self.saved_step = self.step
-        logger.info("Saved checkpoint %s", path)
-        return path
-
-    def export_onnx(self, path: str) -> None:
+    def export_onnx(self, path: str) -> None:  # type: ignore[override]
         """The actor as an ONNX model Unity runs (ml_arl.policy.onnx_export)."""
         from ml_arl.policy.onnx_export import export_onnx
 
         export_onnx(self.network, path)
 
-    def load(self, path: str, resume: bool) -> None:
-        """--resume: weights, optimizer and step; --initialize-from: weights only, step 0."""
-        try:
-            state = load_torch(path, str(self.device))
-            self.network.load_state_dict(state["Policy"])
-            if resume:
-                self.optimizer.load_state_dict(state["Optimizer"])
-                self.step = int(state["global_step"])
-                self.policy_version = int(state.get("policy_version", 0))
-        except (RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as err:
-            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise RunDirectoryError(
-                f"{path}: cannot load this checkpoint into behavior '{self.behavior}' ({first}); does "
-                "network_settings match the run it came from? Use a new --run-id or --force to start afresh"
-            ) from None
+    def load_state(self, state: dict[str, Any], resume: bool) -> None:
+        self.network.load_state_dict(state["Policy"])
+        if resume:
+            self.optimizer.load_state_dict(state["Optimizer"])
+            self.step = int(state["global_step"])
+            self.policy_version = int(state.get("policy_version", 0))

@@ -1,0 +1,176 @@
+"""arl-report: summarise a run's results.sqlite as a table (stdout) and learning curves (report.png).
+
+Exit codes: 0 done, 2 the path is not a run folder with a readable, non-empty results database or the
+PNG cannot be written there.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+import tempfile
+from typing import Any, Optional
+
+from ml_arl.exceptions import ArlError
+from ml_arl.store import STORE_FILENAME, EpisodeSeries, RunResults, read_results
+
+logger = logging.getLogger("ml_arl")
+
+PNG_FILENAME = "report.png"
+LAST_FRACTION = 0.1  # "obj last10%": mean objective of the last 10 % of a group's episodes (at least one)
+COLUMNS = ("phase", "mode", "behavior", "episodes", "mean len", "mean env reward", "mean objective",
+           "obj last10%", "final ELO")
+
+
+class ReportError(ArlError):
+    """The report cannot be made from the given path."""
+
+    exit_code = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2
+        self.exit(2, f"arl-report: error: {message} (see arl-report --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="arl-report", description="Summary table and learning curves of an arl-learn run.")
+    p.add_argument("results_dir", metavar="RESULTS_DIR", help=f"run folder (results/<run-id>) or its {STORE_FILENAME}")
+    p.add_argument("--output", metavar="PATH", help=f"where to write the PNG (default: RESULTS_DIR/{PNG_FILENAME})")
+    p.add_argument("--no-plot", action="store_true", help="only print the table")
+    return p
+
+
+def locate_store(path: str) -> str:
+    """The results.sqlite of a run folder, or ``path`` itself when it is a file."""
+    if os.path.isfile(path):
+        return path
+    if not os.path.isdir(path):
+        raise ReportError(f"{path} does not exist; pass a run folder (results/<run-id>) or its {STORE_FILENAME}")
+    store = os.path.join(path, STORE_FILENAME)
+    if not os.path.isfile(store):
+        raise ReportError(f"no {STORE_FILENAME} in {path}; pass a run folder written by arl-learn (results/<run-id>)")
+    return store
+
+
+def _mean(values: list[float]) -> float:
+    return sum(values) / len(values)
+
+
+def summary_rows(results: RunResults) -> list[tuple[str, ...]]:
+    """One row of formatted cells per (phase, behavior), in the order of ``COLUMNS``."""
+    rows: list[tuple[str, ...]] = []
+    for s in results.series:
+        tail = s.objective[-max(1, round(len(s) * LAST_FRACTION)):]
+        elo = s.final_elo
+        rows.append((
+            s.phase, s.mode, s.behavior, str(len(s)), f"{_mean([float(n) for n in s.length]):.1f}",
+            f"{_mean(s.env_reward):.3f}", f"{_mean(s.objective):.3f}", f"{_mean(tail):.3f}",
+            "-" if elo is None else f"{elo:.1f}",
+        ))
+    return rows
+
+
+def format_table(rows: list[tuple[str, ...]]) -> str:
+    """Aligned plain-text columns: text left-aligned, numbers right-aligned."""
+    widths = [max(len(c) for c in col) for col in zip(COLUMNS, *rows)]
+    left = (True, True, True) + (False,) * (len(COLUMNS) - 3)
+
+    def line(cells: tuple[str, ...]) -> str:
+        return "  ".join(c.ljust(w) if lj else c.rjust(w) for c, w, lj in zip(cells, widths, left)).rstrip()
+
+    return "\n".join([line(COLUMNS), line(tuple("-" * w for w in widths)), *(line(r) for r in rows)])
+
+
+def _rolling_mean(values: list[float], window: int) -> Any:
+    import numpy as np
+
+    x = np.asarray(values, dtype=float)
+    c = np.cumsum(np.insert(x, 0, 0.0))
+    n = np.arange(1, len(x) + 1)
+    lo = np.maximum(n - window, 0)  # partial windows at the start
+    return (c[n] - c[lo]) / (n - lo)
+
+
+def plot(results: RunResults, output: str) -> None:
+    """Learning curves, one subplot per behavior, written atomically to ``output``."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    behaviors = results.behaviors
+    fig, axes = plt.subplots(len(behaviors), 1, figsize=(10, 3.2 * len(behaviors)), squeeze=False)
+    for ax, behavior in zip(axes[:, 0], behaviors):
+        parts: list[EpisodeSeries] = [s for s in results.series if s.behavior == behavior]
+        objective = [v for s in parts for v in s.objective]
+        env_reward = [v for s in parts for v in s.env_reward]
+        elo = [float("nan") if e is None else e for s in parts for e in s.elo]
+        n = len(objective)
+        window = max(1, n // 50)
+        x = range(1, n + 1)
+        ax.plot(x, _rolling_mean(objective, window), "-", color="C0", label="objective")
+        ax.plot(x, _rolling_mean(env_reward, window), "--", color="C1", label="env reward")
+        start = 0
+        for s in parts:  # phase boundaries: a line at each phase's first episode
+            ax.axvline(start + 0.5, color="grey", lw=0.8, ls=":")
+            ax.text(start + 0.5, 0.98, f" {s.phase} ({s.mode})", transform=ax.get_xaxis_transform(),
+                    va="top", ha="left", fontsize=8, color="dimgrey")
+            start += len(s)
+        handles, labels = ax.get_legend_handles_labels()
+        if any(e == e for e in elo):  # some ELO is not NaN
+            ax2 = ax.twinx()
+            ax2.plot(x, elo, ":", color="C2", label="ELO")
+            ax2.set_ylabel("ELO")
+            h2, l2 = ax2.get_legend_handles_labels()
+            handles, labels = handles + h2, labels + l2
+        ax.legend(handles, labels, loc="best", fontsize=8)
+        ax.set_title(f"{behavior} (rolling mean over {window} episode{'s' if window > 1 else ''})", fontsize=10)
+        ax.set_xlabel("episodes")
+        ax.set_ylabel("reward")
+        ax.set_xlim(0.5, n + 0.5)
+    fig.tight_layout()
+    folder = os.path.dirname(os.path.abspath(output))
+    fd, tmp = tempfile.mkstemp(prefix=".report-", suffix=".png", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            fig.savefig(f, format="png", dpi=100)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)  # mkstemp creates 0600; give the PNG the usual permissions
+        os.replace(tmp, output)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    finally:
+        plt.close(fig)
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    try:
+        store = locate_store(args.results_dir)
+        results = read_results(store)
+        if not results.series:
+            raise ReportError(f"{store} has no episodes yet; report a run that has finished at least one episode")
+        print(format_table(summary_rows(results)))
+        if args.no_plot:
+            return 0
+        output = args.output or os.path.join(os.path.dirname(store), PNG_FILENAME)
+        try:
+            plot(results, output)
+        except OSError as err:
+            raise ReportError(f"cannot write {output}: {err.strerror or err}; pass --output PATH or --no-plot") from err
+        logger.info("Wrote %s", output)
+        print(output)
+    except ArlError as err:
+        sys.stdout.flush()
+        sys.stderr.write(f"arl-report: error: {err}\n")
+        return err.exit_code
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

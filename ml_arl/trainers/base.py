@@ -1,0 +1,196 @@
+"""The trainer (brain) interface, shared by PPO and by user trainers.
+
+A user trainer is named in the config by import path (``trainer_type: pkg.module:Class``) and
+subclasses ``Trainer``. The framework builds it as
+``Class(behavior, settings, spec, stats, checkpoints, device, training, seed)``; for a user
+trainer ``settings.hyperparameters`` is the config's mapping, unchanged. It implements:
+
+- ``add_experience(trajectory)``: take one trajectory (``trajectory.rewards`` is the behavior's
+  objective; ``trajectory.env_rewards`` the environment reward when an objective changed it);
+- ``ready_to_update()`` and ``update()``: learn when enough was collected;
+- ``policy_message()``: what the workers act with (a ``PolicyMessage``: weights as numpy
+  arrays, and the import path of the muscle class that acts with them, ``None`` for ml_arl's
+  MLP muscle; see ``ml_arl.envs.env_runner.muscle_class``);
+- ``state()`` / ``load_state(state, resume)``: what a checkpoint holds (tensors, numbers,
+  strings, lists and dicts: checkpoints are read with ``torch.load(weights_only=True)``).
+
+Everything else (queues, step counting, summaries, checkpoint files, phases) is done here. A
+trainer runs in the main process or in its own thread (``threaded: true``); it must not touch
+the environment.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import queue
+import time
+from abc import ABC, abstractmethod
+from typing import Any, Optional
+
+import numpy as np
+import torch
+from mlagents_envs.base_env import BehaviorSpec
+
+from ml_arl.agent_processor import AgentManagerQueue, Trajectory
+from ml_arl.checkpoints import CheckpointManager, load_torch
+from ml_arl.envs.env_runner import PolicyMessage
+from ml_arl.exceptions import RunDirectoryError
+from ml_arl.settings import TrainerSettings
+from ml_arl.stats import StatsReporter
+from ml_arl.trainers.common import decayed
+
+logger = logging.getLogger(__name__)
+
+
+class Trainer(ABC):
+    def __init__(
+        self,
+        behavior: str,
+        settings: TrainerSettings,
+        spec: BehaviorSpec,
+        stats: StatsReporter,
+        checkpoints: Optional[CheckpointManager],
+        device: torch.device,
+        training: bool = True,
+        seed: int = 0,
+    ):
+        self.behavior = behavior
+        self.settings = settings
+        self.hp: Any = settings.hyperparameters
+        self.spec = spec
+        self.stats = stats
+        self.checkpoints = checkpoints
+        self.device = device
+        self.training = training  # False with --inference
+        self.learning = True  # False in a phase where this behavior is frozen (or a test phase)
+        self.step = 0
+        self.acted = 0  # steps acted in this run (what --inference counts)
+        self.saved_step = -1
+        self.policy_version = 0
+        self.step_limit = settings.max_steps  # training stops here (a phase moves it)
+        self.schedule_origin = 0  # schedules decay from here ...
+        self.schedule_length = settings.max_steps  # ... over this many steps
+        self.trajectory_queues: list[AgentManagerQueue[Trajectory]] = []
+        self.policy_queues: list[AgentManagerQueue[PolicyMessage]] = []
+        self.rng = np.random.default_rng(seed)
+
+    # ------------------------------------------------------------------ to implement
+    @abstractmethod
+    def add_experience(self, traj: Trajectory) -> None:
+        """Keep a trajectory for the next update."""
+
+    @abstractmethod
+    def ready_to_update(self) -> bool: ...
+
+    @abstractmethod
+    def update(self) -> None:
+        """Learn from what was collected (runs in the trainer's thread)."""
+
+    @abstractmethod
+    def policy_message(self) -> PolicyMessage:
+        """The current policy, as the workers act with it."""
+
+    @abstractmethod
+    def state(self) -> dict[str, Any]:
+        """Everything a checkpoint holds; must include "global_step"."""
+
+    @abstractmethod
+    def load_state(self, state: dict[str, Any], resume: bool) -> None:
+        """Restore from ``state()``: everything on --resume, the weights only otherwise."""
+
+    export_onnx: Optional[Any] = None  # a callable(path) writing the ONNX model, if the trainer has one
+
+    # ------------------------------------------------------------------ wiring
+    def subscribe_trajectory_queue(self, q: AgentManagerQueue[Trajectory]) -> None:
+        self.trajectory_queues.append(q)
+
+    def publish_policy_queue(self, q: AgentManagerQueue[PolicyMessage]) -> None:
+        self.policy_queues.append(q)
+
+    @property
+    def should_still_train(self) -> bool:
+        return self.training and self.learning and self.step < self.step_limit
+
+    @property
+    def finished(self) -> bool:
+        """Training reached max_steps (or, with --inference, max_steps were acted in this run)."""
+        if not self.training:
+            return self.acted >= self.settings.max_steps
+        return self.step >= self.step_limit
+
+    def scheduled(self, initial: float, floor: float, schedule: str) -> float:
+        """A hyperparameter on ML-Agents' linear / constant schedule, over this phase's steps."""
+        return decayed(initial, floor, self.step - self.schedule_origin, max(1, self.schedule_length), schedule)
+
+    # ------------------------------------------------------------------ the loop
+    def advance(self, block_timeout: float = 0.0) -> int:
+        """Process queued trajectories (waiting up to ``block_timeout`` s for the first one),
+        then update if ready. Returns the number of trajectories processed."""
+        processed = 0
+        for q in self.trajectory_queues:
+            items = q.drain()
+            if not items and block_timeout > 0 and processed == 0:
+                try:
+                    items = [q.get(timeout=block_timeout)]
+                except queue.Empty:
+                    items = []
+            for traj in items:
+                self.process_trajectory(traj)
+                processed += 1
+        if self.should_still_train and self.ready_to_update():
+            started = time.perf_counter()
+            self.update()
+            self.policy_version += 1
+            logger.debug("%s: update %d took %.3f s", self.behavior, self.policy_version, time.perf_counter() - started)
+            message = self.policy_message()  # built here, in the trainer's thread, never mid-update
+            for pq in self.policy_queues:
+                pq.put(message)
+        return processed
+
+    def process_trajectory(self, traj: Trajectory) -> None:
+        if not self.training:  # --inference: count what was acted, learn nothing
+            before = self.step
+            self.step += len(traj)
+            self.acted += len(traj)
+            self._maybe_summarize(before)
+            return
+        if not self.should_still_train:
+            return
+        self.add_experience(traj)
+        before = self.step
+        self.step += len(traj)
+        self._maybe_summarize(before)
+        if self.checkpoints is not None and self.step // self.settings.checkpoint_interval > before // self.settings.checkpoint_interval:
+            self.save_checkpoint()
+
+    def _maybe_summarize(self, before: int) -> None:
+        freq = self.settings.summary_freq
+        if self.step // freq > before // freq:
+            self.write_summary((self.step // freq) * freq)
+
+    def write_summary(self, step: int) -> None:
+        self.stats.set_stat("Is Training", 1.0 if self.training and self.learning else 0.0)
+        self.stats.write_stats(step)
+
+    # ------------------------------------------------------------------ persistence
+    def save_checkpoint(self, final: bool = False) -> Optional[str]:
+        if self.checkpoints is None:
+            return None
+        path = self.checkpoints.save(
+            self.step, self.state(), self.stats.take_mean_episode_reward(), final=final, export=self.export_onnx
+        )
+        self.saved_step = self.step
+        logger.info("Saved checkpoint %s", path)
+        return path
+
+    def load(self, path: str, resume: bool) -> None:
+        """--resume: weights, optimizer and step; otherwise (--initialize-from, a phase's load) weights only."""
+        try:
+            self.load_state(load_torch(path, str(self.device)), resume)
+        except (RuntimeError, ValueError, KeyError, EOFError, pickle.UnpicklingError) as err:
+            first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise RunDirectoryError(
+                f"{path}: cannot load this checkpoint into behavior '{self.behavior}' ({first}); does "
+                "network_settings match the run it came from? Use a new --run-id or --force to start afresh"
+            ) from None

@@ -1,0 +1,200 @@
+"""Self-play as ML-Agents' ghost trainer defines it, for symmetric teams and for asymmetric
+attacker / defender behaviors.
+
+A *team* is the ``team`` of a behavior id ("Name?team=1"), or, for a behavior without one, its
+brain name, so two behaviors of different names (Attacker, Defender) are two teams. One team
+learns at a time (``GhostController``); it acts with the live policy and its trajectories go to
+the trainer. Every other self-play team acts with a snapshot of its own brain: the newest
+weights with probability ``play_against_latest_model_ratio``, otherwise one of the last
+``window`` snapshots, taken every ``save_steps`` trainer steps; the choice is drawn again every
+``swap_steps`` steps the other team plays, and whenever the learning team changes (every
+``team_change`` steps of the learning brain; the environments are then reset).
+
+ELO: after every finished (not interrupted) game of the learning team, the result is 1 if the
+last step's objective + group reward is positive, 0 if negative, 0.5 otherwise;
+``change = K * (result - expected)``, with the expected score against the opponent snapshot's
+rating. The learner gains what the snapshot loses. ML-Agents uses K = 1; ``elo_k_factor``
+(default 16) makes the curve readable. Written as "Self-play/ELO"; kept in training_status.json
+("elo") and read back on --resume.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Optional
+
+import numpy as np
+
+from ml_arl.envs.env_runner import PolicyMessage
+from ml_arl.settings import SelfPlaySettings
+from ml_arl.stats import StatsReporter
+
+logger = logging.getLogger(__name__)
+
+
+def team_of(behavior_id: str) -> str:
+    """"Name?team=1" -> "1"; "Name" -> "Name" (a behavior without a team is its own team)."""
+    name, _, query = behavior_id.partition("?")
+    for part in query.split("&"):
+        key, _, value = part.partition("=")
+        if key == "team" and value:
+            return value
+    return name
+
+
+def expected_score(rating: float, opponent: float) -> float:
+    return 1.0 / (1.0 + 10.0 ** ((opponent - rating) / 400.0))
+
+
+def game_result(final: float) -> float:
+    return 1.0 if final > 0 else 0.0 if final < 0 else 0.5
+
+
+class GhostController:
+    """Which team learns, in a fixed rotation over the self-play teams."""
+
+    def __init__(self) -> None:
+        self.teams: list[str] = []
+        self.ghosts: dict[str, GhostTrainer] = {}
+        self.index = 0
+        self.reset_pending = False
+
+    def register(self, team: str, ghost: GhostTrainer) -> None:
+        if team not in self.ghosts:
+            self.teams.append(team)
+            self.ghosts[team] = ghost
+
+    @property
+    def learning_team(self) -> Optional[str]:
+        return self.teams[self.index] if self.teams else None
+
+    def change_learning_team(self) -> None:
+        if len(self.teams) > 1:
+            self.index = (self.index + 1) % len(self.teams)
+            self.reset_pending = True
+            logger.info("Self-play: team %s learns now", self.learning_team)
+
+    def opponent(self) -> Optional[GhostTrainer]:
+        for team in self.teams:
+            if team != self.learning_team:
+                return self.ghosts[team]
+        return None
+
+    def elo_change(self, rating: float, result: float, k: float) -> float:
+        opponent = self.opponent()
+        opponent_rating = opponent.opponent_elo() if opponent is not None else rating
+        change = k * (result - expected_score(rating, opponent_rating))
+        if opponent is not None:
+            opponent.change_opponent_elo(change)
+        return change
+
+
+class _Snapshot:
+    __slots__ = ("weights", "elo")
+
+    def __init__(self, weights: dict[str, np.ndarray], elo: float):
+        self.weights = weights
+        self.elo = elo
+
+
+class GhostTrainer:
+    """Self-play bookkeeping of one brain; the brain's own trainer does the learning."""
+
+    def __init__(self, brain: str, settings: SelfPlaySettings, controller: GhostController, stats: StatsReporter, seed: int):
+        self.brain = brain
+        self.settings = settings
+        self.controller = controller
+        self.stats = stats
+        self.rng = np.random.default_rng(seed)
+        self.elo = float(settings.initial_elo)
+        self.teams: dict[str, str] = {}  # behavior id -> team
+        self.snapshots: list[_Snapshot] = []
+        self.snapshot_counter = 0
+        self.current_opponent = -1  # index into snapshots; -1 = the latest weights
+        self.live: Optional[PolicyMessage] = None  # the newest policy the trainer published
+        self.ghost_weights: Optional[dict[str, np.ndarray]] = None
+        self.ghost_serial = 0
+        self.last_save_step = 0
+        self.last_team_change_step = 0
+        self.ghost_step = 0
+        self.last_swap_ghost_step = 0
+        self.games = 0
+
+    # ------------------------------------------------------------------ teams
+    def add_behavior(self, behavior_id: str) -> None:
+        team = team_of(behavior_id)
+        self.teams[behavior_id] = team
+        self.controller.register(team, self)
+
+    def is_learning(self, behavior_id: str) -> bool:
+        return self.teams.get(behavior_id) == self.controller.learning_team
+
+    def start(self, live: PolicyMessage, step: int) -> None:
+        """A phase (or the run) begins: the current weights are the first snapshot."""
+        self.live = live
+        self.last_save_step = self.last_team_change_step = step
+        if not self.snapshots:
+            self._snapshot()
+        self.swap()
+
+    # ------------------------------------------------------------------ snapshots and swaps
+    def _snapshot(self) -> None:
+        assert self.live is not None
+        snap = _Snapshot(self.live.weights, self.elo)
+        if len(self.snapshots) < self.settings.window:
+            self.snapshots.append(snap)
+        else:
+            self.snapshots[self.snapshot_counter] = snap
+        self.snapshot_counter = (self.snapshot_counter + 1) % self.settings.window
+
+    def swap(self) -> None:
+        """Draw the opponent this brain's non-learning teams play with."""
+        if self.rng.uniform() < 1.0 - self.settings.play_against_latest_model_ratio and self.snapshots:
+            self.current_opponent = int(self.rng.integers(len(self.snapshots)))
+            self.ghost_weights = self.snapshots[self.current_opponent].weights
+        else:
+            self.current_opponent = -1
+            self.ghost_weights = self.live.weights if self.live is not None else None
+        self.ghost_serial += 1
+        self.last_swap_ghost_step = self.ghost_step
+
+    def on_policy(self, live: PolicyMessage) -> None:
+        self.live = live
+
+    def after_trainer_step(self, step: int) -> None:
+        """Snapshots every save_steps; the learning team changes every team_change steps."""
+        if step - self.last_save_step >= self.settings.save_steps:
+            self.last_save_step = step
+            self._snapshot()
+        team_change = self.settings.team_change or 5 * self.settings.save_steps
+        if self.controller.learning_team in self.teams.values() and step - self.last_team_change_step >= team_change:
+            self.last_team_change_step = step
+            self.controller.change_learning_team()
+
+    def count_ghost_steps(self, n: int) -> bool:
+        """Steps the non-learning teams played; True when it is time to swap opponents."""
+        self.ghost_step += n
+        return self.ghost_step - self.last_swap_ghost_step >= self.settings.swap_steps
+
+    def policy_for(self, behavior_id: str) -> Optional[PolicyMessage]:
+        """The live policy for the learning team, the drawn snapshot for the others."""
+        if self.live is None:
+            return None
+        if self.is_learning(behavior_id):
+            return self.live
+        assert self.ghost_weights is not None
+        return self.live._replace(weights=self.ghost_weights, version=-self.ghost_serial, collect=False)
+
+    # ------------------------------------------------------------------ ELO
+    def opponent_elo(self) -> float:
+        return self.snapshots[self.current_opponent].elo if self.current_opponent >= 0 else self.elo
+
+    def change_opponent_elo(self, change: float) -> None:
+        if self.current_opponent >= 0:
+            self.snapshots[self.current_opponent].elo -= change
+
+    def record_game(self, final: float) -> None:
+        change = self.controller.elo_change(self.elo, game_result(final), self.settings.elo_k_factor)
+        self.elo += change
+        self.games += 1
+        self.stats.add_stat("Self-play/ELO", self.elo)
