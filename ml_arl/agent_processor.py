@@ -318,7 +318,9 @@ class AgentManager:
     def record_episodes(self, episodes: list[EpisodeStat]) -> None:
         for ep in episodes:
             self.stats.add_stat("Environment/Cumulative Reward", ep.reward, "histogram")
+            self.stats.add_stat("Objective/Cumulative Objective", ep.objective)
             self.stats.add_stat("Environment/Episode Length", float(ep.length))
+            self.stats.add_stat("Environment/Episode Count", 1.0, "sum")
             self.stats.add_episode_reward(ep.reward)
             self.recent_rewards.append(ep.reward)
 

@@ -4,6 +4,7 @@ Kept free of torch so the CLI can do this (and start workers) while torch import
 from __future__ import annotations
 
 import glob
+import json
 import os
 import shutil
 import time
@@ -11,7 +12,7 @@ import time
 import numpy as np
 
 from ml_arl.exceptions import RunDirectoryError
-from ml_arl.settings import RunOptions
+from ml_arl.settings import LoadSettings, RunOptions
 
 _STARTED = time.time()
 
@@ -48,6 +49,7 @@ def validate_run_directories(options: RunOptions) -> None:
             f"{path}: previous data from this run ID was found; use a new --run-id, --resume to continue "
             "this run, or --force to overwrite it"
         )
+    validate_phase_loads(options)
     if cp.initialize_from is not None:
         init_dir = os.path.join(cp.results_dir, cp.initialize_from)
         if not os.path.isdir(init_dir):
@@ -83,3 +85,42 @@ def resolve_seed(options: RunOptions) -> int:
     """--seed -1 (the default) means a random seed in [0, 10000), as in ML-Agents."""
     seed = options.env_settings.seed
     return seed if seed != -1 else int(np.random.randint(0, 10000))
+
+
+def resolve_load_path(options: RunOptions, load: LoadSettings, brain: str, phase_index: int) -> str:
+    """results/<run>/<phase>/<behavior>/checkpoint.pt of a phase's ``load``; a missing one is a RunDirectoryError."""
+    cp = options.checkpoint_settings
+    run = load.run or cp.run_id
+    behavior = load.behavior or brain
+    run_dir = os.path.join(cp.results_dir, run)
+    if not os.path.isdir(run_dir):
+        raise RunDirectoryError(f"{run_dir}: no run '{run}' to load behavior '{behavior}' from; check load.run")
+    if load.phase is not None:
+        phase_dir = os.path.join(run_dir, load.phase)
+        if not os.path.isdir(phase_dir):
+            raise RunDirectoryError(f"{phase_dir}: run '{run}' has no phase '{load.phase}'; check load.phase")
+        candidates = [os.path.join(phase_dir, behavior, "checkpoint.pt")]
+    else:
+        candidates = [os.path.join(run_dir, behavior, "checkpoint.pt")]
+        phases_file = os.path.join(run_dir, "run_logs", "phases.json")
+        if os.path.isfile(phases_file):
+            with open(phases_file, encoding="utf-8") as f:
+                names = list(json.load(f).get("phases", {}))
+            candidates = [os.path.join(run_dir, n, behavior, "checkpoint.pt") for n in reversed(names)] + candidates
+    for path in candidates:
+        if os.path.isfile(path):
+            return path
+    where = f"phase '{load.phase}' of run '{run}'" if load.phase else f"run '{run}'"
+    raise RunDirectoryError(f"{candidates[0]}: {where} saved no behavior '{behavior}'; check load.behavior")
+
+
+def validate_phase_loads(options: RunOptions) -> None:
+    """Every phase ``load`` from another run must name a saved brain: checked before anything starts."""
+    run_id = options.checkpoint_settings.run_id
+    for index, phase in enumerate(options.phases or []):
+        for brain, load in phase.load.items():
+            if load.run is not None and load.run != run_id:
+                try:
+                    resolve_load_path(options, load, brain, index)
+                except RunDirectoryError as err:
+                    raise RunDirectoryError(f"phases.{phase.name}.load.{brain}: {err}") from None

@@ -139,8 +139,8 @@ class SelfPlaySettings(_Strict):
     window: Int = Field(10, gt=0)
     play_against_latest_model_ratio: Float = Field(0.5, ge=0, le=1)
     initial_elo: Float = 1200.0
-    # ml_arl extension: ELO K-factor. ML-Agents applies no factor (K = 1: ELO moves < 1 per game).
-    elo_k_factor: Float = Field(16.0, gt=0)
+    # ml_arl extension: the ELO K-factor. 1 is ML-Agents' rule (ELO moves by less than 1 per game).
+    elo_k_factor: Float = Field(1.0, gt=0)
 
     @model_validator(mode="after")
     def _team_change(self) -> SelfPlaySettings:

@@ -77,6 +77,9 @@ class ConsoleWriter:
         reward = values.get("Environment/Cumulative Reward")
         if reward is not None and reward.n > 0:
             parts += [f"Mean Reward: {reward.mean:0.3f}", f"Std of Reward: {reward.std:0.3f}"]
+            objective = values.get("Objective/Cumulative Objective")
+            if objective is not None and abs(objective.mean - reward.mean) > 1e-9:
+                parts.append(f"Mean Objective: {objective.mean:0.3f}")
         else:
             parts.append("No episode was completed since last summary")
         training = values.get("Is Training")

@@ -30,8 +30,8 @@ from ml_arl.envs.env_runner import PolicyMessage, StepBatch
 from ml_arl.envs.managers import create_env_manager
 from ml_arl.exceptions import ConfigError, RunDirectoryError, TrainerThreadError
 from ml_arl.policy.networks import check_visual_support
-from ml_arl.results_dir import prepare_results_dir, resolve_seed
-from ml_arl.settings import LoadSettings, PhaseSettings, RunOptions, TrainerSettings, resolve_parameter_seeds
+from ml_arl.results_dir import prepare_results_dir, resolve_load_path, resolve_seed
+from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings, resolve_parameter_seeds
 from ml_arl.stats import ConsoleWriter, GaugeWriter, StatsReporter, StatsWriter, StepCounter, TensorboardWriter
 from ml_arl.store import STORE_FILENAME, ResultsStore
 from ml_arl.timers import Timers
@@ -136,6 +136,7 @@ class TrainerController:
         self.phase_episodes: dict[str, int] = {}
         self.agent_episodes: dict[tuple[str, str], list[int]] = {}  # (brain, agent) -> [episode, step in it]
         self.first_step_time: Optional[float] = None
+        self._phase_saved = False  # the current phase ended and saved its brains
         self.phase_switch_seconds: list[float] = []
         self._progress: Any = None
         self._log_redirect: Any = None
@@ -401,10 +402,12 @@ class TrainerController:
             self.managers[brain].add_trajectories(trajectories, self._check_threads)
         for ep in batch.episodes:
             brain = brain_of[ep.behavior]
+            ghost = self.ghosts.get(brain)
+            if ghost is not None and not ghost.is_learning(ep.behavior):
+                continue  # a snapshot played it: not this brain's episode (nor in TensorBoard, nor in the store)
             self.managers[brain].record_episodes([ep])
             self.phase_episodes[brain] = self.phase_episodes.get(brain, 0) + 1
-            ghost = self.ghosts.get(brain)
-            if ghost is not None and ghost.is_learning(ep.behavior) and not ep.interrupted:
+            if ghost is not None and not ep.interrupted:
                 ghost.record_game(ep.final)
             if self.store is not None:
                 self.store.record_episode(
@@ -458,7 +461,7 @@ class TrainerController:
                     ghost.on_policy(newest[-1])
                 self._push_policies(brain)
             if ghost is not None:
-                ghost.after_trainer_step(trainer.step)
+                ghost.after_trainer_step(trainer.step, trainer.step >= trainer.step_limit)
         if self.ghost_controller.reset_pending:
             self.ghost_controller.reset_pending = False
             self.env_manager.reset()  # the learning team changed: every game starts afresh
@@ -501,7 +504,7 @@ class TrainerController:
             self._close_progress()
             self._stop_threads()
             try:
-                if self.train_model and output_ready:
+                if self.train_model and output_ready and not self._phase_saved:
                     self._save_models()
             finally:
                 if output_ready:
@@ -525,6 +528,7 @@ class TrainerController:
     def _run_phase(self, index: int, phase: Optional[PhaseSettings], specs: dict[str, BehaviorSpec]) -> None:
         switch_started = time.monotonic()
         self.phase, self.phase_index = phase, index
+        self._phase_saved = False
         entry = self.phase_log.entry(self.phase_name)
         resumed = entry.get("state") == "running"
         entry["state"] = "running"
@@ -593,9 +597,11 @@ class TrainerController:
         self._close_progress()
         self._stop_threads()
         for trainer in self.trainers.values():
-            trainer.write_summary(trainer.step)  # the last partial period: every episode reaches TensorBoard
+            if trainer.step % trainer.settings.summary_freq or not trainer.step:
+                trainer.write_summary(trainer.step)  # the last partial period: every episode reaches TensorBoard
         if self.train_model:
             self._save_models()
+        self._phase_saved = True
         entry = self.phase_log.entry(self.phase_name)
         entry["state"] = "done"
         entry["acted"], entry["episodes"] = dict(self.phase_acted), dict(self.phase_episodes)
@@ -694,30 +700,3 @@ class TrainerController:
             self._log_redirect.__exit__(None, None, None)
             self._progress.close()
             self._progress = None
-
-
-def resolve_load_path(options: RunOptions, load: LoadSettings, brain: str, phase_index: int) -> str:
-    """results/<run>/<phase>/<behavior>/checkpoint.pt of a phase's ``load``; a missing one is a RunDirectoryError."""
-    cp = options.checkpoint_settings
-    run = load.run or cp.run_id
-    behavior = load.behavior or brain
-    run_dir = os.path.join(cp.results_dir, run)
-    if not os.path.isdir(run_dir):
-        raise RunDirectoryError(f"{run_dir}: no run '{run}' to load behavior '{behavior}' from; check load.run")
-    if load.phase is not None:
-        phase_dir = os.path.join(run_dir, load.phase)
-        if not os.path.isdir(phase_dir):
-            raise RunDirectoryError(f"{phase_dir}: run '{run}' has no phase '{load.phase}'; check load.phase")
-        candidates = [os.path.join(phase_dir, behavior, "checkpoint.pt")]
-    else:
-        candidates = [os.path.join(run_dir, behavior, "checkpoint.pt")]
-        phases_file = os.path.join(run_dir, "run_logs", "phases.json")
-        if os.path.isfile(phases_file):
-            with open(phases_file, encoding="utf-8") as f:
-                names = list(json.load(f).get("phases", {}))
-            candidates = [os.path.join(run_dir, n, behavior, "checkpoint.pt") for n in reversed(names)] + candidates
-    for path in candidates:
-        if os.path.isfile(path):
-            return path
-    where = f"phase '{load.phase}' of run '{run}'" if load.phase else f"run '{run}'"
-    raise RunDirectoryError(f"{candidates[0]}: {where} saved no behavior '{behavior}'; check load.behavior")

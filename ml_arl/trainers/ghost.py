@@ -13,8 +13,8 @@ weights with probability ``play_against_latest_model_ratio``, otherwise one of t
 ELO: after every finished (not interrupted) game of the learning team, the result is 1 if the
 last step's objective + group reward is positive, 0 if negative, 0.5 otherwise;
 ``change = K * (result - expected)``, with the expected score against the opponent snapshot's
-rating. The learner gains what the snapshot loses. ML-Agents uses K = 1; ``elo_k_factor``
-(default 16) makes the curve readable. Written as "Self-play/ELO"; kept in training_status.json
+rating. The learner gains what the snapshot loses. K is ``elo_k_factor``, 1 by default as in
+ML-Agents. Written as "Self-play/ELO"; kept in training_status.json
 ("elo") and read back on --resume.
 """
 
@@ -69,10 +69,14 @@ class GhostController:
         return self.teams[self.index] if self.teams else None
 
     def change_learning_team(self) -> None:
-        if len(self.teams) > 1:
-            self.index = (self.index + 1) % len(self.teams)
-            self.reset_pending = True
-            logger.info("Self-play: team %s learns now", self.learning_team)
+        """The next team whose brain still trains learns now (none left: nothing changes)."""
+        for offset in range(1, len(self.teams)):
+            index = (self.index + offset) % len(self.teams)
+            if not self.ghosts[self.teams[index]].done and self.teams[index] != self.learning_team:
+                self.index = index
+                self.reset_pending = True
+                logger.info("Self-play: team %s learns now", self.learning_team)
+                return
 
     def opponent(self) -> Optional[GhostTrainer]:
         for team in self.teams:
@@ -119,6 +123,7 @@ class GhostTrainer:
         self.ghost_step = 0
         self.last_swap_ghost_step = 0
         self.games = 0
+        self.done = False  # the brain reached its step limit
 
     # ------------------------------------------------------------------ teams
     def add_behavior(self, behavior_id: str) -> None:
@@ -161,13 +166,15 @@ class GhostTrainer:
     def on_policy(self, live: PolicyMessage) -> None:
         self.live = live
 
-    def after_trainer_step(self, step: int) -> None:
-        """Snapshots every save_steps; the learning team changes every team_change steps."""
+    def after_trainer_step(self, step: int, finished: bool = False) -> None:
+        """Snapshots every save_steps; the learning team changes every team_change steps, and
+        when this brain has finished training (the other teams still learn)."""
+        self.done = finished
         if step - self.last_save_step >= self.settings.save_steps:
             self.last_save_step = step
             self._snapshot()
         team_change = self.settings.team_change or 5 * self.settings.save_steps
-        if self.controller.learning_team in self.teams.values() and step - self.last_team_change_step >= team_change:
+        if self.controller.learning_team in self.teams.values() and (finished or step - self.last_team_change_step >= team_change):
             self.last_team_change_step = step
             self.controller.change_learning_team()
 

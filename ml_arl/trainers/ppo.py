@@ -116,6 +116,10 @@ class PPOTrainer(Trainer):
     def ready_to_update(self) -> bool:
         return self.buffer.size >= self.hp.buffer_size
 
+    def clear_experience(self) -> None:
+        """A new phase: experience of the last one is not on-policy for it."""
+        self.buffer.clear()
+
     # ------------------------------------------------------------------ the update
     def update(self) -> None:
         hp = self.hp
