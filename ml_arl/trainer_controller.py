@@ -137,6 +137,7 @@ class TrainerController:
         self.agent_episodes: dict[tuple[str, str], list[int]] = {}  # (brain, agent) -> [episode, step in it]
         self.first_step_time: Optional[float] = None
         self._phase_saved = False  # the current phase ended and saved its brains
+        self._switch_started: Optional[float] = None
         self.phase_switch_seconds: list[float] = []
         self._progress: Any = None
         self._log_redirect: Any = None
@@ -386,6 +387,10 @@ class TrainerController:
         if self.first_step_time is None:
             self.first_step_time = time.time()
             logger.debug("First environment steps arrived %.3f s after start", time.time() - PROCESS_START)
+        if self._switch_started is not None:  # the first steps of a new phase
+            self.phase_switch_seconds.append(time.monotonic() - self._switch_started)
+            logger.debug("Phase switch took %.3f s", self.phase_switch_seconds[-1])
+            self._switch_started = None
         self.env_steps.total += batch.env_steps
         brain_of = self.brain_of
         by_brain: dict[str, list] = {}
@@ -526,7 +531,6 @@ class TrainerController:
             )
 
     def _run_phase(self, index: int, phase: Optional[PhaseSettings], specs: dict[str, BehaviorSpec]) -> None:
-        switch_started = time.monotonic()
         self.phase, self.phase_index = phase, index
         self._phase_saved = False
         entry = self.phase_log.entry(self.phase_name)
@@ -560,8 +564,6 @@ class TrainerController:
             self._start_thread(brain)
         for behavior, spec in specs.items():
             self._create_trainer(behavior, spec)
-        if index > 0:
-            self.phase_switch_seconds.append(time.monotonic() - switch_started)
         self._open_progress()
         last_progress = time.monotonic()
         while not self._phase_done():
@@ -594,6 +596,8 @@ class TrainerController:
 
     def _end_phase(self) -> None:
         """Stop the trainer threads, write the last summaries and checkpoints of the phase."""
+        if self.phase is not None and self.phase_index + 1 < len(self.phases):
+            self._switch_started = time.monotonic()  # until the next phase's first steps arrive
         self._close_progress()
         self._stop_threads()
         for trainer in self.trainers.values():

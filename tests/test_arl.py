@@ -411,3 +411,29 @@ def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> 
     final = torch.load(tmp_path / "stop" / "long" / "Defender" / "checkpoint.pt", weights_only=True)["global_step"]
     origin = json.loads((tmp_path / "stop" / "run_logs" / "phases.json").read_text())["phases"]["long"]["origin"]["Defender"]
     assert final >= origin + 12000 > stopped >= origin + 6000 and origin >= 4000
+
+
+def test_per_step_records_only_when_asked(tmp_path: Path) -> None:
+    import sqlite3
+
+    config = grid_config(tmp_path, "steps", num_envs=1)
+    config["env_settings"]["manager"] = "inprocess"
+    config["default_settings"] = dict(GRID_PPO, max_steps=2000)
+    config["results_store"] = {"record_steps": True, "batch_size": 64}
+    config["phases"] = [{"name": "p", "learn": ["Defender"], "max_steps": 2000}]
+    run(config)
+    with sqlite3.connect(tmp_path / "steps" / STORE_FILENAME) as db:
+        rows = db.execute("SELECT behavior, env_reward, objective, step FROM steps WHERE phase = 'p'").fetchall()
+        episode_steps = db.execute("SELECT behavior, SUM(length) FROM episodes GROUP BY behavior").fetchall()
+    by_behavior = {b: [r for r in rows if r[0] == b] for b in ("Defender", "Attacker")}
+    assert all(by_behavior.values())  # the frozen attacker's steps are recorded too
+    assert all(abs(o + e) < 1e-5 for _, e, o, _ in by_behavior["Attacker"])
+    assert max(r[3] for r in rows) == 23  # step index within a 24-step day
+    for behavior, total in episode_steps:
+        assert len(by_behavior[behavior]) >= total  # every step of every finished episode
+    config["results_store"] = {"record_steps": False}
+    config["checkpoint_settings"]["run_id"] = "nosteps"
+    run(config)
+    with sqlite3.connect(tmp_path / "nosteps" / STORE_FILENAME) as db:
+        assert db.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 0
+        assert db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] > 0
