@@ -646,6 +646,13 @@ def _check_phases(base: RunOptions, behaviors: dict[str, TrainerSettings], has_d
                 problems.append(
                     f"{where}.load.{name}.phase: '{load.phase}' is not an earlier phase of this run (earlier: {earlier})"
                 )
+            elif same_run and load.phase is not None:
+                source = next(p for p in phases if p.name == load.phase)
+                if not source.learns(load.behavior or name):
+                    problems.append(
+                        f"{where}.load.{name}: phase '{load.phase}' does not train '{load.behavior or name}', so it "
+                        "saves no brain of it; name a phase where it learns"
+                    )
             elif same_run and load.phase is None and i == 0:
                 problems.append(f"{where}.load.{name}: the first phase has no earlier phase to load from; name a run")
         seen.append(phase.name)

@@ -138,6 +138,7 @@ class TrainerController:
         self.first_step_time: Optional[float] = None
         self._phase_saved = False  # the current phase ended and saved its brains
         self._switch_started: Optional[float] = None
+        self._phase_resumed = False  # the current phase was running when the run stopped (--resume)
         self.phase_switch_seconds: list[float] = []
         self._progress: Any = None
         self._log_redirect: Any = None
@@ -267,6 +268,8 @@ class TrainerController:
         self.behavior_ids[brain] = [behavior_id]
         entry = self.phase_log.entry(self.phase_name)
         self._load_initial_weights(trainer, brain, settings.init_path)
+        if self.options.checkpoint_settings.resume and not self._phase_resumed:
+            self._load_phase_brain(brain, trainer)  # --resume into a phase not begun yet: its load applies
         self._configure_trainer(brain, trainer, entry)
         logger.info("Hyperparameters for behavior name %s: %s", brain, settings.model_dump(mode="json"))
         manager = AgentManager(brain, stats, settings.threaded, self.stop_event)
@@ -535,6 +538,7 @@ class TrainerController:
         self._phase_saved = False
         entry = self.phase_log.entry(self.phase_name)
         resumed = entry.get("state") == "running"
+        self._phase_resumed = resumed
         entry["state"] = "running"
         self.phase_acted = dict(entry.get("acted", {})) if resumed else {}
         self.phase_episodes = dict(entry.get("episodes", {})) if resumed else {}

@@ -227,3 +227,45 @@ def test_environment_parameters_are_normalised_and_seeded() -> None:
     assert seeded["mass"]["sampler_parameters"]["seed"] == 100
     assert seeded["len"]["sampler_parameters"]["seed"] == 9  # given seeds are kept
     assert seeded["g"]["sampler_parameters"]["seed"] == 102
+
+
+@pytest.mark.parametrize(
+    "phases,needle",
+    [
+        ([], "phases: the list is empty"),
+        ([{"name": "a"}], "phases.a: give exactly one of max_steps or episodes"),
+        ([{"name": "a", "max_steps": 5, "episodes": 3}], "give exactly one of max_steps or episodes"),
+        ([{"name": "a", "max_steps": 5}, {"name": "a", "max_steps": 5}], "two phases are named 'a'"),
+        ([{"name": "a", "mode": "test", "learn": ["D"], "episodes": 3}], "a test phase never changes weights"),
+        ([{"name": "a", "learn": ["Nobody"], "max_steps": 5}], "phases.a.learn: 'Nobody' is not a configured behavior"),
+        ([{"name": "a", "mode": "tset", "max_steps": 5}], "did you mean 'test'?"),
+        ([{"name": "a b", "max_steps": 5}], "phases.0.name"),
+        ([{"name": "a", "max_steps": 5, "load": {"D": {"phase": "a"}}}], "'a' is not an earlier phase of this run"),
+        ([{"name": "a", "max_steps": 5, "load": {"D": {}}}], "the first phase has no earlier phase to load from"),
+        ([{"name": "a", "learn": ["A"], "max_steps": 5}, {"name": "b", "max_steps": 5, "load": {"D": {"phase": "a"}}}],
+         "phase 'a' does not train 'D'"),
+        ([{"name": "a", "max_steps": 5, "behaviors": {"D": {"network_settings": {"num_layers": 3}}}}],
+         "phases.a.behaviors.D.network_settings.num_layers: a phase cannot change the network's shape"),
+        ([{"name": "a", "max_steps": 5, "behaviors": {"D": {"hyperparameters": {"lerning_rate": 1}}}}],
+         "did you mean 'learning_rate'?"),
+        ([{"name": "a", "max_steps": 5, "environment_parameters": {"x": {"sampler_type": "unifrom"}}}],
+         "phases.a.environment_parameters.x.sampler_type"),
+    ],
+)
+def test_phase_problems_are_one_line_each(phases: list, needle: str) -> None:
+    found = problems({"behaviors": {"A": {}, "D": {}}, "phases": phases})
+    assert any(needle in p for p in found), found
+
+
+def test_objective_role_and_trainer_type_problems() -> None:
+    found = problems({"behaviors": {
+        "A": {"role": "attacker", "objective": {"name": "reward"}},
+        "B": {"objective": {"name": "no_such"}},
+        "C": {"objective": {"name": "scaled_sum", "params": {"nope": 1}}},
+        "D": {"trainer_type": "sac"},
+        "E": {"trainer_type": "no_such_pkg.mod:Trainer"},
+        "F": {"role": "spy"},
+    }})
+    for needle in ("behaviors.A: give either role", "behaviors.B.objective: 'no_such' is neither", "behaviors.C.objective: scaled_sum: bad params",
+                   "trainer 'sac' is not supported yet", "behaviors.E.trainer_type: cannot import module", "behaviors.F.role"):
+        assert any(needle in p for p in found), (needle, found)
