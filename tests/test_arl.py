@@ -437,3 +437,21 @@ def test_per_step_records_only_when_asked(tmp_path: Path) -> None:
     with sqlite3.connect(tmp_path / "nosteps" / STORE_FILENAME) as db:
         assert db.execute("SELECT COUNT(*) FROM steps").fetchone()[0] == 0
         assert db.execute("SELECT COUNT(*) FROM episodes").fetchone()[0] > 0
+
+
+def test_phase_environment_parameters_reach_the_environment(tmp_path: Path) -> None:
+    phases = [{"name": "heavy", "mode": "test", "episodes": 8, "environment_parameters": {"load_scale": 1.15}},
+              {"name": "light", "mode": "test", "episodes": 8, "environment_parameters": {"load_scale": 0.9}}]
+    config = grid_config(tmp_path, "params", phases, num_envs=1, manager="inprocess")
+    config["environment_parameters"] = {"pv_scale": 0.7}
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    seen: list[dict[str, float]] = []
+    original = controller._end_phase
+
+    def spy() -> None:
+        seen.append(dict(controller.env_manager.runners[0].env.params))  # type: ignore[attr-defined]
+        original()
+
+    controller._end_phase = spy  # type: ignore[method-assign]
+    controller.start_learning()
+    assert [(p["load_scale"], p["pv_scale"]) for p in seen] == [(1.15, 0.7), (0.9, 0.7)]
