@@ -29,6 +29,9 @@ examples:
   arl-learn my.yaml --env mypkg.envs:make_env --env-args size=8   # your own BaseEnv factory
   arl-learn config/ppo/Ball.yaml --env ./builds/Ball.x86_64 --num-envs 4 --no-graphics --run-id ball
   arl-learn config/ppo/Ball.yaml --run-id editor-run              # then press Play in the Unity Editor
+  arl-learn config/arl/GridDefense.yaml --run-id grid              # attacker vs defender, in phases
+  arl-report results/grid                                          # table + results/grid/report.png
+  arl-learn config/ppo/Tag-selfplay.yaml --run-id tag              # self-play with ELO
   tensorboard --logdir results
 """
 
