@@ -381,9 +381,6 @@ class TrainerController:
             return all(self.trainers[b].step >= self.trainers[b].step_limit for b in learning)
         return all(self.phase_acted.get(b, 0) >= phase.max_steps for b in counting)
 
-    def _done(self) -> bool:  # kept for callers of the unphased loop
-        return self._phase_done()
-
     def _handle_batch(self, batch: StepBatch) -> None:
         for behavior, spec in batch.new_specs.items():
             self._create_trainer(behavior, spec)
@@ -552,14 +549,13 @@ class TrainerController:
             if index > 0 or params:
                 self.env_manager.set_environment_parameters(params)  # resets every environment
         self.ghost_controller = GhostController()
-        self.ghosts = {b: g for b, g in self.ghosts.items()}
         for brain, trainer in self.trainers.items():
             if not resumed or index > 0:
                 self._load_phase_brain(brain, trainer)
             self._configure_trainer(brain, trainer, entry)
             self.live[brain] = trainer.policy_message()
         self._rebuild_ghosts()
-        if self.phase_log.path and self.phased:
+        if self.phased:
             self.phase_log.save()
         if self.store is not None:
             self.store.record_phase(phase=self.phase_name, index=index, mode=self.phase_mode, state="running", wall_time=time.time())

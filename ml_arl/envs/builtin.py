@@ -28,18 +28,12 @@ from mlagents_envs.base_env import (
     BehaviorMapping,
     BehaviorSpec,
     DecisionSteps,
-    DimensionProperty,
-    ObservationSpec,
-    ObservationType,
     TerminalSteps,
 )
 
 from ml_arl.envs.grid import GridDefense
+from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.envs.tag import Tag
-
-
-def vector_obs_spec(size: int, name: str = "vector") -> ObservationSpec:
-    return ObservationSpec((size,), (DimensionProperty.NONE,), ObservationType.DEFAULT, name)
 
 
 class _VectorBatchEnv(BaseEnv):

@@ -56,11 +56,10 @@ from mlagents_envs.base_env import (
     BehaviorMapping,
     BehaviorSpec,
     DecisionSteps,
-    DimensionProperty,
-    ObservationSpec,
-    ObservationType,
     TerminalSteps,
 )
+
+from ml_arl.envs.specs import vector_obs_spec
 
 V_BASE_KV = 12.66
 S_BASE_MVA = 1.0
@@ -224,7 +223,7 @@ ATTACKER = "Attacker"
 
 
 def _vector_spec(obs_size: int, action_size: int) -> BehaviorSpec:
-    obs = ObservationSpec((obs_size,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "vector")
+    obs = vector_obs_spec(obs_size)
     return BehaviorSpec([obs], ActionSpec(action_size, ()))
 
 

@@ -30,11 +30,10 @@ from mlagents_envs.base_env import (
     BehaviorMapping,
     BehaviorSpec,
     DecisionSteps,
-    DimensionProperty,
-    ObservationSpec,
-    ObservationType,
     TerminalSteps,
 )
+
+from ml_arl.envs.specs import vector_obs_spec
 
 HALF_CELLS = 8
 MIN_START_DISTANCE = 3
@@ -49,7 +48,7 @@ class Tag(BaseEnv):
         self.num_areas = num_areas
         self.max_episode_steps = max_episode_steps
         self.rng = np.random.default_rng(seed)
-        obs = ObservationSpec((3,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "vector")
+        obs = vector_obs_spec(3)
         self._spec = BehaviorSpec([obs], ActionSpec(0, (3,)))
         self._ids = [np.arange(num_areas, dtype=np.int32) + team * num_areas for team in range(2)]
         self.pos = np.zeros((2, num_areas), np.int64)  # [team, arena], in cells
