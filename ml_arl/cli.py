@@ -15,7 +15,15 @@ import sys
 from types import FrameType
 from typing import Any, Optional
 
-from ml_arl.exceptions import ArlError, ConfigError, RestartQuotaExceeded, TrainerThreadError, WorkerError
+from ml_arl.exceptions import (
+    ArlError,
+    ConfigError,
+    EnvironmentSourceError,
+    RestartQuotaExceeded,
+    RunDirectoryError,
+    TrainerThreadError,
+    WorkerError,
+)
 
 logger = logging.getLogger("ml_arl")
 
@@ -64,7 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         argument_default=argparse.SUPPRESS,
     )
-    p.add_argument("trainer_config_path", metavar="CONFIG", help="YAML run configuration")
+    p.add_argument(
+        "trainer_config_path", metavar="CONFIG", nargs="?",
+        help="YAML run configuration; without one, every behavior trains with the default settings",
+    )
+    p.add_argument(
+        "--check", action="store_true",
+        help="validate the config and flags (everything that can be checked without starting an environment), "
+        "print the merged configuration and exit: 0 valid, 2 not",
+    )
     p.add_argument(
         "--env", dest="env_path",
         help="environment: a Unity build (path), builtin:<Name>, gymnasium:<EnvId> or package.module:factory; "
@@ -108,21 +124,55 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_options(argv: list[str]) -> Any:
+    return _parse(argv)[0]
+
+
+def _parse(argv: list[str]) -> tuple[Any, bool]:
+    """(RunOptions, --check given)."""
     from ml_arl.settings import build_run_options, load_config_file
 
     args = vars(build_parser().parse_args(argv))
-    path = args.pop("trainer_config_path")
+    path = args.pop("trainer_config_path", None)
+    check = bool(args.pop("check", False))
     overrides: dict[str, dict[str, Any]] = {}
     for section, keys in _ROUTES.items():
         typed = {k: args[k] for k in keys if k in args}
         if typed:
             overrides[section] = typed
-    return build_run_options(load_config_file(path), overrides, path)
+    if path is None:
+        return build_run_options({}, overrides, "(no config file)"), check
+    data = load_config_file(path)
+    if not data:
+        logger.warning("%s: the config is empty; every behavior trains with the default settings", path)
+    return build_run_options(data, overrides, path), check
 
 
-def _configure_logging(debug: bool) -> None:
+def check_only(options: Any) -> int:
+    """--check: what can be checked without an environment, then the merged configuration on stdout."""
+    import yaml
+
+    from ml_arl.envs.sources import is_python_source, resolve_env, unity_factory
+    from ml_arl.results_dir import resolve_seed, validate_run_directories
+
+    validate_run_directories(options)
+    env = options.env_settings
+    if is_python_source(env.env_path):
+        resolve_env(env.env_path, env.env_args, env.num_areas)
+    elif env.env_path is not None:
+        unity_factory(options, resolve_seed(options))
+    from ml_arl.trainer_controller import choose_device
+
+    choose_device(options.torch_settings.device)
+    sys.stdout.write(yaml.safe_dump(options.as_dict(), sort_keys=False))
+    logger.info("The configuration is valid.")
+    return 0
+
+
+def _configure_logging(debug: bool, stream: Any = None) -> None:
     fmt = "%(asctime)s +%(relativeCreated)d ms %(levelname)s [%(filename)s:%(lineno)d] %(message)s" if debug else "[%(levelname)s] %(message)s"
-    logging.basicConfig(level=logging.DEBUG if debug else logging.INFO, format=fmt, stream=sys.stdout, force=True)
+    logging.basicConfig(
+        level=logging.DEBUG if debug else logging.INFO, format=fmt, stream=stream or sys.stdout, force=True
+    )
     for noisy in ("matplotlib", "PIL", "urllib3"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -133,10 +183,14 @@ def _sigterm(signum: int, frame: Optional[FrameType]) -> None:
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _configure_logging("--debug" in argv, stream=sys.stderr)  # warnings while reading the config
     try:
-        options = parse_options(argv)
-    except ConfigError as err:
-        for problem in err.problems:
+        options, check = _parse(argv)
+        if check:
+            return check_only(options)
+    except (ConfigError, RunDirectoryError, EnvironmentSourceError) as err:
+        problems = err.problems if isinstance(err, ConfigError) else [str(err)]
+        for problem in problems:
             sys.stderr.write(f"arl-learn: error: {problem}\n")
         return err.exit_code
     _configure_logging(options.debug)

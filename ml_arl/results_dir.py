@@ -1,5 +1,12 @@
 """Checks and preparation of results/<run-id> before a run starts, and the run seed.
-Kept free of torch so the CLI can do this (and start workers) while torch imports."""
+Kept free of torch so the CLI can do this (and start workers) while torch imports.
+
+A run id is a name (settings.check_run_name), so <results-dir>/<run-id> is always one folder
+inside the results folder. ``--force`` removes that folder only when arl-learn wrote it: its
+run_logs/ holds ``RUN_MARKER`` (written when a run prepares its folder) or, for runs of older
+versions, training_status.json or timers.json. A symbolic link, a file, or a folder of someone
+else's is never removed: that is a one-line error.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,50 @@ from ml_arl.exceptions import RunDirectoryError
 from ml_arl.settings import LoadSettings, RunOptions
 
 _STARTED = time.time()
+RUN_MARKER = "arl-run.json"  # run_logs/arl-run.json: this folder is an arl-learn run
+_OLDER_RUN_FILES = ("training_status.json", "timers.json", "phases.json")
+
+
+def is_run_folder(path: str) -> bool:
+    """``path`` is a real folder (not a link) whose run_logs/ says arl-learn wrote it."""
+    run_logs = os.path.join(path, "run_logs")
+    if os.path.islink(path) or not os.path.isdir(path) or os.path.islink(run_logs) or not os.path.isdir(run_logs):
+        return False
+    return any(os.path.isfile(os.path.join(run_logs, name)) for name in (RUN_MARKER, *_OLDER_RUN_FILES))
+
+
+def _check_force_target(path: str) -> None:
+    """--force may remove ``path`` only if it is a run folder this tool wrote."""
+    if os.path.islink(path):
+        raise RunDirectoryError(f"{path}: is a symbolic link; --force removes only run folders arl-learn wrote; remove the link yourself or use another --run-id")
+    if not is_run_folder(path):
+        raise RunDirectoryError(
+            f"{path}: exists but is not a run folder written by arl-learn (no run_logs/{RUN_MARKER}); "
+            "--force will not remove it: use another --run-id or --results-dir, or remove it yourself"
+        )
+
+
+def write_run_marker(options: RunOptions) -> None:
+    """run_logs/arl-run.json (atomic): marks the folder as this tool's, for a later --force."""
+    cp = options.checkpoint_settings
+    target = os.path.join(cp.run_logs_dir, RUN_MARKER)
+    if os.path.isfile(target):
+        return
+    tmp = f"{target}.tmp-{os.getpid()}"
+    try:
+        os.makedirs(cp.run_logs_dir, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            json.dump({"run_id": cp.run_id, "written_by": "arl-learn", "created": time.time()}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError as err:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+        raise RunDirectoryError(
+            f"{cp.run_logs_dir}: cannot write to the run folder ({err.strerror or err}); "
+            "make the results folder writable or free some space, or pass another --results-dir"
+        ) from None
 
 
 def _fresh_player_logs(run_logs_dir: str) -> set[str]:
@@ -39,6 +90,10 @@ def validate_run_directories(options: RunOptions) -> None:
     """ML-Agents' rules for results/<run-id> with --resume / --force / --initialize-from."""
     cp = options.checkpoint_settings
     path = cp.write_path
+    if os.path.exists(cp.results_dir) and not os.path.isdir(cp.results_dir):
+        raise RunDirectoryError(f"{cp.results_dir}: the results folder is a file; pass another --results-dir")
+    if os.path.lexists(path) and not os.path.isdir(path):
+        raise RunDirectoryError(f"{path}: exists and is not a folder; use another --run-id or remove it yourself")
     exists = os.path.isdir(path) and not _holds_only_this_runs_player_logs(cp.write_path, cp.run_logs_dir)
     if cp.resume and not exists:
         raise RunDirectoryError(
@@ -49,6 +104,8 @@ def validate_run_directories(options: RunOptions) -> None:
             f"{path}: previous data from this run ID was found; use a new --run-id, --resume to continue "
             "this run, or --force to overwrite it"
         )
+    if exists and cp.force:
+        _check_force_target(path)
     validate_phase_loads(options)
     if cp.initialize_from is not None:
         init_dir = os.path.join(cp.results_dir, cp.initialize_from)
@@ -65,10 +122,16 @@ def prepare_results_dir(options: RunOptions) -> None:
     validate_run_directories(options)
     cp = options.checkpoint_settings
     if not (cp.force and os.path.isdir(cp.write_path)):
+        write_run_marker(options)
         return
     keep = _fresh_player_logs(cp.run_logs_dir)
     if not keep:
-        shutil.rmtree(cp.write_path)
+        _check_force_target(cp.write_path)  # checked again right before removing
+        try:
+            shutil.rmtree(cp.write_path)
+        except OSError as err:
+            raise RunDirectoryError(f"{cp.write_path}: --force could not remove the old run ({err.strerror or err})") from None
+        write_run_marker(options)
         return
     for root, dirs, files in os.walk(cp.write_path, topdown=False):
         for name in files:
@@ -79,6 +142,7 @@ def prepare_results_dir(options: RunOptions) -> None:
             path = os.path.join(root, name)
             if not os.listdir(path):
                 os.rmdir(path)
+    write_run_marker(options)
 
 
 def resolve_seed(options: RunOptions) -> int:

@@ -12,11 +12,13 @@ import copy
 import difflib
 import importlib
 import logging
+import math
 import os
+import re
 from typing import Annotated, Any, Literal, Optional
 
-import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -27,6 +29,8 @@ from pydantic import (
     model_validator,
 )
 
+from ml_arl import limits
+from ml_arl.config_file import load_config_file as _read_config_file
 from ml_arl.exceptions import ConfigError
 from ml_arl.objectives import ROLE_OBJECTIVES, ObjectiveError, build_objective
 
@@ -34,18 +38,21 @@ logger = logging.getLogger(__name__)
 
 
 def _to_int(value: Any) -> Any:
-    """Accept 5.0e5, 500000.0 and "5.0e5" for integer keys, as ML-Agents does (int(float(v)))."""
+    """Accept 5.0e5, 500000.0 and "5.0e5" for integer keys, as ML-Agents does (int(float(v)));
+    anything beyond +-2**53 is out of range (a typo, and not exact as a float)."""
     if isinstance(value, bool):
         return value
     if isinstance(value, float) and value.is_integer():
-        return int(value)
-    if isinstance(value, str):
+        value = int(value)
+    elif isinstance(value, str) and len(value) <= 40:
         try:
             as_float = float(value)
         except ValueError:
             return value
         if as_float.is_integer():
-            return int(as_float)
+            value = int(as_float)
+    if isinstance(value, int) and abs(value) > limits.MAX_INT:
+        raise ValueError(f"out of range (at most {limits.MAX_INT:.3g} in absolute value)")
     return value
 
 
@@ -64,7 +71,23 @@ Float = Annotated[float, BeforeValidator(_to_float)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # inf and nan are never meaningful settings (YAML's .inf / .nan, or 1e999)
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+_RUN_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+def check_run_name(value: str) -> str:
+    """A run id names one folder inside the results folder: never a path (no escapes, no absolute paths)."""
+    if not _RUN_NAME.match(value) or value in (".", ".."):
+        raise ValueError(
+            "is not a run name; use letters, digits, '-', '_' and '.' (one folder name: no '/', not '.' or '..')"
+        )
+    return value
+
+
+RunName = Annotated[str, AfterValidator(check_run_name)]
 
 
 ScheduleType = Literal["linear", "constant"]
@@ -104,9 +127,16 @@ class MemorySettings(_Strict):
 class NetworkSettings(_Strict):
     normalize: bool = False
     hidden_units: Int = Field(128, gt=0)
-    num_layers: Int = Field(2, ge=1)
+    num_layers: Int = Field(2, ge=1, le=1000)
     vis_encode_type: Literal["fully_connected", "match3", "simple", "nature_cnn", "resnet"] = "simple"
     memory: Optional[MemorySettings] = None
+
+    @field_validator("memory", mode="before")
+    @classmethod
+    def _memory(cls, value: Any) -> Any:
+        if value is not None:
+            raise ValueError("recurrent networks (LSTM) are not supported yet; remove 'memory'")
+        return value
     goal_conditioning_type: Literal["hyper", "none"] = "hyper"
     deterministic: bool = False
     # ml_arl extension: hidden-layer activation; ML-Agents always uses swish.
@@ -211,17 +241,17 @@ class TrainerSettings(_Strict):
 class EnvSettings(_Strict):
     env_path: Optional[str] = None
     env_args: Optional[list[str]] = None
-    base_port: Int = Field(5005, ge=0, le=65535)
-    num_envs: Int = Field(1, ge=1)
-    num_areas: Int = Field(1, ge=1)
-    timeout_wait: Int = Field(60, gt=0)
-    seed: Int = -1
+    base_port: Int = Field(5005, ge=1, le=65535)
+    num_envs: Int = Field(1, ge=1, le=limits.MAX_NUM_ENVS)
+    num_areas: Int = Field(1, ge=1, le=limits.MAX_NUM_AREAS)
+    timeout_wait: Int = Field(60, gt=0, le=86400)
+    seed: Int = Field(-1, ge=-1, le=limits.MAX_SEED)
     max_lifetime_restarts: Int = Field(10, ge=-1)
     restarts_rate_limit_n: Int = Field(1, ge=-1)
     restarts_rate_limit_period_s: Int = Field(60, ge=0)
     # ml_arl extensions (not in ML-Agents): how workers run.
     manager: Literal["subprocess", "inprocess"] = "subprocess"
-    steps_per_message: Int = Field(16, ge=1)
+    steps_per_message: Int = Field(16, ge=1, le=limits.MAX_STEPS_PER_MESSAGE)
     worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
     # where the port opened for a Unity build / the Editor listens: loopback unless asked otherwise
     listen_address: str = "localhost"
@@ -230,19 +260,19 @@ class EnvSettings(_Strict):
 
 
 class EngineSettings(_Strict):
-    width: Int = 84
-    height: Int = 84
-    quality_level: Int = 5
-    time_scale: Float = 20.0
-    target_frame_rate: Int = -1
-    capture_frame_rate: Int = 60
+    width: Int = Field(84, gt=0, le=16384)
+    height: Int = Field(84, gt=0, le=16384)
+    quality_level: Int = Field(5, ge=0)
+    time_scale: Float = Field(20.0, gt=0, le=1000)  # Unity clamps Time.timeScale to 100
+    target_frame_rate: Int = Field(-1, ge=-1)  # -1: as fast as possible
+    capture_frame_rate: Int = Field(60, ge=0)  # 0: off
     no_graphics: bool = False
     no_graphics_monitor: bool = False
 
 
 class CheckpointSettings(_Strict):
-    run_id: str = "ppo"
-    initialize_from: Optional[str] = None
+    run_id: RunName = "ppo"
+    initialize_from: Optional[RunName] = None
     load_model: bool = False
     resume: bool = False
     force: bool = False
@@ -260,7 +290,15 @@ class CheckpointSettings(_Strict):
 
 
 class TorchSettings(_Strict):
+    # cpu, cuda, cuda:N, mps, xpu[:N]; whether it exists is checked when torch is imported
     device: Optional[str] = None
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.match(r"^(cpu|cuda|mps|xpu)(:[0-9]{1,3})?$", value):
+            raise ValueError("is not a torch device; use cpu, cuda or cuda:N")
+        return value
 
 
 class ResultsStoreSettings(_Strict):
@@ -274,7 +312,7 @@ class ResultsStoreSettings(_Strict):
 class LoadSettings(_Strict):
     """Where a phase takes a brain from: results/<run>/<phase>/<behavior>/checkpoint.pt."""
 
-    run: Optional[str] = None  # default: this run
+    run: Optional[RunName] = None  # default: this run
     phase: Optional[str] = None  # default: the newest phase (of that run) that saved the behavior
     behavior: Optional[str] = None  # default: the same behavior
 
@@ -308,20 +346,22 @@ class RunOptions(_Strict):
     results_store: ResultsStoreSettings = Field(default_factory=lambda: ResultsStoreSettings())
 
     def settings_for(self, behavior: str) -> TrainerSettings:
-        """Settings of a behavior seen in the environment ("Name?team=1" maps to "Name")."""
+        """Settings of a behavior seen in the environment ("Name?team=1" maps to "Name"). A behavior
+        the config does not name gets default_settings, or the defaults, as in ML-Agents; the first
+        time, one warning line names it."""
         name = behavior.split("?", 1)[0]
         if name in self.behaviors:
             return self.behaviors[name]
-        if self.default_settings is not None:
-            return self.default_settings
-        known = ", ".join(sorted(self.behaviors)) or "none"
-        raise ConfigError(
-            [
-                f"behaviors: the environment has a behavior named '{name}' but the config has no "
-                f"entry for it (configured: {known}); add 'behaviors: {{{name}: ...}}' or a "
-                "'default_settings:' section"
-            ]
-        )
+        source = "default_settings" if self.default_settings is not None else "the default settings"
+        if name not in _WARNED_UNLISTED:
+            _WARNED_UNLISTED.add(name)
+            logger.warning(
+                "Behavior '%s' is not in the config's behaviors; it trains with %s (add 'behaviors: {%s: ...}' to set it)",
+                name, source, name,
+            )
+        if self.default_settings is None:
+            self.default_settings = TrainerSettings()
+        return self.default_settings
 
     def phase_settings_for(self, behavior: str, phase: Optional[PhaseSettings]) -> TrainerSettings:
         """A behavior's settings in a phase: its settings with the phase's overrides merged in."""
@@ -342,6 +382,9 @@ class RunOptions(_Strict):
 
     def as_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
+
+
+_WARNED_UNLISTED: set[str] = set()  # behaviors already named in a warning (one line each per process)
 
 
 def _phase_override_problems(base: TrainerSettings, merged: TrainerSettings, where: str) -> list[str]:
@@ -434,10 +477,11 @@ def _describe(error: Any, prefix: tuple[Any, ...], model: type[BaseModel]) -> st
             close = difflib.get_close_matches(value, options, n=1, cutoff=0.5)
             if close:
                 close_msg = f"; did you mean '{close[0]}'?"
-        return f"{path}: {value!r} is not allowed, expected {expected}{close_msg}"
+        return f"{path}: {_short(value)} is not allowed, expected {expected}{close_msg}"
     if kind == "missing":
         return f"{path}: required key is missing"
-    return f"{path}: {value!r} is invalid: {error['msg'][0].lower() + error['msg'][1:]}"
+    msg = error["msg"].removeprefix("Value error, ")
+    return f"{path}: {_short(value)} is invalid: {msg[0].lower() + msg[1:]}"
 
 
 def _validate(model: type[BaseModel], data: Any, prefix: tuple[Any, ...]) -> tuple[Any, list[str]]:
@@ -448,23 +492,10 @@ def _validate(model: type[BaseModel], data: Any, prefix: tuple[Any, ...]) -> tup
 
 
 def load_config_file(path: str) -> dict[str, Any]:
-    """Read a YAML config with yaml.safe_load; errors name the file and line."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            data = yaml.safe_load(f)
-    except FileNotFoundError:
-        raise ConfigError([f"{path}: config file not found; check the path"]) from None
-    except IsADirectoryError:
-        raise ConfigError([f"{path}: is a directory, expected a YAML config file"]) from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(err, "problem", None) or str(err).splitlines()[0]
-        raise ConfigError([f"{path}:{where}: YAML syntax error: {problem}"]) from None
-    if data is None:
-        return {}
-    if not isinstance(data, dict):
-        raise ConfigError([f"{path}: the top level must be a mapping of sections (behaviors:, env_settings:, ...)"])
+    """Read a YAML config within the limits of ml_arl.config_file; its warnings are logged."""
+    data, warnings = _read_config_file(path)
+    for warning in warnings:
+        logger.warning("%s", warning)
     return data
 
 
@@ -480,7 +511,17 @@ def _number(value: Any) -> Optional[float]:
     value = _to_float(value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
-    return float(value)
+    try:
+        number = float(value)
+    except OverflowError:
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _short(value: Any, limit: int = 60) -> str:
+    """repr of a value for a one-line message, cut to ``limit`` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def _check_environment_parameters(params: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -496,7 +537,7 @@ def _check_environment_parameters(params: dict[str, Any]) -> tuple[dict[str, Any
             out[key] = as_float
             continue
         if not isinstance(raw, dict):
-            problems.append(f"{where}: {raw!r} is invalid; give a number or a sampler {{sampler_type: ..., sampler_parameters: ...}}")
+            problems.append(f"{where}: {_short(raw)} is invalid; give a number or a sampler {{sampler_type: ..., sampler_parameters: ...}}")
             continue
         if "curriculum" in raw:
             problems.append(f"{where}.curriculum: curricula (lessons) are not supported yet; give a number or a sampler")
@@ -509,11 +550,11 @@ def _check_environment_parameters(params: dict[str, Any]) -> tuple[dict[str, Any
         if kind not in _SAMPLER_PARAMETERS:
             close = difflib.get_close_matches(str(kind), list(_SAMPLER_PARAMETERS), n=1, cutoff=0.5)
             hint = f"; did you mean '{close[0]}'?" if close else f"; expected one of {', '.join(_SAMPLER_PARAMETERS)}"
-            problems.append(f"{where}.sampler_type: {kind!r} is not a sampler{hint}")
+            problems.append(f"{where}.sampler_type: {_short(kind)} is not a sampler{hint}")
             continue
         given = raw.get("sampler_parameters") or {}
         if not isinstance(given, dict):
-            problems.append(f"{where}.sampler_parameters: expected a mapping, got {given!r}")
+            problems.append(f"{where}.sampler_parameters: expected a mapping, got {_short(given)}")
             continue
         defaults = _SAMPLER_PARAMETERS[kind]
         values: dict[str, Any] = {**copy.deepcopy(defaults), "seed": -1}
@@ -528,7 +569,7 @@ def _check_environment_parameters(params: dict[str, Any]) -> tuple[dict[str, Any
                     isinstance(iv, list) and len(iv) == 2 and all(_number(v) is not None for v in iv) for iv in value
                 )
                 if not ok:
-                    problems.append(f"{where}.sampler_parameters.intervals: {value!r} is invalid; give a list of [min, max] pairs")
+                    problems.append(f"{where}.sampler_parameters.intervals: {_short(value)} is invalid; give a list of [min, max] pairs")
                     bad = True
                     continue
                 values[name] = [[_number(lo), _number(hi)] for lo, hi in value]
@@ -537,16 +578,19 @@ def _check_environment_parameters(params: dict[str, Any]) -> tuple[dict[str, Any
                         problems.append(f"{where}.sampler_parameters.intervals: [{lo}, {hi}] has min > max; swap them")
                         bad = True
             elif name == "seed":
-                seed = _to_int(value)
-                if not isinstance(seed, int) or isinstance(seed, bool):
-                    problems.append(f"{where}.sampler_parameters.seed: {value!r} is not an integer")
+                try:
+                    seed = _to_int(value)
+                except ValueError:
+                    seed = None
+                if not isinstance(seed, int) or isinstance(seed, bool) or not -1 <= seed <= limits.MAX_SEED:
+                    problems.append(f"{where}.sampler_parameters.seed: {_short(value)} is not an integer")
                     bad = True
                 else:
                     values[name] = seed
             else:
                 number = _number(value)
                 if number is None:
-                    problems.append(f"{where}.sampler_parameters.{name}: {value!r} is not a number")
+                    problems.append(f"{where}.sampler_parameters.{name}: {_short(value)} is not a number")
                     bad = True
                 else:
                     values[name] = number
@@ -666,18 +710,23 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         if section == "":
             data.update(values)
             continue
-        if not isinstance(data.get(section), dict):
-            data[section] = {}
-        data[section].update(values)
+        current = data.get(section)
+        if current is None:
+            data[section] = dict(values)
+        elif isinstance(current, dict):
+            current.update(values)
+        # a section of the wrong type (a list, a string...) stays as it is: validation reports it
 
     problems: list[str] = []
-    behaviors_raw = data.pop("behaviors", None) or {}
+    behaviors_raw = data.pop("behaviors", None)
     defaults_raw = data.pop("default_settings", None)
-    if not isinstance(behaviors_raw, dict):
-        problems.append(f"behaviors: expected a mapping of behavior name to settings, got {behaviors_raw!r}")
+    if behaviors_raw is None:
+        behaviors_raw = {}
+    elif not isinstance(behaviors_raw, dict):
+        problems.append(f"behaviors: expected a mapping of behavior name to settings, got {_short(behaviors_raw)}")
         behaviors_raw = {}
     if defaults_raw is not None and not isinstance(defaults_raw, dict):
-        problems.append(f"default_settings: expected a mapping of trainer settings, got {defaults_raw!r}")
+        problems.append(f"default_settings: expected a mapping of trainer settings, got {_short(defaults_raw)}")
         defaults_raw = None
 
     base, errs = _validate(RunOptions, data, ())
@@ -693,9 +742,15 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
             section.pop("framework")  # legacy ML-Agents key; ML-Agents drops it the same way
             logger.warning("%s: %s.framework is obsolete and was ignored", source, where)
     for name, raw in behaviors_raw.items():
-        raw = raw or {}
+        if not isinstance(name, str) or not name or any(ch in name for ch in "/\\\0?") or name in (".", ".."):
+            problems.append(
+                f"behaviors: {_short(name)} is not a behavior name; use the name the environment gives "
+                "(no '/', '\\', '?', not '.' or '..')"
+            )
+            continue
+        raw = {} if raw is None else raw
         if not isinstance(raw, dict):
-            problems.append(f"behaviors.{name}: expected a mapping of trainer settings, got {raw!r}")
+            problems.append(f"behaviors.{name}: expected a mapping of trainer settings, got {_short(raw)}")
             continue
         own, errs = _validate(TrainerSettings, raw, ("behaviors", name))
         problems += errs
@@ -716,8 +771,11 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
                 f"{where}.hyperparameters.batch_size: {hp.batch_size} is larger than buffer_size "
                 f"({hp.buffer_size}); make batch_size <= buffer_size"
             )
-        if settings.network_settings.memory is not None:
-            problems.append(f"{where}.network_settings.memory: recurrent networks (LSTM) are not supported yet; remove 'memory'")
+        net = settings.network_settings
+        num_envs = base.env_settings.num_envs if base is not None else 1
+        too_big = limits.network_memory_problem(net.hidden_units, net.num_layers, num_envs)
+        if too_big is not None:
+            problems.append(f"{where}.network_settings: {too_big}")
 
     for name, settings in list(behaviors.items()) + ([("default_settings", defaults)] if defaults else []):
         where = f"behaviors.{name}" if name != "default_settings" else name
@@ -726,11 +784,23 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
     if base is not None and base.phases is not None:
         problems += _check_phases(base, behaviors, defaults is not None)
 
-    if base is not None and base.environment_parameters:
-        normalized, errs = _check_environment_parameters(base.environment_parameters)
+    raw_parameters = data.get("environment_parameters")
+    if isinstance(raw_parameters, dict) and raw_parameters:  # checked even when other sections failed
+        normalized, errs = _check_environment_parameters(raw_parameters)
         problems += errs
-        if not errs:
+        if not errs and base is not None:
             base.environment_parameters = normalized
+
+    if base is not None:
+        from ml_arl.envs.sources import is_python_source
+
+        env = base.env_settings
+        last_port = env.base_port + env.num_envs - 1
+        if not is_python_source(env.env_path) and last_port > 65535:
+            problems.append(
+                f"env_settings.base_port: {env.base_port} + {env.num_envs} workers runs past port 65535; "
+                "use a lower --base-port"
+            )
 
     if base is not None:
         env = base.env_settings

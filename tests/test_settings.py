@@ -92,10 +92,14 @@ def test_default_settings_merge_under_behaviors() -> None:
     assert opts.settings_for("Unlisted?team=1").max_steps == 1000
 
 
-def test_missing_behavior_without_defaults_is_an_error() -> None:
-    opts = build_run_options({"behaviors": {"A": {}}}, {}, "c")
-    with pytest.raises(ConfigError, match="no entry for it"):
-        opts.settings_for("B")
+def test_missing_behavior_without_defaults_gets_the_defaults_with_one_warning(caplog: pytest.LogCaptureFixture) -> None:
+    opts = build_run_options({"behaviors": {"A": {"max_steps": 77}}}, {}, "c")
+    with caplog.at_level("WARNING"):
+        assert opts.settings_for("NotInConfigB").max_steps == TrainerSettings().max_steps
+        assert opts.settings_for("NotInConfigB?team=1").max_steps == TrainerSettings().max_steps
+    named = [r for r in caplog.records if "NotInConfigB" in r.getMessage()]
+    assert len(named) == 1 and named[0].levelname == "WARNING" and "default settings" in named[0].getMessage()
+    assert opts.settings_for("A").max_steps == 77
 
 
 def test_scientific_notation_steps() -> None:

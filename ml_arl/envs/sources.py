@@ -45,7 +45,12 @@ def parse_env_args(env_args: Optional[list[str]]) -> dict[str, Any]:
             raise EnvironmentSourceError(
                 f"--env-args: {item!r} is not key=value; Python environments take arguments as key=value"
             )
-        out[key.lstrip("-")] = yaml.safe_load(value)
+        try:
+            out[key.lstrip("-")] = yaml.safe_load(value)
+        except yaml.YAMLError:
+            raise EnvironmentSourceError(
+                f"--env-args: the value of {key!r} is not a YAML scalar ({value!r}); quote it or fix its syntax"
+            ) from None
     return out
 
 
