@@ -180,8 +180,9 @@ def _read(path: str) -> bytes:
 
 def parse_yaml(text: str, path: str) -> tuple[Any, list[str]]:
     """YAML text -> (plain Python data, warnings). Errors name ``path`` and the line."""
-    loader = _Loader(text)
+    loader: Optional[_Loader] = None
     try:
+        loader = _Loader(text)
         node = loader.get_single_node()
         if node is None:
             return None, []
@@ -196,7 +197,8 @@ def parse_yaml(text: str, path: str) -> tuple[Any, list[str]]:
     except (ValueError, TypeError, RecursionError) as err:  # a constructor refusing a value PyYAML resolved
         raise ConfigError([f"{path}: cannot read a value ({_one_line(str(err))}); check the file"]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def _one_line(text: str) -> str:

@@ -8,7 +8,7 @@ before anything starts.
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Any, Optional
 
 MAX_NUM_ENVS = 256  # worker processes on one machine
 MAX_NUM_AREAS = 4096  # training areas (env copies / agent multipliers) per worker
@@ -70,3 +70,24 @@ def _size(n: float) -> str:
             return f"{n:.0f} {unit}"
         n /= 1000
     return f"{n:.3g} PB"
+
+
+def behavior_memory_problem(spec: Any, hidden_units: int, num_layers: int, num_envs: int) -> Optional[str]:
+    """network_memory_problem with the behavior's own observation and action sizes (an
+    mlagents_envs BehaviorSpec); images count as hidden_units features (their encoder's output)."""
+    inputs = 0
+    for obs in spec.observation_specs:
+        inputs += int(obs.shape[0]) if len(obs.shape) == 1 else hidden_units
+    actions = spec.action_spec
+    outputs = 2 * int(actions.continuous_size) + int(sum(actions.discrete_branches)) + 1
+    return network_memory_problem(hidden_units, num_layers, num_envs, max(inputs, 1), outputs)
+
+
+def behavior_name_problem(name: str) -> Optional[str]:
+    """A behavior name from an environment becomes a folder name (results/<run>/<Behavior>/)."""
+    if not name or name in (".", "..") or any(ch in name for ch in "/\\\0") or len(name) > 200:
+        return (
+            f"behavior name {name[:60]!r} from the environment cannot be a folder name "
+            "(empty, '.', '..', a '/', '\\' or NUL, or over 200 characters); rename the behavior in the environment"
+        )
+    return None
