@@ -147,6 +147,13 @@ def _parse(argv: list[str]) -> tuple[Any, bool]:
     return build_run_options(data, overrides, path), check
 
 
+def one_line(text: str) -> str:
+    """A message as one printable line: line breaks and other control characters shown escaped."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
+
+
 def check_only(options: Any) -> int:
     """--check: what can be checked without an environment, then the merged configuration on stdout."""
     import yaml
@@ -163,7 +170,8 @@ def check_only(options: Any) -> int:
     from ml_arl.trainer_controller import choose_device
 
     choose_device(options.torch_settings.device)
-    sys.stdout.write(yaml.safe_dump(options.as_dict(), sort_keys=False))
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's when PyYAML has it: same output, faster
+    sys.stdout.write(yaml.dump(options.as_dict(), Dumper=dumper, sort_keys=False))
     logger.info("The configuration is valid.")
     return 0
 
@@ -191,7 +199,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     except (ConfigError, RunDirectoryError, EnvironmentSourceError) as err:
         problems = err.problems if isinstance(err, ConfigError) else [str(err)]
         for problem in problems:
-            sys.stderr.write(f"arl-learn: error: {problem}\n")
+            sys.stderr.write(f"arl-learn: error: {one_line(problem)}\n")
         return err.exit_code
     _configure_logging(options.debug)
     signal.signal(signal.SIGTERM, _sigterm)
@@ -217,13 +225,13 @@ def main(argv: Optional[list[str]] = None) -> int:
         controller.start_learning()
     except ConfigError as err:
         for problem in err.problems:
-            logger.error("%s", problem)
+            logger.error("%s", one_line(problem))
         return err.exit_code
     except (WorkerError, RestartQuotaExceeded, TrainerThreadError) as err:
         logger.error("Training stopped: %s", err)
         return err.exit_code
     except ArlError as err:
-        logger.error("%s", err)
+        logger.error("%s", one_line(str(err)))
         return err.exit_code
     except KeyboardInterrupt:
         logger.info("Interrupted before training started.")

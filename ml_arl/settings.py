@@ -455,7 +455,7 @@ def _describe(error: Any, prefix: tuple[Any, ...], model: type[BaseModel]) -> st
         if not (isinstance(p, str) and (p.startswith("function-") or p in ("float", "dict[str,any]", "constrained-float")))
     )
     clean = tuple(prefix) + rel
-    path = ".".join(str(p) for p in clean) or "(top level)"
+    path = ".".join(_key(p) for p in clean) or "(top level)"
     kind = error["type"]
     value = error.get("input")
     if kind == "extra_forbidden":
@@ -518,6 +518,14 @@ def _number(value: Any) -> Optional[float]:
     return number if math.isfinite(number) else None
 
 
+def _key(part: Any) -> str:
+    """A key in a dotted path: as written when it is a plain name, quoted (escapes shown) otherwise."""
+    text = str(part)
+    if text and text.isprintable() and not any(ch.isspace() or ch in ".'\"" for ch in text) and len(text) <= 60:
+        return text
+    return _short(text)
+
+
 def _short(value: Any, limit: int = 60) -> str:
     """repr of a value for a one-line message, cut to ``limit`` characters."""
     text = " ".join(repr(value).split())
@@ -547,7 +555,7 @@ def _check_environment_parameters(params: dict[str, Any]) -> tuple[dict[str, Any
             problems.append(f"{where}: unknown key '{unknown[0]}'; a sampler has sampler_type and sampler_parameters")
             continue
         kind = raw.get("sampler_type")
-        if kind not in _SAMPLER_PARAMETERS:
+        if not isinstance(kind, str) or kind not in _SAMPLER_PARAMETERS:
             close = difflib.get_close_matches(str(kind), list(_SAMPLER_PARAMETERS), n=1, cutoff=0.5)
             hint = f"; did you mean '{close[0]}'?" if close else f"; expected one of {', '.join(_SAMPLER_PARAMETERS)}"
             problems.append(f"{where}.sampler_type: {_short(kind)} is not a sampler{hint}")

@@ -18,6 +18,9 @@ parameters (sent with the first reset) and stats (read by the EnvRunner after ev
 With ``fast_bridge`` on (the default, ``FAST_BRIDGE_DEFAULT``), steps and resets exchange raw
 protobuf wire bytes (ml_arl.envs.unity_fast) instead of the generated (pure-Python, slow)
 message classes; results are identical, off is mlagents-envs' own path.
+Either way, images a build sends channels-first (com.unity.ml-agents 3.x) reach the trainer as
+(height, width, channels), as a 2.x build's do, with behavior specs that say so
+(ml_arl.envs.image_layout).
 
 This module runs in worker processes: no torch.
 """
@@ -44,7 +47,7 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
 from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
 
-from ml_arl.envs import unity_fast
+from ml_arl.envs import image_layout, unity_fast
 from ml_arl.exceptions import EnvironmentSourceError
 
 logger = logging.getLogger(__name__)
@@ -146,6 +149,8 @@ class UnityBuildEnv(UnityEnvironment):
         fast_bridge: Optional[bool] = None,
     ):
         self._listen_address = listen_address
+        # behavior name -> observations its build sends channels-first (unity_fast.chw_table)
+        self.chw_observations: dict[str, tuple[int, ...]] = {}
         self.fast_bridge = FAST_BRIDGE_DEFAULT if fast_bridge is None else bool(fast_bridge)
         self.engine_channel = EngineConfigurationChannel()
         if engine:
@@ -195,6 +200,22 @@ class UnityBuildEnv(UnityEnvironment):
             unity_fast.step(self)
         else:
             super().step()
+
+    # ---- images in either layout (ml_arl.envs.image_layout), mlagents-envs' path ----
+    def _update_behavior_specs(self, output: Any) -> None:
+        """mlagents-envs' specs of new behaviors, with channels-first images described as the
+        (H, W, C) arrays _update_state makes of them."""
+        super()._update_behavior_specs(output)
+        brains = output.rl_initialization_output.brain_parameters
+        for name in dict.fromkeys(b.brain_name for b in brains):
+            if output.rl_output.agentInfos[name].value:  # mlagents-envs has just read its spec
+                unity_fast.set_behavior_spec(self, name, self._env_specs[name])
+
+    def _update_state(self, output: Any) -> None:
+        for name, chw in self.chw_observations.items():
+            if name in output.agentInfos:
+                image_layout.protos_to_hwc(output.agentInfos[name].value, chw)
+        super()._update_state(output)
 
     def set_environment_parameters(self, params: Mapping[str, Any]) -> None:
         """New environment_parameters (a phase switch); the build reads them with the next reset."""

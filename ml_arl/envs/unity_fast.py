@@ -18,6 +18,11 @@ the per-step traffic past the generated classes, with results identical to mlage
   mlagents-envs' own ``process_pixels``. Brain parameters (and the one AgentInfo a new
   behavior's spec is read from) are parsed with the generated classes and given to
   ``behavior_spec_from_proto``.
+* Images a build sends channels-first (com.unity.ml-agents 3.x) are decoded to (H, W, C), the
+  one layout ml_arl hands on, and the behavior's spec says so (ml_arl.envs.image_layout); the
+  env keeps, per behavior, which observations arrive CHW (``chw_table``). The fallback rewrites
+  those observations to HWC before ``steps_from_proto``, so both paths give the arrays a 2.x
+  build sending the same image would give.
 * Whenever a behavior's infos hold anything the fast decoder does not handle bit for bit
   (observation sizes that do not match the spec, NaN/inf values, undecodable images, malformed
   bytes), that behavior is decoded again by ``steps_from_proto`` over the generated classes:
@@ -49,7 +54,9 @@ from mlagents_envs.communicator_objects.unity_output_pb2 import UnityOutputProto
 from mlagents_envs.communicator_objects.unity_rl_output_pb2 import UnityRLOutputProto
 from mlagents_envs.exception import UnityCommunicatorStoppedException, UnityEnvironmentException
 from mlagents_envs.rpc_communicator import RpcCommunicator
-from mlagents_envs.rpc_utils import behavior_spec_from_proto, process_pixels, steps_from_proto
+from mlagents_envs.rpc_utils import behavior_spec_from_proto, steps_from_proto
+
+from ml_arl.envs import image_layout
 
 Buffer = Union[bytes, memoryview]
 
@@ -484,24 +491,27 @@ def _vector_observations(agents: _Agents, index: int, shape: tuple[int, ...]) ->
     return values
 
 
-def _visual_observations(agents: _Agents, index: int, shape: tuple[int, ...]) -> np.ndarray:
+def _visual_observations(agents: _Agents, index: int, shape: tuple[int, ...], chw: bool = False) -> np.ndarray:
+    """Images of spec shape ``shape`` (H, W, C); ``chw``: the build sends them (C, H, W)."""
     n = len(agents.ids)
     if n == 0:
         return np.zeros((0, shape[0], shape[1], shape[2]), dtype=np.float32)
+    wire_shape = image_layout.chw_shape(shape) if chw else shape
     images = []
     for observations in agents.observations:
         if index >= len(observations):
             raise _Unusual("missing observation")
         obs = _Observation(observations[index])
-        if tuple(obs.shape) != shape:
+        if tuple(obs.shape) != wire_shape:
             raise _Unusual("observation shape")
         if obs.compression == COMPRESSION_NONE:
-            image = float32_array(b"".join(obs.floats)).reshape(shape)
+            image = float32_array(b"".join(obs.floats))
             if np.isnan(image).any():  # protobuf reads any NaN as math.nan (one bit pattern)
                 raise _Unusual("NaN in an uncompressed image")
+            image = image_layout.chw_floats_to_hwc(image, wire_shape) if chw else image.reshape(shape)
         else:
             data = bytes(obs.compressed) if obs.compressed is not None else b""
-            image = process_pixels(data, obs.shape[2], obs.mapping)
+            image = image_layout.decode_png(data, shape, obs.mapping)
             if tuple(image.shape) != shape:
                 raise _Unusual("decompressed shape")
         images.append(image)
@@ -530,15 +540,20 @@ def _action_mask(agents: _Agents, branches: tuple[int, ...]) -> Optional[list[np
     return np.split(matrix, splits, axis=1)
 
 
-def _fast_steps(payloads: list[memoryview], spec: BehaviorSpec) -> tuple[DecisionSteps, TerminalSteps]:
+def _fast_steps(
+    payloads: list[memoryview], spec: BehaviorSpec, chw: tuple[int, ...] = ()
+) -> tuple[DecisionSteps, TerminalSteps]:
     decisions, terminals = _split_agents(payloads)
     decision_obs = []
     terminal_obs = []
     for index, obs_spec in enumerate(spec.observation_specs):
         shape = tuple(obs_spec.shape)
-        convert = _visual_observations if len(shape) == 3 else _vector_observations
-        decision_obs.append(convert(decisions, index, shape))
-        terminal_obs.append(convert(terminals, index, shape))
+        if len(shape) == 3:
+            decision_obs.append(_visual_observations(decisions, index, shape, index in chw))
+            terminal_obs.append(_visual_observations(terminals, index, shape, index in chw))
+        else:
+            decision_obs.append(_vector_observations(decisions, index, shape))
+            terminal_obs.append(_vector_observations(terminals, index, shape))
     decision_rewards = float32_array(b"".join(decisions.rewards))
     terminal_rewards = float32_array(b"".join(terminals.rewards))
     decision_group_rewards = float32_array(b"".join(decisions.group_rewards))
@@ -571,15 +586,19 @@ def _fast_steps(payloads: list[memoryview], spec: BehaviorSpec) -> tuple[Decisio
 fallbacks = 0  # how many times a behavior's infos went to steps_from_proto (tests read it)
 
 
-def steps_from_wire(payloads: list[memoryview], spec: BehaviorSpec) -> tuple[DecisionSteps, TerminalSteps]:
-    """steps_from_proto for one behavior's ListAgentInfoProto payloads."""
+def steps_from_wire(
+    payloads: list[memoryview], spec: BehaviorSpec, chw: tuple[int, ...] = ()
+) -> tuple[DecisionSteps, TerminalSteps]:
+    """steps_from_proto for one behavior's ListAgentInfoProto payloads. ``spec`` describes images
+    as (H, W, C); ``chw``: the indices of the observations the build sends channels-first."""
     global fallbacks
     try:
-        return _fast_steps(payloads, spec)
+        return _fast_steps(payloads, spec, chw)
     except Exception as err:  # anything unusual: mlagents-envs decides (result or exception)
         fallbacks += 1
         _mlagents_environment.logger.debug(f"fast bridge: {type(err).__name__} {err}; decoding with protobuf")
         infos = UnityRLOutputProto.ListAgentInfoProto.FromString(b"".join(payloads)).value
+        image_layout.protos_to_hwc(infos, chw)
         return steps_from_proto(infos, spec)  # type: ignore[no-any-return]
 
 
@@ -710,8 +729,31 @@ def step(env: Any) -> None:
     actions.clear()
 
 
+def chw_table(env: Any) -> dict[str, tuple[int, ...]]:
+    """The env's behavior name -> indices of the observations its build sends channels-first
+    (only behaviors that have such images); created on first use."""
+    table: Optional[dict[str, tuple[int, ...]]] = getattr(env, "chw_observations", None)
+    if table is None:
+        table = {}
+        env.chw_observations = table
+    return table
+
+
+def set_behavior_spec(env: Any, name: str, wire_spec: BehaviorSpec) -> None:
+    """A behavior's spec as the build describes it -> the env's spec (images (H, W, C)) and its
+    entry in chw_table."""
+    spec, chw = image_layout.hwc_behavior_spec(wire_spec)
+    env._env_specs[name] = spec
+    table = chw_table(env)
+    if chw:
+        table[name] = chw
+    else:
+        table.pop(name, None)
+
+
 def apply_output(env: Any, unity_output: Buffer) -> None:
-    """UnityEnvironment._update_behavior_specs + _update_state for a UnityOutputProto's bytes."""
+    """UnityEnvironment._update_behavior_specs + _update_state for a UnityOutputProto's bytes
+    (images the build sends channels-first become (H, W, C): see ml_arl.envs.image_layout)."""
     out = decode_output(unity_output)
     specs: dict[str, BehaviorSpec] = env._env_specs
     for payload in out.brain_parameters:
@@ -720,13 +762,14 @@ def apply_output(env: Any, unity_output: Buffer) -> None:
         infos = out.agent_infos.setdefault(brain.brain_name, [])
         first = first_agent_info(infos)
         if first is not None:
-            specs[brain.brain_name] = behavior_spec_from_proto(brain, first)
+            set_behavior_spec(env, brain.brain_name, behavior_spec_from_proto(brain, first))
             _mlagents_environment.logger.info(f"Connected new brain: {brain.brain_name}")
     state: dict[str, tuple[DecisionSteps, TerminalSteps]] = env._env_state
+    chw = chw_table(env)
     for name, spec in specs.items():
         payloads = out.agent_infos.get(name)
         if payloads is None:
             state[name] = (DecisionSteps.empty(spec), TerminalSteps.empty(spec))
         else:
-            state[name] = steps_from_wire(payloads, spec)
+            state[name] = steps_from_wire(payloads, spec, chw.get(name, ()))
     env._side_channel_manager.process_side_channel_message(out.side_channel)

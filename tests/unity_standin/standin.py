@@ -8,7 +8,14 @@ Own options (all optional):
   --agents N            agents per training area per behavior (default 4); the trainer's num_areas
                         multiplies it
   --behaviors A,B       which behaviors exist: Seeker, Picker (default Seeker)
-  --visual              Seeker also gets a 20x20x3 PNG camera observation
+  --visual              Seeker also gets a 20x20 RGB camera observation (PNG)
+  --visual-layout L     how the camera is described: hwc (default) as com.unity.ml-agents 2.x does,
+                        shape (H, W, 3) with dimension properties (TE, TE, NONE); chw as 3.x does,
+                        shape (3, H, W) with (NONE, TE, TE). The PNG bytes are the same; uncompressed
+                        floats follow the declared shape
+  --visual-compression C  png (default) or none (float data, as a sensor without compression sends)
+  --image-size HxW      camera height and width (default 20x20; a single N means NxN)
+  --visual-only         Seeker observes the camera only (no vector observation): it must learn from pixels
   --episode-length L    Seeker's episode cut (default 20 steps)
   --crash-at S          SIGKILL itself at the S-th STEP command (counted from process start)
   --hang-at S           stop answering at the S-th STEP command (process stays alive)
@@ -22,7 +29,8 @@ Own options (all optional):
                         logs a warning for each record it does not understand)
 
 Behaviors:
-  Seeker?team=0  continuous action (1); obs [x, g] (+ camera with --visual); x moves by 0.25*a;
+  Seeker?team=0  continuous action (1); obs [x, g] (+ camera with --visual, camera only with
+                 --visual-only: column of x red, column of g green); x moves by 0.25*a;
                  reward -0.1*|g-x| per step, +1 and done when |g-x| < 0.15; cut after L steps.
                  The goal range R comes from the environment parameter ``target_range`` (default 1).
   Picker?team=0  discrete branches [3, 2]; obs one-hot(cue) + [flag]; reward 0.5 per matching branch,
@@ -31,7 +39,7 @@ Behaviors:
 Messages are hand-encoded / decoded on the wire (proto3 wire format) so that the stand-in costs the
 bridge as little as a real player does; the generated protobuf classes are only used for the
 handshake and the brain parameters. Dependencies: stdlib, numpy, grpc, mlagents_envs protobufs
-(and Pillow with --visual).
+(and Pillow for PNG images).
 """
 
 from __future__ import annotations
@@ -81,8 +89,13 @@ _VALUE_OPTIONS = {
     "--editor-port": int,
     "--connect-timeout": float,
     "--step-delay": float,
+    "--visual-layout": str,
+    "--visual-compression": str,
+    "--image-size": str,
 }
-_FLAG_OPTIONS = {"--visual", "--no-stats", "-nographics", "-batchmode"}
+_FLAG_OPTIONS = {"--visual", "--visual-only", "--no-stats", "-nographics", "-batchmode"}
+VISUAL_LAYOUTS = ("hwc", "chw")
+VISUAL_COMPRESSIONS = ("png", "none")
 
 
 class Options:
@@ -100,6 +113,12 @@ class Options:
         self.connect_timeout = 30.0
         self.step_delay = 0.0
         self.visual = False
+        self.visual_only = False
+        self.visual_layout = "hwc"
+        self.visual_compression = "png"
+        self.image_size = f"{IMAGE_SIZE}x{IMAGE_SIZE}"
+        self.image_height = IMAGE_SIZE
+        self.image_width = IMAGE_SIZE
         self.no_stats = False
         self.nographics = False
         self.batchmode = False
@@ -157,6 +176,25 @@ def parse_args(argv: list[str]) -> Options:
         opts.agents = 1
     if opts.episode_length < 1:
         opts.episode_length = 1
+    opts.visual = opts.visual or opts.visual_only
+    opts.visual_layout = opts.visual_layout.lower()
+    if opts.visual_layout not in VISUAL_LAYOUTS:
+        opts.warnings.append(f"--visual-layout {opts.visual_layout!r} unknown: hwc")
+        opts.visual_layout = "hwc"
+    opts.visual_compression = opts.visual_compression.lower()
+    if opts.visual_compression not in VISUAL_COMPRESSIONS:
+        opts.warnings.append(f"--visual-compression {opts.visual_compression!r} unknown: png")
+        opts.visual_compression = "png"
+    try:
+        sizes = [int(v) for v in opts.image_size.lower().split("x")]
+        if len(sizes) == 1:
+            sizes *= 2
+        height, width = sizes
+        if height < 1 or width < 1:
+            raise ValueError
+        opts.image_height, opts.image_width = height, width
+    except ValueError:
+        opts.warnings.append(f"--image-size {opts.image_size!r}: bad value ignored")
     return opts
 
 
@@ -418,8 +456,32 @@ def vector_observation(name: str, size: int) -> tuple[bytes, bytes]:
     return head, tail
 
 
-def png_observation(name: str, shape: tuple[int, int, int], png: bytes) -> bytes:
-    body = _packed_varints(1, list(shape)) + _key(2, 0) + b"\x01" + _ld(3, png) + _ld(8, name.encode())
+def png_observation(name: str, shape: tuple[int, int, int], png: bytes, dimension_properties: tuple[int, ...] = ()) -> bytes:
+    """An ObservationProto field holding PNG data (fields in number order, as C# writes them)."""
+    props = _packed_varints(6, list(dimension_properties)) if dimension_properties else b""
+    body = _packed_varints(1, list(shape)) + _key(2, 0) + b"\x01" + _ld(3, png) + props + _ld(8, name.encode())
+    return _ld(13, body)
+
+
+TE, NONE = 2, 1  # DimensionProperty values
+
+
+def camera_observation(name: str, image: np.ndarray, layout: str, compression: str, image_module: Any) -> bytes:
+    """A camera's ObservationProto field for an (H, W, 3) uint8 image, described as com.unity.ml-agents
+    2.x (layout "hwc") or 3.x ("chw") describes it; PNG or float data in [0, 1] in the declared order."""
+    h, w, c = image.shape
+    if layout == "chw":
+        shape, props, ordered = (c, h, w), (NONE, TE, TE), image.transpose(2, 0, 1)
+    else:
+        shape, props, ordered = (h, w, c), (TE, TE, NONE), image
+    if compression == "png":
+        import io
+
+        out = io.BytesIO()
+        image_module.fromarray(image).save(out, format="PNG")
+        return png_observation(name, shape, out.getvalue(), props)
+    floats = _float_bytes(ordered.astype(np.float32) / 255.0)
+    body = _packed_varints(1, list(shape)) + _ld(4, _ld(1, floats)) + _packed_varints(6, list(props)) + _ld(8, name.encode())
     return _ld(13, body)
 
 
@@ -542,20 +604,25 @@ class Stats:
 class Seeker:
     name = SEEKER
 
-    def __init__(self, world: World, n: int, per_area: int, episode_length: int, visual: bool) -> None:
+    def __init__(self, world: World, n: int, per_area: int, episode_length: int, opts: Options) -> None:
         self.world = world
         self.n = n
         self.episode_length = episode_length
-        self.visual = visual
+        self.visual = opts.visual
+        self.visual_only = opts.visual_only
+        self.layout = opts.visual_layout
+        self.compression = opts.visual_compression
+        self.height, self.width = opts.image_height, opts.image_width
         self.x = np.zeros(n)
         self.g = np.zeros(n)
         self.steps = np.zeros(n, dtype=np.int64)
         self.enc = InfoEncoder(n, [i // per_area + 1 for i in range(n)])
         self.obs_head, self.obs_tail = vector_observation("VectorSensor", 2)
         self.group_reward = struct.pack("<f", 0.5)
-        self.png_cache: dict[tuple[int, int], bytes] = {}
-        if visual:
-            from PIL import Image  # only with --visual
+        self.camera_cache: dict[tuple[int, int], bytes] = {}
+        self.image_module: Any = None
+        if self.visual and self.compression == "png":
+            from PIL import Image  # only for PNG images
 
             self.image_module = Image
 
@@ -577,22 +644,21 @@ class Seeker:
         vectors = [head + floats[8 * i : 8 * i + 8] + tail for i in range(len(x))]
         if not self.visual:
             return vectors
-        cx = np.rint((np.clip(x, -1, 1) + 1.0) * (IMAGE_SIZE - 1) / 2).astype(int).tolist()
-        cg = np.rint((np.clip(g, -1, 1) + 1.0) * (IMAGE_SIZE - 1) / 2).astype(int).tolist()
+        if self.visual_only:
+            vectors = [b""] * len(x)
+        cx = np.rint((np.clip(x, -1, 1) + 1.0) * (self.width - 1) / 2).astype(int).tolist()
+        cg = np.rint((np.clip(g, -1, 1) + 1.0) * (self.width - 1) / 2).astype(int).tolist()
         return [v + self._camera(a, b) for v, a, b in zip(vectors, cx, cg)]
 
     def _camera(self, cx: int, cg: int) -> bytes:
-        cached = self.png_cache.get((cx, cg))
+        """Column cx (the agent) red, column cg (the goal) green."""
+        cached = self.camera_cache.get((cx, cg))
         if cached is None:
-            import io
-
-            image = np.zeros((IMAGE_SIZE, IMAGE_SIZE, 3), dtype=np.uint8)
+            image = np.zeros((self.height, self.width, 3), dtype=np.uint8)
             image[:, cx, 0] = 255
             image[:, cg, 1] = 255
-            out = io.BytesIO()
-            self.image_module.fromarray(image).save(out, format="PNG")
-            cached = png_observation("CameraSensor", (IMAGE_SIZE, IMAGE_SIZE, 3), out.getvalue())
-            self.png_cache[(cx, cg)] = cached
+            cached = camera_observation("CameraSensor", image, self.layout, self.compression, self.image_module)
+            self.camera_cache[(cx, cg)] = cached
         return cached
 
     def reset(self) -> bytes:
@@ -738,7 +804,7 @@ class World:
         self.behaviors: list[Any] = []
         for name in opts.behavior_names():
             if name == SEEKER:
-                self.behaviors.append(Seeker(self, n, opts.agents, opts.episode_length, opts.visual))
+                self.behaviors.append(Seeker(self, n, opts.agents, opts.episode_length, opts))
             else:
                 self.behaviors.append(Picker(self, n))
         self.announced: set[str] = set()
