@@ -591,7 +591,7 @@ def _check_environment_parameters(params: dict[str, Any]) -> tuple[dict[str, Any
                 except ValueError:
                     seed = None
                 if not isinstance(seed, int) or isinstance(seed, bool) or not -1 <= seed <= limits.MAX_SEED:
-                    problems.append(f"{where}.sampler_parameters.seed: {_short(value)} is not an integer")
+                    problems.append(f"{where}.sampler_parameters.seed: {_short(value)} is not an integer from -1 to {limits.MAX_SEED}")
                     bad = True
                 else:
                     values[name] = seed

@@ -68,7 +68,7 @@ CORPUS: list[Case] = [
     Case("max_steps: .inf", b"behaviors:\n  Reach:\n    max_steps: .inf\n", "max_steps"),
     Case("strength: 1e999", b"behaviors:\n  Reach:\n    reward_signals:\n      extrinsic:\n        strength: 1e999\n", "strength"),
     Case("seed: 99999999999", b"env_settings:\n  seed: 99999999999\n", "env_settings.seed"),
-    Case("sampler seed out of range", b"environment_parameters:\n  p:\n    sampler_type: uniform\n    sampler_parameters:\n      seed: 99999999999999\n", "seed"),
+    Case("sampler seed out of range", b"environment_parameters:\n  p:\n    sampler_type: uniform\n    sampler_parameters:\n      seed: 99999999999999\n", "integer from -1 to"),
     Case("torch device 'tpu:x'", b"torch_settings:\n  device: tpu:x\n", "is not a torch device"),
     Case("two YAML documents", VALID + b"---\n" + VALID, "YAML syntax error"),
     Case("tabs for indentation", b"behaviors:\n\tReach: {}\n", "YAML syntax error"),
@@ -99,3 +99,32 @@ def table(results: dict[str, tuple[str, int]]) -> str:
         shown = line.replace("|", "\\|")
         lines.append(f"| {name} | `{shown}` | {code} |")
     return "\n".join(lines)
+
+
+def _run_all() -> dict[str, tuple[str, int]]:
+    """Every corpus case through ``arl-learn CONFIG --check`` in a temporary folder."""
+    import contextlib
+    import io
+    import os
+    import tempfile
+
+    from ml_arl import cli
+
+    results: dict[str, tuple[str, int]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        os.chdir(folder)
+        for case in CORPUS:
+            path = os.path.join(folder, "config.yaml")
+            with open(path, "wb") as f:
+                f.write(case.content)
+            err = io.StringIO()
+            args = case.args or ([] if b"run_id" in case.content else ["--run-id", "r"])
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                code = cli.main(["config.yaml", "--check", "--env", "builtin:Reach", *args])
+            first = next((line for line in err.getvalue().splitlines() if line.startswith("arl-learn: error")), "")
+            results[case.name] = (first, code)
+    return results
+
+
+if __name__ == "__main__":
+    print(table(_run_all()))
