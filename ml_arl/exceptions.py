@@ -41,6 +41,15 @@ class WorkerError(ArlError):
         super().__init__(message)
 
 
+class WorkerUserError(WorkerError):
+    """A worker failed with an ArlError (a bad build, the Editor never connected, ...): its message
+    is complete on its own; never restarted."""
+
+
+class EditorNotConnectedError(EnvironmentSourceError):
+    """Editor mode: nothing connected to the Editor's port within --timeout-wait (exit code 2)."""
+
+
 class RestartQuotaExceeded(ArlError):
     """A worker failed more often than max_lifetime_restarts / the rate limit allow."""
 

@@ -492,6 +492,7 @@ class TrainerController:
                     self.options.phase_settings_for(behavior, each)
             prepare_results_dir(self.options)  # --force removes the old run only now that all is checked
             os.makedirs(self.options.checkpoint_settings.run_logs_dir, exist_ok=True)
+            self.env_manager.run_logs_ready()  # worker tracebacks may be written there now
             write_yaml(os.path.join(self.run_path, "configuration.yaml"), self.options.as_dict())
             output_ready = True
             self._open_store()

@@ -1,4 +1,6 @@
-"""Fault injection: killed, crashing, raising and hung workers; Ctrl-C and --resume.
+"""Fault injection: killed, crashing, raising and hung workers, while stepping and while resetting
+(phase switch, self-play team change); one console line per failure with the tracebacks in
+run_logs/worker_errors.log; Ctrl-C and --resume.
 
 The end-to-end tests run ``python -m ml_arl.cli`` as a subprocess (cwd = repository root,
 PYTHONPATH including it, so worker processes can import ``tests.fault_envs``) with a tiny
@@ -22,8 +24,8 @@ from typing import Optional
 
 import pytest
 
-from ml_arl.envs.env_manager import EnvManager, RestartQuota
-from ml_arl.exceptions import RestartQuotaExceeded, WorkerError
+from ml_arl.envs.env_manager import WORKER_ERRORS_LOG, EnvManager, RestartQuota, WorkerErrorLog
+from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
 from ml_arl.settings import EnvSettings
 
 REPO = Path(__file__).resolve().parent.parent
@@ -48,9 +50,39 @@ default_settings:
 """
 
 
-def write_config(tmp_path: Path, max_steps: int, summary_freq: int = 1000, name: str = "config.yaml") -> Path:
+PHASES = """\
+phases:
+  - name: one
+    max_steps: {steps}
+  - name: two
+    max_steps: {steps}
+    environment_parameters: {{level: 2.0}}
+"""
+
+SELF_PLAY = """\
+behaviors:
+  Tag:
+    trainer_type: ppo
+    hyperparameters: {{batch_size: 64, buffer_size: 256, num_epoch: 1}}
+    network_settings: {{hidden_units: 16, num_layers: 1}}
+    max_steps: {max_steps}
+    time_horizon: 32
+    summary_freq: 1000
+    checkpoint_interval: 1000000
+    self_play: {{save_steps: 500, team_change: {team_change}, swap_steps: 500, window: 3}}
+"""
+
+
+def write_config(
+    tmp_path: Path, max_steps: int, summary_freq: int = 1000, name: str = "config.yaml", phase_steps: int = 0
+) -> Path:
+    """The tiny Reach config; ``phase_steps``: two phases of that many steps, the second with
+    environment_parameters {level: 2.0} (the switch resets every worker with them)."""
     path = tmp_path / name
-    path.write_text(CONFIG.format(max_steps=max_steps, summary_freq=summary_freq))
+    text = CONFIG.format(max_steps=max_steps, summary_freq=summary_freq)
+    if phase_steps:
+        text += PHASES.format(steps=phase_steps)
+    path.write_text(text)
     return path
 
 
@@ -107,6 +139,7 @@ def start_run(
     env_args: tuple[str, ...] = (),
     num_envs: int = 1,
     tag: Optional[str] = None,
+    env: str = ENV,
 ) -> Run:
     cmd = [
         sys.executable, "-m", "ml_arl.cli", str(config),
@@ -116,18 +149,18 @@ def start_run(
         "--seed", "1",
         "--torch-device", "cpu",
         *flags,
-        "--env", ENV,
+        "--env", env,
     ]
     if env_args:
         cmd += ["--env-args", *env_args]  # REMAINDER: must come last
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
-    env["PYTHONUNBUFFERED"] = "1"
+    environ = dict(os.environ)
+    environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), environ.get("PYTHONPATH", "")) if p)
+    environ["PYTHONUNBUFFERED"] = "1"
     name = tag or run_id
     out, err = tmp_path / f"{name}.stdout", tmp_path / f"{name}.stderr"
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = subprocess.Popen(
-            cmd, cwd=REPO, env=env, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, start_new_session=True
+            cmd, cwd=REPO, env=environ, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, start_new_session=True
         )
     return Run(proc, out, err, time.monotonic())
 
@@ -144,14 +177,29 @@ def last_line(text: str) -> str:
 
 
 def assert_tracebacks_only_from_workers(run: Run, worker_id: int) -> None:
-    """A Traceback may only appear right after the logged "worker N raised:" line."""
+    """--debug: a Traceback may only appear right after the logged "worker N traceback:" line."""
     assert "Traceback" not in run.stderr, run.output()
     lines = run.stdout.splitlines()
     for i, line in enumerate(lines):
         if line.startswith("Traceback"):
-            assert i > 0 and lines[i - 1].endswith(f"worker {worker_id} raised:"), (
+            assert i > 0 and lines[i - 1].endswith(f"worker {worker_id} traceback:"), (
                 f"main-process traceback at stdout line {i + 1}\n{run.output()}"
             )
+
+
+def assert_no_traceback(run: Run) -> None:
+    """Without --debug nothing prints a traceback: failures are one line each."""
+    assert "Traceback (most recent call last)" not in run.stdout + run.stderr, run.output()
+
+
+def worker_errors(tmp_path: Path, run_id: str) -> str:
+    path = tmp_path / "results" / run_id / "run_logs" / WORKER_ERRORS_LOG
+    assert path.is_file(), f"{path} missing"
+    return path.read_text()
+
+
+def lines_with(text: str, needle: str) -> list[str]:
+    return [line for line in text.splitlines() if needle in line]
 
 
 def behavior_dir(tmp_path: Path, run_id: str) -> Path:
@@ -194,11 +242,13 @@ def test_sigkill_worker_is_restarted_and_run_finishes(tmp_path: Path) -> None:
     rc = run.wait()
     out = run.output()
     assert rc == 0, out
-    assert "Restarting worker[0]" in run.stdout, out
-    assert "(restart 1 of 10)" in run.stdout, out
-    assert "killed by signal 9" in run.stdout, out
-    assert "Restarting worker[1]" not in run.stdout, out
+    restarts = lines_with(run.stdout, "Restarting worker[")
+    assert len(restarts) == 1, out  # one line per failure
+    assert "Restarting worker[0] after WorkerDied: worker process died (killed by signal 9) (restart 1 of 10)" in restarts[0], out
     assert "Training finished" in run.stdout, out
+    assert_no_traceback(run)
+    log = worker_errors(tmp_path, "kill")
+    assert "worker 0: WorkerDied: worker process died (killed by signal 9) (restart 1 of 10)\n(no traceback)" in log, log
     assert read_pid(state / "pid-0-2") not in (None, pid), "worker 0 was not started again"
     assert (state / "lives-1").read_text() == "1", "worker 1 must not have been restarted"
     final = status(tmp_path, "kill")[BEHAVIOR]["final_checkpoint"]
@@ -208,10 +258,11 @@ def test_sigkill_worker_is_restarted_and_run_finishes(tmp_path: Path) -> None:
 
 def test_restart_quota_exceeded_stops_with_one_line_reason(tmp_path: Path) -> None:
     """Every life of worker 0 raises UnityCommunicationException at step 20: the first failure
-    is restarted, the second one within 60 s exceeds --restarts-rate-limit-n 1."""
+    is restarted, the second one within 60 s exceeds --restarts-rate-limit-n 1. With --debug the
+    worker's tracebacks are on the console too."""
     config = write_config(tmp_path, max_steps=5000)
     run = run_to_end(
-        tmp_path, config, "quota", "--restarts-rate-limit-n", "1",
+        tmp_path, config, "quota", "--restarts-rate-limit-n", "1", "--debug",
         env_args=("fault=unity", "at_step=20", "message=comm-lost-31337", f"state_dir={tmp_path / 'state'}"),
     )
     out = run.output()
@@ -222,8 +273,14 @@ def test_restart_quota_exceeded_stops_with_one_line_reason(tmp_path: Path) -> No
     assert "exceeded the allowed number of restarts" in final, out
     assert "Worker 0" in final and "comm-lost-31337" in final, out
     assert "restarts_rate_limit_n=1" in final, out
+    log_path = tmp_path / "results" / "quota" / "run_logs" / WORKER_ERRORS_LOG
+    assert final.endswith(f"(traceback in {log_path})"), out
     assert_tracebacks_only_from_workers(run, 0)
+    assert "UnityCommunicationException: worker 0 life 1: comm-lost-31337 at step 20" in run.stdout, out
     assert "UnityCommunicationException: worker 0 life 2: comm-lost-31337 at step 20" in run.stdout, out
+    log = worker_errors(tmp_path, "quota")
+    assert log.count("Traceback (most recent call last)") == 2, log
+    assert "(restart 1 of 10)" in log and "(beyond the restart quota: the run stops)" in log, log
     assert (tmp_path / "state" / "lives-0").read_text() == "2", out  # no third life
     assert (behavior_dir(tmp_path, "quota") / "checkpoint.pt").is_file(), out
     assert status(tmp_path, "quota")[BEHAVIOR]["final_checkpoint"]["steps"] >= 0
@@ -271,34 +328,38 @@ def test_raising_env_stops_run_with_worker_traceback(tmp_path: Path) -> None:
     out = run.output()
     assert run.proc.returncode == 1, out
     assert "Restarting worker" not in run.stdout, out  # a ValueError is not restartable
-    assert "worker 1 raised:" in run.stdout, out
-    assert "Traceback (most recent call last)" in run.stdout, out
-    assert "in step" in run.stdout and "fault_envs.py" in run.stdout, out  # the worker's frames
-    assert "ValueError: worker 1 life 1: boom-4711 at step 20" in run.stdout, out
+    assert_no_traceback(run)  # one line on the console ...
+    assert len(lines_with(run.stdout, "boom-4711")) == 1, out
     final = last_line(run.stdout)
     assert "worker 1" in final and "ValueError" in final and "boom-4711" in final, out
-    assert_tracebacks_only_from_workers(run, 1)
+    assert "(traceback in " in final and WORKER_ERRORS_LOG in final, out
+    log = worker_errors(tmp_path, "valerr")  # ... and the worker's traceback in run_logs
+    assert "worker 1: ValueError: worker 1 life 1: boom-4711 at step 20 (not restartable: the run stops)" in log, log
+    assert "Traceback (most recent call last)" in log, log
+    assert "in step" in log and "fault_envs.py" in log, log  # the worker's frames
+    assert "ValueError: worker 1 life 1: boom-4711 at step 20" in log, log
 
 
 @pytest.mark.slow
 def test_hung_env_times_out(tmp_path: Path) -> None:
-    """Worker 0 hangs (5 s) at step 20 while worker 1 keeps answering; with --timeout-wait 2 and
-    no restarts allowed the run stops after 2 s and names worker 0. (hang_s=5 rather than a
-    forever-hang only keeps shutdown short: close() waits up to 10 s for a worker to exit.)"""
+    """Worker 0 hangs (8 s) at step 20 while worker 1 keeps answering; with --timeout-wait 2
+    (+ 2 s grace) and no restarts allowed the run stops after 4 s and names worker 0. (hang_s=8
+    rather than a forever-hang only keeps shutdown short should the kill not happen.)"""
     config = write_config(tmp_path, max_steps=6000)
     run = run_to_end(
         tmp_path, config, "hang", "--timeout-wait", "2", "--max-lifetime-restarts", "0",
         num_envs=2,
-        env_args=("fault=hang", "at_step=20", "only_worker=0", "hang_s=5", "step_sleep=0.004"),
+        env_args=("fault=hang", "at_step=20", "only_worker=0", "hang_s=8", "step_sleep=0.004"),
     )
     out = run.output()
-    assert run.proc.returncode not in (0, None), out
+    assert run.proc.returncode == 1, out
     final = last_line(run.stdout)
-    assert "Worker 0" in final or "worker 0" in final, out
-    assert "did not answer a step within 2 s" in final, out
+    assert "Worker 0" in final, out
+    assert "did not answer a step within 4 s (--timeout-wait 2 s; hung?)" in final, out
     assert "exceeded the allowed number of restarts" in final, out
     assert "Training finished" not in run.stdout, out
-    assert_tracebacks_only_from_workers(run, 0)
+    assert_no_traceback(run)
+    assert "(no traceback)" in worker_errors(tmp_path, "hang")
 
 
 @pytest.mark.slow
@@ -324,7 +385,182 @@ def test_env_failing_to_start_after_a_restart_is_restarted_again(tmp_path: Path)
     assert "Training finished" in run.stdout, out
 
 
+def test_worker_killed_during_a_phase_switch_is_restarted_with_the_new_parameters(tmp_path: Path) -> None:
+    """Worker 0 SIGKILLs itself in its second reset: the reset of the switch to phase two, with
+    environment_parameters {level: 2.0}. It is restarted (restart 1 of 10), the new worker joins
+    with phase two's parameters, and both phases run to their step counts."""
+    state = tmp_path / "state"
+    config = write_config(tmp_path, max_steps=100000, phase_steps=600)
+    run = run_to_end(
+        tmp_path, config, "phase",
+        num_envs=2,
+        env_args=("reset_fault=kill", "at_reset=2", "only_worker=0", "lives=[1]", f"state_dir={state}"),
+    )
+    out = run.output()
+    assert run.proc.returncode == 0, out
+    restarts = lines_with(run.stdout, "Restarting worker[")
+    assert restarts == [
+        "[WARNING] Restarting worker[0] after WorkerDied: worker process died (killed by signal 9) "
+        "[during a reset with new environment parameters] (restart 1 of 10)"
+    ], out
+    assert_no_traceback(run)
+    assert "Training finished" in run.stdout, out
+    assert (state / "lives-0").read_text() == "2" and (state / "lives-1").read_text() == "1", out
+    assert json.loads((state / "params-0-2").read_text()) == {"level": 2.0}, out  # joined phase two
+    for phase, steps in (("one", 600), ("two", 1200)):
+        path = tmp_path / "results" / "phase" / phase / "run_logs" / "training_status.json"
+        final = json.loads(path.read_text())[BEHAVIOR]["final_checkpoint"]["steps"]
+        assert steps <= final < steps + 200, (phase, final)
+    assert "worker 0: WorkerDied" in worker_errors(tmp_path, "phase")
+
+
+def test_worker_killed_during_a_selfplay_reset_is_restarted(tmp_path: Path) -> None:
+    """builtin:Tag self-play with team_change 1000: the learning team changes at step 1000 and
+    every env is reset; worker 1 SIGKILLs itself in that reset and is restarted; the run ends at
+    max_steps."""
+    state = tmp_path / "state"
+    config = tmp_path / "tag.yaml"
+    config.write_text(SELF_PLAY.format(max_steps=3000, team_change=1000))
+    run = run_to_end(
+        tmp_path, config, "selfplay", "--num-areas", "4",
+        num_envs=2, env="tests.fault_envs:make_tag",
+        env_args=("reset_fault=kill", "at_reset=2", "only_worker=1", "lives=[1]", f"state_dir={state}"),
+    )
+    out = run.output()
+    assert run.proc.returncode == 0, out
+    assert "team 1 learns now" in run.stdout, out
+    restarts = lines_with(run.stdout, "Restarting worker[")
+    assert restarts == [
+        "[WARNING] Restarting worker[1] after WorkerDied: worker process died (killed by signal 9) "
+        "[during a reset] (restart 1 of 10)"
+    ], out
+    assert_no_traceback(run)
+    assert (state / "lives-1").read_text() == "2" and (state / "lives-0").read_text() == "1", out
+    final = status(tmp_path, "selfplay")["Tag"]["final_checkpoint"]["steps"]
+    assert 3000 <= final < 3200, final
+
+
+def test_reset_failure_beyond_the_quota_is_one_line(tmp_path: Path) -> None:
+    """Worker 0 raises in the reset of the phase switch; with --max-lifetime-restarts 0 the run
+    stops with one line and exit code 1; the traceback is in run_logs/worker_errors.log."""
+    config = write_config(tmp_path, max_steps=100000, phase_steps=400)
+    run = run_to_end(
+        tmp_path, config, "resetquota", "--max-lifetime-restarts", "0",
+        env_args=("reset_fault=unity", "at_reset=2", "message=reset-lost-2718"),
+    )
+    out = run.output()
+    assert run.proc.returncode == 1, out
+    assert_no_traceback(run)
+    assert lines_with(run.stdout + run.stderr, "reset-lost-2718") == [last_line(run.stdout)], out
+    final = last_line(run.stdout)
+    assert final.startswith("[ERROR] Training stopped: Worker 0 exceeded the allowed number of restarts"), out
+    assert "UnityCommunicationException: worker 0 life 1: reset-lost-2718 at reset 2 " \
+           "[during a reset with new environment parameters]" in final, out
+    assert "Restarting" not in run.stdout and "Training finished" not in run.stdout, out
+    log = worker_errors(tmp_path, "resetquota")
+    assert "Traceback (most recent call last)" in log and "in reset" in log and "fault_envs.py" in log, log
+
+
+@pytest.mark.slow
+def test_worker_hung_in_a_reset_is_killed_and_restarted(tmp_path: Path) -> None:
+    """Worker 0 hangs in the reset of the phase switch: after --timeout-wait 2 (+ 2 s grace) it
+    is killed (not left running), restarted, and the run finishes."""
+    state = tmp_path / "state"
+    config = write_config(tmp_path, max_steps=100000, phase_steps=400)
+    run = run_to_end(
+        tmp_path, config, "resethang", "--timeout-wait", "2",
+        num_envs=2,
+        env_args=("reset_fault=hang", "at_reset=2", "hang_s=60", "only_worker=0", "lives=[1]", f"state_dir={state}"),
+    )
+    out = run.output()
+    assert run.proc.returncode == 0, out
+    restarts = lines_with(run.stdout, "Restarting worker[")
+    assert len(restarts) == 1 and "Restarting worker[0] after environment did not answer a reset within 4 s" in restarts[0], out
+    assert "(restart 1 of 10)" in restarts[0], out
+    assert_no_traceback(run)
+    hung = read_pid(state / "pid-0-1")
+    assert hung is not None
+    with pytest.raises(ProcessLookupError):
+        os.kill(hung, 0)  # killed, not left behind
+    assert (state / "lives-0").read_text() == "2", out
+
+
 # --------------------------------------------------------------------------- unit level
+
+
+def test_worker_error_log_waits_for_the_run_folder(tmp_path: Path) -> None:
+    """Entries wait in memory (nothing is created) until open(); then they and later ones are appended."""
+    run_logs = tmp_path / "results" / "r" / "run_logs"
+    log = WorkerErrorLog(str(run_logs))
+    early = WorkerError(0, "worker 0: UnityTimeOutException: slow", "Traceback (most recent call last):\n  early\n", True)
+    log.record(early, "restart 1 of 10")
+    assert not (tmp_path / "results").exists()
+    assert log.hint(early) == " (run with --debug to see the traceback)"
+    log.open()
+    text = (run_logs / WORKER_ERRORS_LOG).read_text()
+    assert re.match(r"=== \d{4}-\d\d-\d\d \d\d:\d\d:\d\d worker 0: UnityTimeOutException: slow \(restart 1 of 10\)\n"
+                    r"Traceback \(most recent call last\):\n  early\n\n$", text), text
+    log.record(WorkerError(1, "worker 1: WorkerDied: gone", "", True), "beyond the restart quota: the run stops")
+    text = (run_logs / WORKER_ERRORS_LOG).read_text()
+    assert text.count("===") == 2 and "worker 1: WorkerDied: gone (beyond the restart quota: the run stops)\n(no traceback)" in text
+    assert log.hint(early) == f" (traceback in {run_logs / WORKER_ERRORS_LOG})"
+    assert log.hint(WorkerError(1, "worker 1: WorkerDied: gone", "", True)) == ""  # nothing to read
+    assert log.hint(WorkerUserError(0, "worker 0: no build", "tb", False)) == ""  # a complete message
+
+
+def test_handle_failure_records_every_failure_and_names_the_log(tmp_path: Path) -> None:
+    log = WorkerErrorLog(str(tmp_path))
+    log.open()
+    mgr = _StubManager(EnvSettings(max_lifetime_restarts=1, restarts_rate_limit_n=-1), log)
+    mgr.handle_failure(WorkerError(0, "worker 0: RuntimeError: one", "Traceback (most recent call last):\n  one\n", True))
+    with pytest.raises(RestartQuotaExceeded) as info:
+        mgr.handle_failure(WorkerError(0, "worker 0: RuntimeError: two", "Traceback (most recent call last):\n  two\n", True))
+    assert str(info.value).endswith(f"last failure: RuntimeError: two (traceback in {tmp_path / WORKER_ERRORS_LOG})")
+    err = WorkerError(1, "worker 1: ValueError: three", "Traceback (most recent call last):\n  three\n", False)
+    with pytest.raises(WorkerError) as raised:
+        mgr.handle_failure(err)
+    assert raised.value is err and str(err) == f"worker 1: ValueError: three (traceback in {tmp_path / WORKER_ERRORS_LOG})"
+    text = (tmp_path / WORKER_ERRORS_LOG).read_text()
+    assert "RuntimeError: one (restart 1 of 1)" in text and "RuntimeError: two (beyond the restart quota" in text
+    assert "ValueError: three (not restartable" in text and text.count("Traceback") == 3
+
+
+def _inprocess(tmp_path: Path, **kwargs):
+    from ml_arl.envs.inprocess_env_manager import InProcessEnvManager
+    from ml_arl.envs.sources import EnvFactory
+
+    from .fault_envs import make_env
+
+    factory = EnvFactory("faulty", make_env, {"state_dir": str(tmp_path / "state"), **kwargs}, pass_worker_id=True)
+    return InProcessEnvManager(factory, EnvSettings(num_envs=2, manager="inprocess", restarts_rate_limit_n=-1), 0)
+
+
+def test_inprocess_reset_failures_are_restarted_with_the_parameters(tmp_path: Path) -> None:
+    """In-process: a raising reset (phase switch) rebuilds that env with the new parameters; the
+    others keep theirs; beyond the quota it raises."""
+    state = tmp_path / "state"
+    mgr = _inprocess(tmp_path, reset_fault="unity", at_reset=2, only_worker=1, lives=[1])
+    try:
+        mgr.start()
+        mgr.set_environment_parameters({"level": 3.0})
+        assert mgr.quota.counts[1] == 1 and mgr.quota.counts[0] == 0
+        assert (state / "lives-1").read_text() == "2" and (state / "lives-0").read_text() == "1"
+        assert json.loads((state / "params-1-2").read_text()) == {"level": 3.0}
+        assert len(mgr.step()) == 2
+    finally:
+        mgr.close()
+
+
+def test_inprocess_start_and_reset_failures_go_through_the_quota(tmp_path: Path) -> None:
+    mgr = _inprocess(tmp_path, create_fault="unity", create_lives=[1], reset_fault="unity", at_reset=2)
+    try:
+        mgr.start()  # both workers fail to start once and are rebuilt
+        assert dict(mgr.quota.counts) == {0: 1, 1: 1}
+        mgr.quota.max_lifetime = 1
+        with pytest.raises(RestartQuotaExceeded, match=r"reset 2 \[during a reset\]"):
+            mgr.reset()
+    finally:
+        mgr.close()
 
 
 def test_quota_lifetime_limit() -> None:
@@ -386,8 +622,8 @@ def test_quota_unlimited() -> None:
 
 
 class _StubManager(EnvManager):
-    def __init__(self, settings: EnvSettings):
-        super().__init__(settings)
+    def __init__(self, settings: EnvSettings, error_log: Optional[WorkerErrorLog] = None):
+        super().__init__(settings, error_log)
         self.restarted: list[int] = []
 
     @property

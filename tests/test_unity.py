@@ -168,16 +168,38 @@ def run_with_fault(tmp_path: Path, build: Path, run_id: str, *args: str, timeout
     )
 
 
+def worker_errors(tmp_path: Path, run_id: str) -> str:
+    """run_logs/worker_errors.log: where the tracebacks of failed workers go."""
+    path = tmp_path / "results" / run_id / "run_logs" / "worker_errors.log"
+    assert path.is_file(), f"{path} missing"
+    return path.read_text()
+
+
+def assert_no_traceback(out: str) -> None:
+    assert "Traceback (most recent call last)" not in out, out
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("fault,reason", [("--crash-at", "return code -9"), ("--quit-at", "Communicator has exited")])
+@pytest.mark.parametrize(
+    "fault,reason",
+    [("--crash-at", "UnityEnvironmentException: Environment shut down with return code -9 (SIGKILL)."),
+     ("--quit-at", "UnityCommunicatorStoppedException: Communicator has exited.")],
+)
 def test_crash_and_self_quit_are_restarted_within_quota(tmp_path: Path, build: Path, fault: str, reason: str) -> None:
+    """One console line per failure (worker, what happened, restart n of m), no traceback on the
+    console; the worker's traceback is in run_logs/worker_errors.log."""
     once = tmp_path / "fired"
     proc = run_with_fault(tmp_path, build, "fault", "--timeout-wait", "20", "--env-args", fault, "40", "--once-file", str(once))
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert once.exists(), out
-    assert out.count("Restarting worker[0]") == 1 and reason in out, out
+    failures = [line for line in out.splitlines() if "worker" in line.lower() or "Exception" in line]
+    assert failures == [f"[WARNING] Restarting worker[0] after {reason} (restart 1 of 10)"], out
+    assert_no_traceback(out)
     assert "Training finished" in out, out
+    log = worker_errors(tmp_path, "fault")
+    assert f"worker 0: {reason} (restart 1 of 10)\nTraceback (most recent call last):" in log, log
+    assert log.count("Traceback (most recent call last)") == 1, log
 
 
 @pytest.mark.slow
@@ -185,21 +207,54 @@ def test_crash_beyond_quota_stops_with_one_line_reason(tmp_path: Path, build: Pa
     proc = run_with_fault(tmp_path, build, "quota", "--max-lifetime-restarts", "0", "--env-args", "--crash-at", "40")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
+    assert_no_traceback(out)
     last = out.strip().splitlines()[-1]
     assert "Worker 0 exceeded the allowed number of restarts" in last and "return code -9" in last, out
+    assert [line for line in out.splitlines() if "return code -9" in line] == [last], out  # one line
+    assert last.endswith("(traceback in results/quota/run_logs/worker_errors.log)"), out
+    assert "Traceback (most recent call last)" in worker_errors(tmp_path, "quota")
 
 
 @pytest.mark.slow
 def test_hung_build_times_out_naming_the_worker(tmp_path: Path, build: Path) -> None:
+    """The build's own --timeout-wait (the trainer waits 2 s longer) names the worker's port; one
+    line, the traceback in run_logs."""
     started = time.monotonic()
-    proc = run_with_fault(
-        tmp_path, build, "hang", "--timeout-wait", "3", "--max-lifetime-restarts", "0", "--env-args", "--hang-at", "40"
+    port = free_base_port(1)
+    proc = arl_learn(
+        [str(config(tmp_path, max_steps=3000)), "--env", str(build), "--base-port", str(port), "--run-id", "hang",
+         "--timeout-wait", "3", "--max-lifetime-restarts", "0", "--env-args", "--hang-at", "40"],
+        cwd=tmp_path, timeout=180,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
+    assert_no_traceback(out)
     last = out.strip().splitlines()[-1]
-    assert "Worker 0" in last and ("did not answer" in last), out
+    assert "Worker 0" in last and f"port {port} did not answer within 3 s" in last, out
+    assert [line for line in out.splitlines() if "did not answer" in line] == [last], out  # one line
     assert time.monotonic() - started < 60, out
+    log = worker_errors(tmp_path, "hang")
+    assert "UnityTimeOutException" in log and "Traceback (most recent call last)" in log, log
+
+
+def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path) -> None:
+    """Editor mode (no --env) and nothing presses Play: one line naming the port and the wait,
+    saying how to fix it; no restart, no traceback, nothing written."""
+    from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
+
+    assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
+    started = time.monotonic()
+    proc = arl_learn([str(config(tmp_path)), "--run-id", "ed", "--timeout-wait", "2"], cwd=tmp_path, timeout=60)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert_no_traceback(out)
+    errors = [line for line in out.splitlines() if "[ERROR]" in line or "[WARNING]" in line]
+    assert len(errors) == 1, out
+    assert "nothing connected to port 5004 within 2 s (--timeout-wait)" in errors[0], out
+    assert "press Play in the Unity Editor" in errors[0] and "--env" in errors[0], out
+    assert "Restarting" not in out, out
+    assert not (tmp_path / "results").exists()
+    assert time.monotonic() - started < 30, out
 
 
 def test_missing_and_non_executable_builds_are_one_line_errors(tmp_path: Path) -> None:
@@ -356,7 +411,10 @@ def test_ctrl_c_closes_every_build_and_saves(tmp_path: Path, build: Path) -> Non
     try:
         logs = [tmp_path / "results" / "intr" / "run_logs" / f"Player-{i}.log" for i in (0, 1)]
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not all(p.exists() and "RESET" in p.read_text() for p in logs):
+        started = tmp_path / "results" / "intr" / "configuration.yaml"  # written once the run loop owns the builds
+        while time.monotonic() < deadline and not (
+            started.exists() and all(p.exists() and "RESET" in p.read_text() for p in logs)
+        ):
             time.sleep(0.2)
         time.sleep(2.0)  # some training
         trainer.send_signal(signal.SIGINT)

@@ -2,24 +2,107 @@
 
 ``start()`` builds the environments and returns their behavior specs; ``set_policy()`` hands
 new actor weights to the acting side; ``step()`` blocks (with a deadline) until at least one
-environment has a ``StepBatch`` ready and returns all that are ready; ``close()`` shuts down.
+environment has a ``StepBatch`` ready and returns all that are ready; ``reset()`` and
+``set_environment_parameters()`` reset every environment; ``close()`` shuts down.
+
+Failures. Every failure of a worker, while starting, stepping or resetting, goes through
+``handle_failure``: a restartable one restarts the worker within the restart quota (ML-Agents'
+max_lifetime_restarts, restarts_rate_limit_n per restarts_rate_limit_period_s), anything else
+(or a failure beyond the quota) ends the run with one line. On the console a failure is one
+line each::
+
+    [WARNING] Restarting worker[0] after UnityEnvironmentException: ... (restart 1 of 10)
+    [ERROR] Training stopped: Worker 0 exceeded the allowed number of restarts (...); last failure: ... (traceback in results/<run-id>/run_logs/worker_errors.log)
+
+The worker's traceback goes to ``results/<run-id>/run_logs/worker_errors.log`` (``WorkerErrorLog``:
+appended, one entry per failure with time, worker id, what happened and the outcome) and to the
+console only with --debug.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from abc import ABC, abstractmethod
 from collections import defaultdict, deque
-from typing import Any
+from typing import Any, Optional
 
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.envs.env_runner import PolicyMessage, StepBatch
-from ml_arl.exceptions import RestartQuotaExceeded, WorkerError
+from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
+
+WORKER_ERRORS_LOG = "worker_errors.log"  # in results/<run-id>/run_logs/
+MAX_PENDING_ENTRIES = 200  # entries kept in memory until the run folder is ready (the oldest are dropped)
+
+
+def failure_text(failure: WorkerError) -> str:
+    """What happened, without the "worker N: " every WorkerError message starts with."""
+    return str(failure).removeprefix(f"worker {failure.worker_id}: ")
+
+
+class WorkerErrorLog:
+    """Where the tracebacks of failed workers go: ``<run_logs>/worker_errors.log``, appended, one
+    entry per failure::
+
+        === 2025-05-01 12:00:00 worker 0: UnityEnvironmentException: ... (restart 1 of 10)
+        Traceback (most recent call last):
+          ...
+
+    (``(no traceback)`` for a worker that died or stopped answering). Workers start before
+    results/<run-id> is checked (and, with --force, emptied), so entries wait in memory until the
+    controller has prepared the run folder (``open()``); a run that stops before that writes
+    nothing. Each traceback is also logged at DEBUG level: on the console with --debug only.
+    ``run_logs_dir`` None: no file (a manager built outside arl-learn)."""
+
+    def __init__(self, run_logs_dir: Optional[str] = None):
+        self.path = os.path.join(run_logs_dir, WORKER_ERRORS_LOG) if run_logs_dir else None
+        self.opened = False
+        self._pending: deque[str] = deque(maxlen=MAX_PENDING_ENTRIES)
+
+    def record(self, failure: WorkerError, outcome: str) -> None:
+        tb = failure.worker_traceback.rstrip()
+        if tb:
+            logger.debug("worker %d traceback:\n%s", failure.worker_id, tb)
+        if self.path is None:
+            return
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+        self._pending.append(
+            f"=== {stamp} worker {failure.worker_id}: {failure_text(failure)} ({outcome})\n{tb or '(no traceback)'}\n\n"
+        )
+        if self.opened:
+            self._flush()
+
+    def open(self) -> None:
+        """The run folder is ready: write what waited and append from now on."""
+        self.opened = True
+        if self._pending:
+            self._flush()
+
+    def _flush(self) -> None:
+        assert self.path is not None
+        try:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            with open(self.path, "a", encoding="utf-8") as f:
+                f.writelines(self._pending)
+        except OSError as err:
+            logger.warning("cannot write worker tracebacks to %s (%s); they are logged with --debug only", self.path, err)
+            self.path = None
+        self._pending.clear()
+
+    def hint(self, failure: WorkerError) -> str:
+        """Where the traceback of ``failure`` can be read, for the line that ends the run."""
+        if not failure.worker_traceback or isinstance(failure, WorkerUserError):
+            return ""  # nothing to read, or a complete message
+        if self.opened and self.path is not None:
+            return f" (traceback in {self.path})"
+        if logger.isEnabledFor(logging.DEBUG):
+            return ""  # logged above
+        return " (run with --debug to see the traceback)"
 
 
 class RestartQuota:
@@ -50,8 +133,9 @@ class RestartQuota:
 
 
 class EnvManager(ABC):
-    def __init__(self, settings: EnvSettings):
+    def __init__(self, settings: EnvSettings, error_log: Optional[WorkerErrorLog] = None):
         self.settings = settings
+        self.error_log = error_log if error_log is not None else WorkerErrorLog()
         self.quota = RestartQuota(
             settings.max_lifetime_restarts, settings.restarts_rate_limit_n, settings.restarts_rate_limit_period_s
         )
@@ -79,6 +163,10 @@ class EnvManager(ABC):
     def reset(self) -> None:
         """Reset every environment; every half-built trajectory is discarded."""
 
+    def run_logs_ready(self) -> None:
+        """results/<run-id>/run_logs exists and belongs to this run: worker tracebacks go there now."""
+        self.error_log.open()
+
     def set_policy(self, behavior: str, msg: PolicyMessage) -> None:
         self.policies[behavior] = msg
         self.policy_serials[behavior] = self.policy_serials.get(behavior, 0) + 1
@@ -89,22 +177,29 @@ class EnvManager(ABC):
         flight are finished and half-built trajectories discarded."""
 
     def handle_failure(self, failure: WorkerError) -> None:
-        """Restart the failed worker if the failure is restartable and quota is left; else raise.
-        A restarted worker that fails again while starting counts as a further restart."""
+        """Restart the failed worker if the failure is restartable and quota is left; else raise
+        (the error's message gets where its traceback is). A restarted worker that fails again
+        while starting counts as a further restart. Each failure is one console line and one
+        entry in the WorkerErrorLog."""
         while True:
             wid = failure.worker_id
             if not failure.restartable:
+                self.error_log.record(failure, "not restartable: the run stops")
+                failure.args = (f"{failure}{self.error_log.hint(failure)}",)
                 raise failure
             now = time.monotonic()
             if not self.quota.allows(wid, now):
+                self.error_log.record(failure, "beyond the restart quota: the run stops")
                 raise RestartQuotaExceeded(
                     f"Worker {wid} exceeded the allowed number of restarts ({self.quota.counts[wid]} so far; "
                     f"max_lifetime_restarts={self.quota.max_lifetime}, restarts_rate_limit_n={self.quota.rate_n} "
-                    f"per {self.quota.period_s} s); last failure: {failure}"
+                    f"per {self.quota.period_s} s); last failure: {failure_text(failure)}{self.error_log.hint(failure)}"
                 ) from failure
             count = self.quota.record(wid, now)
             limit = "unlimited" if self.quota.max_lifetime == -1 else str(self.quota.max_lifetime)
-            logger.warning("Restarting worker[%d] after '%s' (restart %d of %s)", wid, failure, count, limit)
+            restart = f"restart {count} of {limit}"
+            self.error_log.record(failure, restart)
+            logger.warning("Restarting worker[%d] after %s (%s)", wid, failure_text(failure), restart)
             try:
                 self.restart_worker(wid)
                 return
@@ -114,4 +209,6 @@ class EnvManager(ABC):
                 failure = again
 
     @abstractmethod
-    def restart_worker(self, worker_id: int) -> None: ...
+    def restart_worker(self, worker_id: int) -> None:
+        """Replace the worker with a new one that has started and joined the current
+        environment parameters (freshly reset); raise WorkerError if the new one fails."""

@@ -1,32 +1,39 @@
 """All environments in the main process: the same pipeline without processes, for debugging
 (breakpoints work, tracebacks are local) and fast tests. Select with env_settings.manager: inprocess.
+
+Failures while starting, stepping or resetting go through ``handle_failure`` as in the
+subprocess manager: the failed environment is closed and rebuilt (with the current environment
+parameters, freshly reset) within the restart quota. Nothing here can time out: a hung
+environment hangs the run (use the subprocess manager to be protected from that).
 """
 
 from __future__ import annotations
 
 import logging
 import traceback
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Optional
 
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.envs.env_manager import EnvManager
+from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
 from ml_arl.envs.env_runner import RESTARTABLE_EXCEPTIONS, EnvRunner, StepBatch
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import ArlError, WorkerError
+from ml_arl.exceptions import ArlError, WorkerError, WorkerUserError
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
 
 
 class InProcessEnvManager(EnvManager):
-    def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int):
-        super().__init__(settings)
+    def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int, error_log: Optional[WorkerErrorLog] = None):
+        super().__init__(settings, error_log)
         self.factory = factory
         self.seed = seed
-        self.runners: list[EnvRunner] = []
-        self.versions: list[dict[str, int]] = []
+        self.runners: dict[int, EnvRunner] = {}  # worker id -> runner (missing while being rebuilt)
+        self.versions: dict[int, dict[str, int]] = {}
         self.parameters: dict[str, Any] = {}  # the current phase's environment parameters
+        self.specs: dict[str, BehaviorSpec] = {}
 
     @property
     def num_workers(self) -> int:
@@ -35,76 +42,104 @@ class InProcessEnvManager(EnvManager):
     def _make(self, worker_id: int) -> EnvRunner:
         try:
             runner = EnvRunner(self.factory(worker_id, self.seed + worker_id), worker_id, self.seed + worker_id)
+        except Exception as exc:
+            raise self._error(worker_id, exc, "while starting") from exc
+        try:
             if self.parameters:
                 runner.set_environment_parameters(self.parameters)
                 runner.reset()
             return runner
         except Exception as exc:
-            raise self._error(worker_id, exc) from exc
+            failure = self._error(worker_id, exc, "while applying the environment parameters")
+            self._close_failed(worker_id, runner)
+            raise failure from exc
 
     def start(self) -> dict[str, BehaviorSpec]:
-        self.runners = [self._make(i) for i in range(self.settings.num_envs)]
-        self.versions = [{} for _ in self.runners]
-        specs: dict[str, BehaviorSpec] = {}
-        for runner in self.runners:
-            for name, spec in runner.take_new_specs().items():
-                specs.setdefault(name, spec)
-        return specs
+        for worker_id in range(self.settings.num_envs):
+            try:
+                self._add(worker_id, self._make(worker_id))
+            except WorkerError as failure:
+                self.handle_failure(failure)  # restart_worker adds the rebuilt runner, or this raises
+        return dict(self.specs)
 
-    def _error(self, worker_id: int, exc: BaseException) -> WorkerError:
+    def _add(self, worker_id: int, runner: EnvRunner) -> None:
+        self.runners[worker_id] = runner
+        self.versions[worker_id] = {}
+        for name, spec in runner.take_new_specs().items():
+            self.specs.setdefault(name, spec)
+
+    def _error(self, worker_id: int, exc: BaseException, during: str = "") -> WorkerError:
+        """Called in the ``except`` block of ``exc`` (the traceback is taken from there)."""
         if isinstance(exc, ArlError):  # a complete user-facing message (bad build, ...)
-            error = WorkerError(worker_id, f"worker {worker_id}: {exc}", traceback.format_exc(), False)
+            error: WorkerError = WorkerUserError(worker_id, f"worker {worker_id}: {exc}", traceback.format_exc(), False)
             error.exit_code = exc.exit_code
             return error
         first_line = (str(exc).strip().splitlines() or [""])[0]
         return WorkerError(
             worker_id,
-            f"worker {worker_id}: {type(exc).__name__}: {first_line}",
+            f"worker {worker_id}: {type(exc).__name__}: {first_line}" + (f" [{during}]" if during else ""),
             traceback.format_exc(),
             isinstance(exc, RESTARTABLE_EXCEPTIONS),
         )
 
-    def step(self) -> list[StepBatch]:
-        batches = []
-        for i, runner in enumerate(self.runners):
+    def _each(self, action: Callable[[EnvRunner], Any], during: str = "") -> list[Any]:
+        """``action`` on every runner; a runner that raises goes through handle_failure."""
+        results = []
+        for worker_id in sorted(self.runners):
             try:
-                for behavior, msg in self.policies.items():
-                    serial = self.policy_serials[behavior]
-                    if self.versions[i].get(behavior) != serial:
-                        runner.set_policy(behavior, msg)
-                        self.versions[i][behavior] = serial
-                batches.append(runner.run(self.settings.steps_per_message))
+                results.append(action(self.runners[worker_id]))
             except Exception as exc:
-                failure = self._error(i, exc)
+                failure = self._error(worker_id, exc, during)
                 failure.__cause__ = exc
                 self.handle_failure(failure)
-        return batches
+        return results
+
+    def step(self) -> list[StepBatch]:
+        def run(runner: EnvRunner) -> StepBatch:
+            versions = self.versions[runner.worker_id]
+            for behavior, msg in self.policies.items():
+                serial = self.policy_serials[behavior]
+                if versions.get(behavior) != serial:
+                    runner.set_policy(behavior, msg)
+                    versions[behavior] = serial
+            return runner.run(self.settings.steps_per_message)
+
+        return self._each(run)
+
+    def _close_failed(self, worker_id: int, runner: EnvRunner) -> None:
+        try:
+            runner.close()
+        except Exception as exc:  # noqa: BLE001 - the env is being replaced after a failure
+            logger.warning("worker %d: closing the failed environment raised %s: %s", worker_id,
+                           type(exc).__name__, (str(exc).strip().splitlines() or [""])[0])
+            logger.debug("worker %d: closing the failed environment raised", worker_id, exc_info=True)
 
     def restart_worker(self, worker_id: int) -> None:
-        try:
-            self.runners[worker_id].close()
-        except Exception:  # noqa: BLE001 - the env is being replaced after a failure
-            logger.warning("worker %d: closing the failed environment raised", worker_id, exc_info=True)
-        self.runners[worker_id] = self._make(worker_id)
-        self.versions[worker_id] = {}
+        old = self.runners.pop(worker_id, None)
+        self.versions.pop(worker_id, None)
+        if old is not None:
+            self._close_failed(worker_id, old)
+        self._add(worker_id, self._make(worker_id))
 
     def reset(self) -> None:
-        for runner in self.runners:
-            runner.reset()
+        self._each(lambda runner: runner.reset(), "during a reset")
 
     def set_environment_parameters(self, params: dict[str, Any]) -> None:
         self.parameters = dict(params)
-        for runner in self.runners:
+
+        def apply(runner: EnvRunner) -> None:
             runner.set_environment_parameters(self.parameters)
             runner.reset()
 
+        self._each(apply, "during a reset with new environment parameters")
+
     def close(self) -> None:
         errors = []
-        for runner in self.runners:
+        for runner in self.runners.values():
             try:
                 runner.close()
             except Exception as exc:  # noqa: BLE001 - close every env, then report
                 errors.append(exc)
-        self.runners = []
+        self.runners = {}
         if errors:
             raise errors[0]

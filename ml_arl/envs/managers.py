@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ml_arl.envs.env_manager import EnvManager
+from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
 from ml_arl.envs.inprocess_env_manager import InProcessEnvManager
 from ml_arl.envs.sources import is_python_source, resolve_env, unity_factory
 from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
@@ -15,6 +15,8 @@ def create_env_manager(options: RunOptions, seed: int) -> EnvManager:
         factory = resolve_env(env.env_path, env.env_args, env.num_areas)
     else:
         factory = unity_factory(options, seed)
+    # worker tracebacks: run_logs/worker_errors.log once the controller has prepared the run folder
+    error_log = WorkerErrorLog(options.checkpoint_settings.run_logs_dir)
     if env.manager == "inprocess":
-        return InProcessEnvManager(factory, env, seed)
-    return SubprocessEnvManager(factory, env, seed)
+        return InProcessEnvManager(factory, env, seed, error_log)
+    return SubprocessEnvManager(factory, env, seed, error_log)

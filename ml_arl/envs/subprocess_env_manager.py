@@ -13,6 +13,18 @@ so a slow environment never holds back a fast one.
 
 A failing worker ships (worker id, exception type, message, traceback) and closes its env in
 ``finally``. Shutdown asks (CLOSE), waits up to 10 s, then terminates and finally kills.
+
+Deadlines: a worker has ``2 x --timeout-wait + START_GRACE_S`` to start (an env's own waits,
+e.g. a Unity build's handshake and first reset, take up to --timeout-wait each), and
+``--timeout-wait + REPLY_GRACE_S`` to answer a step or a reset (the grace lets an env that has
+its own --timeout-wait, a Unity build, report its own timeout first). A worker past its deadline
+is killed and handed to ``handle_failure`` like any other failure.
+
+Resets (``reset()``: a self-play team change; ``set_environment_parameters()``: a phase switch)
+first finish the steps in flight of every worker at once, then reset every worker at once; a
+worker that fails or times out in either part is killed and restarted within the restart quota
+after the others have reset. A restarted worker starts with the current environment parameters
+and a fresh reset (``_await_specs``), so the reset completes for everyone.
 """
 
 from __future__ import annotations
@@ -28,22 +40,25 @@ import threading
 import time
 import traceback
 from collections import deque
+from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
 from typing import Any, NamedTuple, Optional
 
 import cloudpickle
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.envs.env_manager import EnvManager
+from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
 from ml_arl.envs.env_runner import RESTARTABLE_EXCEPTIONS, EnvRunner, StepBatch
 from ml_arl.envs.forkserver import worker_context
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import ArlError, WorkerError
+from ml_arl.exceptions import ArlError, WorkerError, WorkerUserError
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
 
 WORKER_SHUTDOWN_TIMEOUT_S = 10.0
+START_GRACE_S = 5.0
+REPLY_GRACE_S = 2.0
 # STEP requests queued per worker: while the main process reads one batch, the worker already
 # steps for the next, so no worker waits on a round trip.
 PIPELINE_DEPTH = 2
@@ -121,8 +136,9 @@ def worker_main(
         if runner is not None:
             try:
                 runner.close()
-            except Exception:  # noqa: BLE001 - closing after a failure must not hide the failure
-                logger.exception("worker %d: error while closing its environment", worker_id)
+            except Exception as exc:  # noqa: BLE001 - closing after a failure must not hide the failure
+                logger.warning("worker %d: closing its environment raised %s: %s", worker_id, type(exc).__name__,
+                               (str(exc).strip().splitlines() or [""])[0])
         try:
             conn.send(EnvironmentResponse(EnvironmentCommand.CLOSED, worker_id, None))
         except (OSError, EOFError):
@@ -185,8 +201,8 @@ class _Worker:
 
 
 class SubprocessEnvManager(EnvManager):
-    def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int):
-        super().__init__(settings)
+    def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int, error_log: Optional[WorkerErrorLog] = None):
+        super().__init__(settings, error_log)
         self.factory_bytes = cloudpickle.dumps(factory)
         self.seed = seed
         self.ctx = worker_context()
@@ -213,29 +229,41 @@ class SubprocessEnvManager(EnvManager):
         child.close()
         return _Worker(worker_id, proc, parent)
 
+    @property
+    def start_timeout(self) -> float:
+        return 2 * self.settings.timeout_wait + START_GRACE_S
+
+    @property
+    def reply_timeout(self) -> float:
+        return self.settings.timeout_wait + REPLY_GRACE_S
+
+    def _timed_out(self, worker: _Worker, what: str, timeout: float) -> WorkerError:
+        """Kill a worker that did not answer in time (a hung env answers nothing, CLOSE included)."""
+        worker.process.kill()
+        return WorkerError(
+            worker.worker_id,
+            f"worker {worker.worker_id}: environment did not {what} within {timeout:g} s "
+            f"(--timeout-wait {self.settings.timeout_wait} s; hung?); raise --timeout-wait if it is just slow",
+            restartable=True,
+        )
+
     def _await_specs(self, worker: _Worker) -> None:
-        """Wait for a new worker's behavior specs and merge them into ``self.specs``."""
-        deadline = self.settings.timeout_wait
-        ready = wait([worker.conn, worker.process.sentinel], timeout=deadline)
-        if not ready:
-            self._kill(worker)
-            raise WorkerError(
-                worker.worker_id,
-                f"worker {worker.worker_id}: environment did not start within {deadline} s (--timeout-wait)",
-                restartable=True,
-            )
+        """Wait for a new worker's behavior specs and merge them into ``self.specs``; a restarted
+        worker then joins the current environment parameters (and resets)."""
+        if not wait([worker.conn, worker.process.sentinel], timeout=self.start_timeout):
+            raise self._timed_out(worker, "start", self.start_timeout)
         resp = self._recv(worker)
         if resp.cmd is not EnvironmentCommand.BEHAVIOR_SPECS:
-            raise self._failure(worker, resp)
+            raise self._failure(worker, resp, "while starting")
         for name, spec in resp.payload.items():
             self.specs.setdefault(name, spec)
         if self.parameters:  # a restarted worker joins the current phase
             worker.send(EnvironmentRequest(EnvironmentCommand.SET_PARAMETERS, self.parameters))
-            if not wait([worker.conn, worker.process.sentinel], timeout=deadline):
-                raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: reset timed out", restartable=True)
+            if not wait([worker.conn, worker.process.sentinel], timeout=self.reply_timeout):
+                raise self._timed_out(worker, "answer a reset", self.reply_timeout)
             resp = self._recv(worker)
             if resp.cmd is not EnvironmentCommand.RESET:
-                raise self._failure(worker, resp)
+                raise self._failure(worker, resp, "while applying the environment parameters")
 
     def launch(self) -> None:
         if not self.workers:
@@ -270,17 +298,20 @@ class SubprocessEnvManager(EnvManager):
                 WorkerFailure("WorkerDied", f"worker process died ({how})", "", True),
             )
 
-    def _failure(self, worker: _Worker, resp: EnvironmentResponse) -> WorkerError:
+    def _failure(self, worker: _Worker, resp: EnvironmentResponse, during: str = "") -> WorkerError:
+        """The WorkerError of a FAILED reply (or of a dead worker): one line; the traceback rides
+        along to handle_failure, which puts it in the WorkerErrorLog. ``during``: what the
+        worker was doing, when not stepping."""
         failure: WorkerFailure = resp.payload
         tb = failure.traceback
         if failure.user_error:
-            error = WorkerError(worker.worker_id, f"worker {worker.worker_id}: {failure.message}", tb, False)
+            error: WorkerError = WorkerUserError(worker.worker_id, f"worker {worker.worker_id}: {failure.message}", tb, False)
             error.exit_code = failure.exit_code
             return error
         first_line = (failure.message.strip().splitlines() or [""])[0]
         message = f"worker {worker.worker_id}: {failure.exc_type}: {first_line}"
-        if tb:
-            logger.error("worker %d raised:\n%s", worker.worker_id, tb.rstrip())
+        if during:
+            message += f" [{during}]"
         return WorkerError(worker.worker_id, message, tb, failure.restartable)
 
     def _send_step(self, worker: _Worker) -> None:
@@ -299,7 +330,7 @@ class SubprocessEnvManager(EnvManager):
         for worker in self.workers:
             by_handle[worker.conn] = worker
             by_handle[worker.process.sentinel] = worker
-        timeout = self.settings.timeout_wait
+        timeout = self.reply_timeout
         deadline = min(d for w in self.workers if (d := w.step_deadline(timeout)) is not None)
         ready = wait(list(by_handle), timeout=max(0.0, deadline - time.monotonic()))
         batches: list[StepBatch] = []
@@ -326,15 +357,7 @@ class SubprocessEnvManager(EnvManager):
             worker_deadline = worker.step_deadline(timeout)
             if worker.worker_id not in seen and worker_deadline is not None and now >= worker_deadline:
                 worker.sent.clear()
-                worker.process.kill()  # a hung env will not answer CLOSE either
-                failed.append(
-                    WorkerError(
-                        worker.worker_id,
-                        f"worker {worker.worker_id}: environment did not answer a step within "
-                        f"{timeout} s (hung?); raise --timeout-wait if it is just slow",
-                        restartable=True,
-                    )
-                )
+                failed.append(self._timed_out(worker, "answer a step", timeout))
         for failure in failed:
             self.handle_failure(failure)
         return batches
@@ -342,29 +365,92 @@ class SubprocessEnvManager(EnvManager):
     def reset(self) -> None:
         """Finish (and drop) the steps in flight, then reset every env; half-built trajectories
         are discarded in the workers."""
-        self._reset_all(EnvironmentRequest(EnvironmentCommand.RESET))
+        self._reset_all(EnvironmentRequest(EnvironmentCommand.RESET), "during a reset")
 
     def set_environment_parameters(self, params: dict[str, Any]) -> None:
         self.parameters = dict(params)
-        self._reset_all(EnvironmentRequest(EnvironmentCommand.SET_PARAMETERS, self.parameters))
+        self._reset_all(
+            EnvironmentRequest(EnvironmentCommand.SET_PARAMETERS, self.parameters),
+            "during a reset with new environment parameters",
+        )
 
-    def _reset_all(self, request: EnvironmentRequest) -> None:
+    def _reset_all(self, request: EnvironmentRequest, during: str) -> None:
+        """Drain every worker's steps in flight, send ``request`` to every worker and await the
+        RESETs, all workers at once and each against its own deadline; then restart the workers
+        that failed or timed out (within the quota; a restarted worker starts reset, with
+        ``self.parameters``)."""
+        failed: dict[int, WorkerError] = {}
+
+        def step_answered(worker: _Worker) -> None:
+            worker.sent.popleft()
+            worker.last_reply = time.monotonic()
+
+        def step_deadline(worker: _Worker) -> float:
+            deadline = worker.step_deadline(self.reply_timeout)
+            assert deadline is not None  # a worker waited on has a step in flight
+            return deadline
+
+        outstanding = {w.worker_id: len(w.sent) for w in self.workers}
+        self._await_replies(EnvironmentCommand.STEP, outstanding, step_deadline, step_answered, failed, "answer a step")
         for worker in self.workers:
-            while worker.sent:
-                if not wait([worker.conn, worker.process.sentinel], timeout=self.settings.timeout_wait):
-                    raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: step timed out", restartable=True)
+            worker.sent.clear()  # the failed ones' steps will never be answered
+        reset_deadlines: dict[int, float] = {}
+        for worker in self.workers:
+            if worker.worker_id not in failed:
+                worker.send(request)
+                reset_deadlines[worker.worker_id] = time.monotonic() + self.reply_timeout
+        self._await_replies(
+            EnvironmentCommand.RESET, dict.fromkeys(reset_deadlines, 1), lambda w: reset_deadlines[w.worker_id],
+            lambda w: None, failed, "answer a reset", during,
+        )
+        for worker_id in sorted(failed):
+            self.handle_failure(failed[worker_id])
+
+    def _await_replies(
+        self,
+        expected: EnvironmentCommand,
+        outstanding: dict[int, int],
+        deadline_of: Callable[[_Worker], float],
+        answered: Callable[[_Worker], None],
+        failed: dict[int, WorkerError],
+        what: str,
+        during: str = "",
+    ) -> None:
+        """Read ``outstanding[worker_id]`` replies of kind ``expected`` from every worker, in
+        arrival order (one ``wait`` over all pipes and process sentinels, up to the earliest
+        deadline). A worker that answers otherwise or dies goes to ``failed``; one past its
+        deadline is killed and goes there too."""
+        pending = {wid: n for wid, n in outstanding.items() if n > 0 and wid not in failed}
+        while pending:
+            by_handle: dict[Any, _Worker] = {}
+            for wid in pending:
+                worker = self.workers[wid]
+                by_handle[worker.conn] = worker
+                by_handle[worker.process.sentinel] = worker
+            deadline = min(deadline_of(self.workers[wid]) for wid in pending)
+            ready = wait(list(by_handle), timeout=max(0.0, deadline - time.monotonic()))
+            heard: set[int] = set()
+            for handle in ready:
+                worker = by_handle[handle]
+                wid = worker.worker_id
+                if wid in heard:
+                    continue
+                heard.add(wid)
                 resp = self._recv(worker)
-                worker.sent.popleft()
-                if resp.cmd is not EnvironmentCommand.STEP:
-                    worker.sent.clear()
-                    raise self._failure(worker, resp)
-            worker.send(request)
-        for worker in self.workers:
-            if not wait([worker.conn, worker.process.sentinel], timeout=self.settings.timeout_wait):
-                raise WorkerError(worker.worker_id, f"worker {worker.worker_id}: reset timed out", restartable=True)
-            resp = self._recv(worker)
-            if resp.cmd is not EnvironmentCommand.RESET:
-                raise self._failure(worker, resp)
+                answered(worker)
+                if resp.cmd is not expected:
+                    failed[wid] = self._failure(worker, resp, during)
+                    del pending[wid]
+                    continue
+                pending[wid] -= 1
+                if not pending[wid]:
+                    del pending[wid]
+            now = time.monotonic()
+            for wid in list(pending):
+                worker = self.workers[wid]
+                if wid not in heard and now >= deadline_of(worker):
+                    failed[wid] = self._timed_out(worker, what, self.reply_timeout)
+                    del pending[wid]
 
     def _kill(self, worker: _Worker) -> None:
         worker.stop_sending()

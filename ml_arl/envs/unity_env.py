@@ -48,7 +48,7 @@ from mlagents_envs.side_channel.environment_parameters_channel import Environmen
 from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
 
 from ml_arl.envs import image_layout, unity_fast
-from ml_arl.exceptions import EnvironmentSourceError
+from ml_arl.exceptions import EditorNotConnectedError, EnvironmentSourceError
 
 logger = logging.getLogger(__name__)
 
@@ -159,7 +159,7 @@ class UnityBuildEnv(UnityEnvironment):
         for key, value in (environment_parameters or {}).items():
             send_parameter(self.parameters_channel, key, value)
         self.stats_channel = StatsSideChannel()
-        if log_folder:
+        if log_folder and file_name:  # the Editor writes no Player log: nothing to create for it
             os.makedirs(log_folder, exist_ok=True)
         where = f"the Unity build {file_name}" if file_name else f"the Unity Editor on port {EDITOR_PORT}"
         try:
@@ -175,6 +175,15 @@ class UnityBuildEnv(UnityEnvironment):
                 log_folder=log_folder,
                 num_areas=num_areas,
             )
+        except UnityTimeOutException:
+            if file_name:
+                raise  # a build that does not answer: restartable
+            # Editor mode: nobody pressed Play in time; a restart would only wait again
+            raise EditorNotConnectedError(
+                f"nothing connected to port {EDITOR_PORT} within {timeout_wait} s (--timeout-wait): press Play in "
+                "the Unity Editor within that time after starting arl-learn (or raise --timeout-wait), or pass "
+                "--env to train a build"
+            ) from None
         except UnityEnvironmentException as err:
             if "communication API version" in str(err):
                 raise EnvironmentSourceError(
