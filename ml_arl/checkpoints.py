@@ -3,14 +3,26 @@ fsync, then os.replace), so an interrupted run never leaves a half-written file 
 
 Layout (as ML-Agents): results/<run>/<Behavior>/<Behavior>-<step>.pt, .../checkpoint.pt (the
 newest), results/<run>/run_logs/training_status.json (checkpoint list per behavior).
+
+A run killed at any moment (SIGKILL, power cut after the fsync) leaves every file whole; what it
+may leave is a ``.tmp-*`` file of an unfinished write, which --resume removes, and a
+<Behavior>-<step> file that training_status.json does not list yet or no longer lists, which the
+next checkpoint removes. training_status.json never names a file that does not exist: new files
+are written before it, old ones removed after it. --resume continues from checkpoint.pt; one that
+cannot be read (damaged by hand or by a disk) is skipped with a warning for the newest listed
+checkpoint that loads; if none loads, that is a one-line error. A write that fails (disk full,
+read-only folder) is a ResultsWriteError (one line, exit code 1) and leaves the earlier files as
+they were.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import platform
+import re
 import tempfile
 import threading
 import time
@@ -22,7 +34,7 @@ import torch
 import yaml
 
 import ml_arl
-from ml_arl.exceptions import RunDirectoryError
+from ml_arl.exceptions import ResultsWriteError, RunDirectoryError
 
 logger = logging.getLogger(__name__)
 
@@ -38,39 +50,109 @@ def _umask() -> int:
 _FILE_MODE = 0o666 & ~_umask()
 
 
-def atomic_write(path: str, write: Callable[[Any], None], mode: str = "wb") -> None:
-    folder = os.path.dirname(os.path.abspath(path))
-    os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=folder)
+TEMP_PREFIX = ".tmp-"  # atomic_write's temporary files; a killed run may leave some (removed on --resume)
+_OTHER_TEMP = re.compile(r".+\.tmp-\d+")  # "<name>.tmp-<pid>" (results_dir's run marker)
+
+
+def write_error(path: str, err: OSError) -> ResultsWriteError:
+    """The one-line error for a file of the run that could not be written."""
+    reason = err.strerror or str(err) or type(err).__name__
+    return ResultsWriteError(
+        f"{path}: cannot write ({reason}); the files saved before are intact. Free disk space or make the "
+        "results folder writable (or pick another --results-dir), then continue with --resume"
+    )
+
+
+def _fsync_dir(folder: str) -> None:
+    """Make a rename in ``folder`` durable; best effort (not every file system can fsync a folder)."""
     try:
-        os.chmod(tmp, _FILE_MODE)  # mkstemp makes 0600; results are ordinary files
-        with os.fdopen(fd, mode) as f:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, write: Callable[[Any], None], mode: str = "wb") -> None:
+    """Write ``path`` through a temporary file in its folder (fsync, then os.replace): a reader, or a
+    run killed at any moment, sees the old file or the new one, never a part. An OSError (disk full,
+    read-only folder) becomes a ResultsWriteError naming ``path``; the old file is left as it was."""
+    folder = os.path.dirname(os.path.abspath(path))
+    tmp: Optional[str] = None
+    try:
+        os.makedirs(folder, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=folder)
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
+            os.fchmod(f.fileno(), _FILE_MODE)  # mkstemp makes 0600; results are ordinary files
             write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise
+        tmp = None
+        _fsync_dir(folder)
+    except OSError as err:
+        raise write_error(path, err) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass  # a read-only folder: --resume removes it later
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    atomic_write(path, lambda f: f.write(data))
 
 
 def copy_file_atomic(src: str, dst: str) -> None:
-    with open(src, "rb") as f:
-        data = f.read()
-    atomic_write(dst, lambda out: out.write(data))
+    try:
+        with open(src, "rb") as f:
+            data = f.read()
+    except OSError as err:
+        raise write_error(dst, err) from None
+    write_bytes(dst, data)
 
 
 def write_json(path: str, data: Any) -> None:
-    atomic_write(path, lambda f: json.dump(data, f, indent=4), "w")
+    text = json.dumps(data, indent=4)  # serialized first: only the write itself can fail half-way
+    atomic_write(path, lambda f: f.write(text), "w")
 
 
 def write_yaml(path: str, data: Any) -> None:
-    atomic_write(path, lambda f: yaml.safe_dump(data, f, sort_keys=False), "w")
+    text = yaml.safe_dump(data, sort_keys=False)
+    atomic_write(path, lambda f: f.write(text), "w")
+
+
+def torch_bytes(state: dict[str, Any]) -> bytes:
+    buf = io.BytesIO()
+    torch.save(state, buf)
+    return buf.getvalue()
 
 
 def save_torch(path: str, state: dict[str, Any]) -> None:
-    atomic_write(path, lambda f: torch.save(state, f))
+    write_bytes(path, torch_bytes(state))
+
+
+def remove_stale_temp_files(root: str) -> list[str]:
+    """Remove the temporary files of atomic writes that a killed run left under ``root``
+    (never a real file of the run: those are only ever replaced whole). Returns their paths."""
+    removed: list[str] = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if name.startswith(TEMP_PREFIX) or _OTHER_TEMP.fullmatch(name):
+                path = os.path.join(folder, name)
+                try:
+                    os.remove(path)
+                except FileNotFoundError:
+                    continue
+                except OSError as err:
+                    raise write_error(path, err) from None
+                removed.append(path)
+    return removed
 
 
 def load_torch(path: str, device: str = "cpu") -> dict[str, Any]:
@@ -88,12 +170,20 @@ def metadata() -> dict[str, Any]:
 
 
 class TrainingStatus:
-    """run_logs/training_status.json: per behavior {checkpoints, final_checkpoint, ...} + metadata."""
+    """run_logs/training_status.json: per behavior {checkpoints, final_checkpoint, ...} + metadata.
+
+    The file is written only after the files it names exist, and before any file it named is
+    removed: it never names a missing file (``prune_missing`` drops what others removed)."""
 
     def __init__(self, path: str):
         self.path = path
         self.data: dict[str, Any] = {}
-        self._lock = threading.Lock()
+        self.lock = threading.RLock()
+
+    @property
+    def root(self) -> str:
+        """The folder holding run_logs/ and the behaviors' folders."""
+        return os.path.dirname(os.path.dirname(os.path.abspath(self.path)))
 
     def load(self) -> None:
         if not os.path.exists(self.path):
@@ -108,13 +198,101 @@ class TrainingStatus:
         self.data = data
 
     def behavior(self, name: str) -> dict[str, Any]:
-        with self._lock:
+        with self.lock:
             return self.data.setdefault(name, {"checkpoints": []})
 
+    def behaviors(self) -> list[str]:
+        return [k for k, v in self.data.items() if k != "metadata" and isinstance(v, dict)]
+
+    def resolve(self, behavior: str, path: str) -> Optional[str]:
+        """The file an entry names: the path as written (relative to where the run was started, as
+        ML-Agents writes it), else the same name in the behavior's folder; None if neither exists."""
+        if os.path.isfile(path):
+            return path
+        here = os.path.join(self.root, behavior, os.path.basename(path))
+        return here if os.path.isfile(here) else None
+
+    def prune_missing(self) -> None:
+        """Drop checkpoint entries whose file is gone (removed by hand, or by a run killed
+        before it could save this file), with a warning each."""
+        with self.lock:
+            for name in self.behaviors():
+                entry = self.data[name]
+                kept = []
+                for ckpt in entry.get("checkpoints", []):
+                    if not isinstance(ckpt, dict) or self.resolve(name, str(ckpt.get("file_path", ""))) is None:
+                        logger.warning(
+                            "%s lists the checkpoint %s, which does not exist; dropped from the list",
+                            self.path, ckpt.get("file_path") if isinstance(ckpt, dict) else ckpt,
+                        )
+                        continue
+                    ckpt["auxillary_file_paths"] = [
+                        p for p in ckpt.get("auxillary_file_paths", []) if self.resolve(name, p) is not None
+                    ]
+                    kept.append(ckpt)
+                entry["checkpoints"] = kept
+                final = entry.get("final_checkpoint")
+                if isinstance(final, dict) and self.resolve(name, str(final.get("file_path", ""))) is None:
+                    del entry["final_checkpoint"]
+
     def save(self) -> None:
-        with self._lock:
+        with self.lock:
             self.data["metadata"] = metadata()
             write_json(self.path, self.data)
+
+
+def _step_files(folder: str, behavior: str) -> dict[str, int]:
+    """<behavior>-<step>.pt / .onnx files in ``folder``: name -> step."""
+    pattern = re.compile(rf"{re.escape(behavior)}-(\d+)\.(pt|onnx)")
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return {}
+    found = {}
+    for name in names:
+        m = pattern.fullmatch(name)
+        if m:
+            found[name] = int(m.group(1))
+    return found
+
+
+def resume_candidates(folder: str, behavior: str, status_path: str) -> list[str]:
+    """Files --resume may continue ``behavior`` from, best first: checkpoint.pt, then the checkpoints
+    that training_status.json lists (newest first), then other <behavior>-<step>.pt files (newest
+    first). Only existing files; the caller tries them in order and skips those that do not load."""
+    out = [os.path.join(folder, "checkpoint.pt")]
+    status = TrainingStatus(status_path)
+    try:
+        status.load()
+    except RunDirectoryError as err:
+        logger.warning("%s", err)
+    listed = [c for c in status.data.get(behavior, {}).get("checkpoints", []) if isinstance(c, dict)]
+    for ckpt in sorted(listed, key=lambda c: int(c.get("steps", 0)), reverse=True):
+        path = status.resolve(behavior, str(ckpt.get("file_path", "")))
+        if path is not None:
+            out.append(path)
+    steps = {name: step for name, step in _step_files(folder, behavior).items() if name.endswith(".pt")}
+    out += [os.path.join(folder, name) for name in sorted(steps, key=steps.__getitem__, reverse=True)]
+    seen: set[str] = set()
+    unique = []
+    for path in out:
+        key = os.path.realpath(path)
+        if key not in seen and os.path.isfile(path):
+            seen.add(key)
+            unique.append(path)
+    return unique
+
+
+def checkpoint_problem(path: str) -> Optional[str]:
+    """None if ``path`` reads as a checkpoint (torch.load, weights_only), else why not (one line)."""
+    try:
+        state = load_torch(path)
+    except Exception as err:  # noqa: BLE001 - torch raises many kinds for a damaged file; all mean "unreadable"
+        text = " ".join(str(err).split())
+        return f"{type(err).__name__}: {text[:200]}" if text else type(err).__name__
+    if not isinstance(state, dict) or "global_step" not in state:
+        return "not an ml_arl checkpoint (no global_step)"
+    return None
 
 
 class CheckpointManager:
@@ -136,10 +314,17 @@ class CheckpointManager:
     ) -> str:
         """Write <Behavior>-<step>.pt and checkpoint.pt; ``export(path)`` writes <Behavior>-<step>.onnx
         (listed as the checkpoint's auxiliary file, removed with it). ``final`` also copies the
-        ONNX model to results/<run-id>/<Behavior>.onnx."""
+        ONNX model to results/<run-id>/<Behavior>.onnx.
+
+        Order, so that a run killed at any moment leaves a consistent folder: the new files
+        (each atomic), then training_status.json naming them, and only then the removal of the
+        checkpoints that fell out of the list (a kill before that leaves unlisted files, which the
+        next save removes). A failed write (disk full, ...) raises ResultsWriteError and changes
+        nothing that was saved before."""
         path = os.path.join(self.folder, f"{self.behavior}-{step}.pt")
-        save_torch(path, state)
-        save_torch(self.latest_path, state)
+        data = torch_bytes(state)
+        write_bytes(path, data)
+        write_bytes(self.latest_path, data)
         aux: list[str] = []
         if export is not None:
             onnx_path = os.path.join(self.folder, f"{self.behavior}-{step}.onnx")
@@ -147,6 +332,8 @@ class CheckpointManager:
                 export(onnx_path)
                 aux.append(onnx_path)
                 logger.info("Exported %s", onnx_path)
+            except ResultsWriteError:
+                raise  # the disk, not the model: the run cannot save anything more
             except Exception:  # noqa: BLE001 - a failed export must not end a long run; the .pt is safe
                 logger.exception("%s: exporting the ONNX model failed; the checkpoint %s was saved", self.behavior, path)
         entry = {
@@ -156,27 +343,54 @@ class CheckpointManager:
             "creation_time": time.time(),
             "auxillary_file_paths": aux,
         }
-        status = self.status.behavior(self.behavior)
-        checkpoints = [c for c in status.setdefault("checkpoints", []) if c["file_path"] != path]
-        checkpoints.append(entry)
-        while len(checkpoints) > self.keep:
-            old = checkpoints.pop(0)
+        name = os.path.basename(path)
+        with self.status.lock:
+            status = self.status.behavior(self.behavior)
+            checkpoints = [c for c in status.get("checkpoints", []) if os.path.basename(c["file_path"]) != name]
+            checkpoints.append(entry)
+            cut = max(len(checkpoints) - self.keep, 0)
+            dropped, checkpoints = checkpoints[:cut], checkpoints[cut:]
+            status["checkpoints"] = checkpoints
+            final_entry = status.get("final_checkpoint")
+            if isinstance(final_entry, dict) and any(
+                os.path.basename(str(final_entry.get("file_path"))) == os.path.basename(c["file_path"]) for c in dropped
+            ):
+                del status["final_checkpoint"]  # its file goes now
+            if final:
+                self._finalize(entry)
+            self.status.save()
+        for old in dropped:
             for p in [old["file_path"], *old.get("auxillary_file_paths", [])]:
-                if os.path.exists(p):
-                    os.remove(p)
-        status["checkpoints"] = checkpoints
-        if final:
-            self._finalize(entry)
-        self.status.save()
+                self._remove(self.status.resolve(self.behavior, p))
+        self._remove_unlisted(checkpoints)
         return path
+
+    def _remove(self, path: Optional[str]) -> None:
+        if path is None:
+            return
+        try:
+            os.remove(path)
+        except FileNotFoundError:
+            pass
+        except OSError as err:
+            logger.warning("%s: could not remove an old checkpoint (%s)", path, err.strerror or err)
+
+    def _remove_unlisted(self, listed: list[dict[str, Any]]) -> None:
+        """<Behavior>-<step> files that no entry names: left by a run killed during a save."""
+        keep = {os.path.basename(p) for c in listed for p in [c["file_path"], *c.get("auxillary_file_paths", [])]}
+        for name in _step_files(self.folder, self.behavior):
+            if name not in keep:
+                logger.info("Removing %s: a checkpoint file the run status does not list", os.path.join(self.folder, name))
+                self._remove(os.path.join(self.folder, name))
 
     def mark_final(self, step: int) -> None:
         """The newest checkpoint already holds ``step``: record it as the final one."""
-        status = self.status.behavior(self.behavior)
-        for entry in status.get("checkpoints", []):
-            if entry["steps"] == step:
-                self._finalize(entry)
-        self.status.save()
+        with self.status.lock:
+            status = self.status.behavior(self.behavior)
+            for entry in status.get("checkpoints", []):
+                if entry["steps"] == step:
+                    self._finalize(entry)
+            self.status.save()
 
     def _finalize(self, entry: dict[str, Any]) -> None:
         self.status.behavior(self.behavior)["final_checkpoint"] = entry

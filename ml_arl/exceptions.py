@@ -25,6 +25,13 @@ class RunDirectoryError(ArlError):
     exit_code = 2
 
 
+class ResultsWriteError(ArlError):
+    """A file of the run could not be written (disk full, read-only folder, ...); the files
+    written before are intact (every write is atomic)."""
+
+    exit_code = 1
+
+
 class EnvironmentSourceError(ArlError):
     """An --env value could not be turned into an environment."""
 

@@ -10,11 +10,14 @@ from __future__ import annotations
 import glob
 import logging
 import os
+import struct
 import threading
 import time
 from typing import NamedTuple, Optional, Protocol
 
 import numpy as np
+
+from ml_arl.exceptions import ResultsWriteError
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +35,46 @@ class StatsWriter(Protocol):
     def close(self) -> None: ...
 
 
+EVENT_FILE_GLOB = "events.out.tfevents.*"
+
+
+def _write_error(path: str, err: OSError) -> ResultsWriteError:
+    from ml_arl.checkpoints import write_error
+
+    return write_error(path, err)
+
+
+_hook_lock = threading.Lock()
+_hook_installed = False
+
+
+def _quiet_event_writer_threads() -> None:
+    """TensorBoard writes event files from a thread that, when a write fails (disk full), prints
+    its traceback and stores the error, which the next flush raises here (and we report it in one
+    line). Keep that thread's OSError from printing a traceback; every other thread's exception is
+    shown as before."""
+    global _hook_installed
+    with _hook_lock:
+        if _hook_installed:
+            return
+        from tensorboard.summary.writer.event_file_writer import _AsyncWriterThread
+
+        previous = threading.excepthook
+
+        def hook(args: threading.ExceptHookArgs) -> None:
+            if isinstance(args.thread, _AsyncWriterThread) and isinstance(args.exc_value, OSError):
+                logger.debug("TensorBoard writer thread: %s", args.exc_value)
+                return
+            previous(args)
+
+        threading.excepthook = hook
+        _hook_installed = True
+
+
 class TensorboardWriter:
-    """One event file per behavior under results/<run-id>/<Behavior>/."""
+    """One event file per behavior under results/<run-id>/<Behavior>/. Each summary is flushed to
+    the file at once; a run killed while writing may leave a torn last record, which
+    ``repair_event_files`` cuts off on --resume (each session writes a new event file)."""
 
     def __init__(self, base_dir: str, clear_past_data: bool):
         self.base_dir = base_dir
@@ -45,25 +86,86 @@ class TensorboardWriter:
         if writer is None:
             from torch.utils.tensorboard import SummaryWriter
 
+            _quiet_event_writer_threads()
             path = os.path.join(self.base_dir, category)
-            os.makedirs(path, exist_ok=True)
-            if self.clear_past_data:
-                for old in glob.glob(os.path.join(path, "events.out.tfevents.*")):
-                    os.remove(old)
-            writer = self._writers[category] = SummaryWriter(path)
+            try:
+                os.makedirs(path, exist_ok=True)
+                if self.clear_past_data:
+                    for old in glob.glob(os.path.join(path, EVENT_FILE_GLOB)):
+                        os.remove(old)
+                writer = self._writers[category] = SummaryWriter(path)
+            except OSError as err:
+                raise _write_error(getattr(err, "filename", None) or path, err) from None
         return writer
 
     def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
         writer = self._writer(category)
-        for key, summary in values.items():
-            writer.add_scalar(key, summary.mean, step)  # type: ignore[attr-defined]
-            if summary.histogram is not None:
-                writer.add_histogram(f"{key}_hist", summary.histogram, step)  # type: ignore[attr-defined]
-        writer.flush()  # type: ignore[attr-defined]
+        try:
+            for key, summary in values.items():
+                writer.add_scalar(key, summary.mean, step)  # type: ignore[attr-defined]
+                if summary.histogram is not None:
+                    writer.add_histogram(f"{key}_hist", summary.histogram, step)  # type: ignore[attr-defined]
+            writer.flush()  # type: ignore[attr-defined]
+        except OSError as err:
+            raise _write_error(getattr(err, "filename", None) or writer.log_dir, err) from None  # type: ignore[attr-defined]
 
     def close(self) -> None:
-        for writer in self._writers.values():
-            writer.close()  # type: ignore[attr-defined]
+        for category, writer in self._writers.items():
+            try:
+                writer.close()  # type: ignore[attr-defined]
+            except OSError as err:  # closing after a failed write: the error was reported already
+                logger.warning("%s: closing the TensorBoard event file failed (%s)", category, err.strerror or err)
+
+
+def _masked_crc(data: bytes) -> int:
+    from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
+
+    return int(masked_crc32c(data))
+
+
+def intact_event_bytes(path: str) -> int:
+    """How many leading bytes of a TensorBoard event file are whole records (length, its CRC, data,
+    data CRC). Every header CRC is checked, the data CRC of the last record only (a kill tears the
+    end of the file, where the writer appends)."""
+    size = os.path.getsize(path)
+    good = 0
+    last: Optional[tuple[int, int]] = None  # (offset, length) of the last whole record
+    with open(path, "rb") as f:
+        while good + 12 <= size:
+            f.seek(good)
+            head = f.read(12)
+            (length,) = struct.unpack("<Q", head[:8])
+            if _masked_crc(head[:8]) != struct.unpack("<I", head[8:])[0] or good + 16 + length > size:
+                break
+            last = (good, length)
+            good += 16 + length
+        if last is not None:
+            f.seek(last[0] + 12)
+            data = f.read(last[1])
+            if _masked_crc(data) != struct.unpack("<I", f.read(4))[0]:
+                good = last[0]
+    return good
+
+
+def repair_event_files(root: str) -> list[str]:
+    """Cut a torn last record off every event file under ``root`` (left by a killed run, or a
+    full disk); TensorBoard then reads each to its end. Returns the files that were cut."""
+    repaired = []
+    for folder, _, files in os.walk(root):
+        for name in files:
+            if not name.startswith("events.out.tfevents."):
+                continue
+            path = os.path.join(folder, name)
+            try:
+                good, size = intact_event_bytes(path), os.path.getsize(path)
+                if good < size:
+                    os.truncate(path, good)
+                    logger.warning("%s: cut off %d bytes of a torn last record (the run was killed while writing)",
+                                   path, size - good)
+                    repaired.append(path)
+            except OSError as err:
+                raise _write_error(path, err) from None
+    return repaired
 
 
 class ConsoleWriter:

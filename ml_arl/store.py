@@ -3,6 +3,10 @@
 Rows are buffered in memory and written in one transaction per batch (``batch_size`` rows, ``flush()``
 or ``close()``). ``--resume`` reopens the same file and appends. ``read_results`` is the read side
 used by ``arl-report``.
+
+A killed run loses at most the rows still buffered: the database is in WAL mode, and SQLite rolls
+back an unfinished transaction the next time the file is opened (``--resume``, ``arl-report``).
+A write that fails (disk full, read-only folder) raises StoreError, one line.
 """
 
 from __future__ import annotations
@@ -63,6 +67,9 @@ def _one_line(err: BaseException) -> str:
     return " ".join(str(err).split()) or type(err).__name__
 
 
+_WRITE_HINT = "check that the disk has space and the results folder is writable, then continue with --resume"
+
+
 class ResultsStore:
     """Buffered writer for one run's results database. Use from one thread; ``close()`` is idempotent."""
 
@@ -80,7 +87,7 @@ class ResultsStore:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._conn = sqlite3.connect(path, check_same_thread=False)
         except (OSError, sqlite3.Error) as err:
-            raise StoreError(f"cannot open results database {path}: {_one_line(err)}") from err
+            raise StoreError(f"cannot open results database {path}: {_one_line(err)}; {_WRITE_HINT}") from err
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -91,7 +98,7 @@ class ResultsStore:
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.Error as err:
             self._conn.close()
-            raise StoreError(f"cannot open results database {path}: {_one_line(err)}") from err
+            raise StoreError(f"cannot open results database {path}: {_one_line(err)}; {_WRITE_HINT}") from err
         if row is None or str(row[0]) != str(SCHEMA_VERSION):
             self._conn.close()
             raise StoreError(
@@ -157,7 +164,7 @@ class ResultsStore:
                 # Drop the batch so that a flush/close in a ``finally`` does not fail on it a second time.
                 self._clear(n_ep, n_st, n_ph)
                 raise StoreError(
-                    f"cannot write results to {self.path}: {_one_line(err)} ({n_ep + n_st + n_ph} rows lost)"
+                    f"cannot write results to {self.path}: {_one_line(err)} ({n_ep + n_st + n_ph} rows lost); {_WRITE_HINT}"
                 ) from err
             self._clear(n_ep, n_st, n_ph)  # only now: an interrupted batch stays buffered for close()
 

@@ -24,15 +24,32 @@ from mlagents_envs.base_env import BehaviorSpec
 
 import ml_arl
 from ml_arl.agent_processor import AgentManager, Trajectory
-from ml_arl.checkpoints import CheckpointManager, TrainingStatus, metadata, write_json, write_yaml
+from ml_arl.checkpoints import (
+    CheckpointManager,
+    TrainingStatus,
+    checkpoint_problem,
+    metadata,
+    remove_stale_temp_files,
+    resume_candidates,
+    write_json,
+    write_yaml,
+)
 from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.env_runner import PolicyMessage, StepBatch
 from ml_arl.envs.managers import create_env_manager
-from ml_arl.exceptions import ConfigError, RunDirectoryError, TrainerThreadError
+from ml_arl.exceptions import ConfigError, ResultsWriteError, RunDirectoryError, TrainerThreadError
 from ml_arl.policy.networks import check_visual_support
 from ml_arl.results_dir import prepare_results_dir, resolve_load_path, resolve_seed
 from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings, resolve_parameter_seeds
-from ml_arl.stats import ConsoleWriter, GaugeWriter, StatsReporter, StatsWriter, StepCounter, TensorboardWriter
+from ml_arl.stats import (
+    ConsoleWriter,
+    GaugeWriter,
+    StatsReporter,
+    StatsWriter,
+    StepCounter,
+    TensorboardWriter,
+    repair_event_files,
+)
 from ml_arl.store import STORE_FILENAME, ResultsStore
 from ml_arl.timers import Timers
 from ml_arl.trainers.base import Trainer
@@ -88,9 +105,16 @@ class PhaseLog:
         self.data: dict[str, Any] = {"phases": {}}
 
     def load(self) -> None:
-        if os.path.exists(self.path):
+        if not os.path.exists(self.path):
+            return
+        try:
             with open(self.path, encoding="utf-8") as f:
-                self.data = json.load(f)
+                data = json.load(f)
+        except (OSError, ValueError) as err:
+            raise RunDirectoryError(f"{self.path}: cannot read the phase log ({err}); --resume needs it intact") from None
+        if not isinstance(data, dict) or not isinstance(data.get("phases"), dict):
+            raise RunDirectoryError(f"{self.path}: not a phase log; --resume needs it intact")
+        self.data = data
 
     def entry(self, name: str) -> dict[str, Any]:
         return self.data["phases"].setdefault(name, {"state": "pending"})
@@ -175,14 +199,21 @@ class TrainerController:
         self.status = TrainingStatus(os.path.join(run_logs, "training_status.json"))
         if resume:
             self.status.load()
+            self.status.prune_missing()  # it never names a missing file, unless someone removed one
 
     def _checkpoint_sources(self, brain: str) -> list[str]:
-        """checkpoint.pt files this brain may continue from on --resume: the current phase's, then
-        the earlier phases' (newest first)."""
-        if self.phase is None:
-            return [os.path.join(self.run_path, brain, "checkpoint.pt")]
-        names = [p.name for p in self.phases[: self.phase_index + 1] if p is not None]
-        return [os.path.join(self.run_path, name, brain, "checkpoint.pt") for name in reversed(names)]
+        """Checkpoint files this brain may continue from on --resume, best first: the current
+        phase's (checkpoint.pt, then the listed and other step files, newest first), then the
+        earlier phases' (newest phase first)."""
+        folders = [self.run_path] if self.phase is None else [
+            os.path.join(self.run_path, p.name) for p in reversed(self.phases[: self.phase_index + 1]) if p is not None
+        ]
+        return [
+            path for folder in folders
+            for path in resume_candidates(
+                os.path.join(folder, brain), brain, os.path.join(folder, "run_logs", "training_status.json")
+            )
+        ]
 
     def _status_elo(self, brain: str) -> Optional[float]:
         folders = [self.run_path] if self.phase is None else [
@@ -306,11 +337,21 @@ class TrainerController:
     def _load_initial_weights(self, trainer: Trainer, behavior: str, init_path: Optional[str]) -> None:
         cp = self.options.checkpoint_settings
         if cp.resume:
+            unreadable: list[str] = []
             for path in self._checkpoint_sources(behavior):
-                if os.path.isfile(path):
-                    trainer.load(path, resume=True)
-                    logger.info("Resuming %s from %s at step %d", behavior, path, trainer.step)
-                    return
+                problem = checkpoint_problem(path)
+                if problem is not None:  # damaged by hand or by the disk: the next older one
+                    logger.warning("--resume: %s cannot be read (%s); trying an older checkpoint", path, problem)
+                    unreadable.append(path)
+                    continue
+                trainer.load(path, resume=True)
+                logger.info("Resuming %s from %s at step %d", behavior, path, trainer.step)
+                return
+            if unreadable:
+                raise RunDirectoryError(
+                    f"{unreadable[0]}: no checkpoint of behavior '{behavior}' can be read ({len(unreadable)} tried); "
+                    "restore one, or start afresh with --force or a new --run-id"
+                )
             logger.warning("--resume: no checkpoint for %s; it starts from scratch", behavior)
             return
         if self._load_phase_brain(behavior, trainer):
@@ -337,6 +378,8 @@ class TrainerController:
     def _check_threads(self) -> None:
         if self.thread_errors:
             behavior, exc, tb = self.thread_errors[0]
+            if isinstance(exc, ResultsWriteError):
+                raise exc  # a full disk, not a bug: its one line says it all
             logger.error("trainer thread of %s raised:\n%s", behavior, tb.rstrip())
             raise TrainerThreadError(behavior, f"trainer of {behavior} failed: {type(exc).__name__}: {exc}", tb) from exc
 
@@ -491,7 +534,15 @@ class TrainerController:
                 for each in self.options.phases or []:
                     self.options.phase_settings_for(behavior, each)
             prepare_results_dir(self.options)  # --force removes the old run only now that all is checked
-            os.makedirs(self.options.checkpoint_settings.run_logs_dir, exist_ok=True)
+            if self.options.checkpoint_settings.resume:
+                self._tidy_killed_run()
+            try:
+                os.makedirs(self.options.checkpoint_settings.run_logs_dir, exist_ok=True)
+            except OSError as err:
+                raise ResultsWriteError(
+                    f"{self.options.checkpoint_settings.run_logs_dir}: cannot create ({err.strerror or err}); "
+                    "free disk space or make the results folder writable"
+                ) from None
             self.env_manager.run_logs_ready()  # worker tracebacks may be written there now
             write_yaml(os.path.join(self.run_path, "configuration.yaml"), self.options.as_dict())
             output_ready = True
@@ -522,6 +573,14 @@ class TrainerController:
                     self.store.close()
         if not interrupted:
             logger.info("Training finished after %d environment steps.", self.env_steps.total)
+
+    def _tidy_killed_run(self) -> None:
+        """--resume after a run that was killed: remove the temporary files of writes it did not
+        finish and cut torn last records off its TensorBoard event files. Every other file was
+        written whole (atomically) or is SQLite's, which recovers by itself."""
+        for path in remove_stale_temp_files(self.run_path):
+            logger.info("Removed %s, an unfinished write of an interrupted run", path)
+        repair_event_files(self.run_path)
 
     def _open_store(self) -> None:
         settings = self.options.results_store

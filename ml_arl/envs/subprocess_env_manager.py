@@ -121,7 +121,7 @@ def worker_main(
                 conn.send(EnvironmentResponse(EnvironmentCommand.RESET, worker_id, None))
             elif req.cmd is EnvironmentCommand.CLOSE:
                 break
-    except (EOFError, BrokenPipeError):
+    except (EOFError, ConnectionError):  # EOF, a broken or a reset pipe
         pass  # the main process is gone; nothing to report to
     except BaseException as exc:  # noqa: BLE001 - shipped to the main process, never swallowed
         failure = WorkerFailure(
