@@ -23,7 +23,6 @@ import logging
 import os
 import platform
 import re
-import tempfile
 import threading
 import time
 from collections.abc import Callable
@@ -31,100 +30,23 @@ from typing import Any, Optional
 
 import numpy as np
 import torch
-import yaml
 
 import ml_arl
+from ml_arl.atomic_files import (  # noqa: F401 - re-exported: the writers of a run's files
+    TEMP_PREFIX,
+    atomic_write,
+    copy_file_atomic,
+    remove_stale_temp_files,
+    write_bytes,
+    write_error,
+    write_json,
+    write_yaml,
+)
 from ml_arl.exceptions import ResultsWriteError, RunDirectoryError
 
 logger = logging.getLogger(__name__)
 
 STATUS_FORMAT_VERSION = "0.3.0"
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-_FILE_MODE = 0o666 & ~_umask()
-
-
-TEMP_PREFIX = ".tmp-"  # atomic_write's temporary files; a killed run may leave some (removed on --resume)
-_OTHER_TEMP = re.compile(r".+\.tmp-\d+")  # "<name>.tmp-<pid>" (results_dir's run marker)
-
-
-def write_error(path: str, err: OSError) -> ResultsWriteError:
-    """The one-line error for a file of the run that could not be written."""
-    reason = err.strerror or str(err) or type(err).__name__
-    return ResultsWriteError(
-        f"{path}: cannot write ({reason}); the files saved before are intact. Free disk space or make the "
-        "results folder writable (or pick another --results-dir), then continue with --resume"
-    )
-
-
-def _fsync_dir(folder: str) -> None:
-    """Make a rename in ``folder`` durable; best effort (not every file system can fsync a folder)."""
-    try:
-        fd = os.open(folder, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, write: Callable[[Any], None], mode: str = "wb") -> None:
-    """Write ``path`` through a temporary file in its folder (fsync, then os.replace): a reader, or a
-    run killed at any moment, sees the old file or the new one, never a part. An OSError (disk full,
-    read-only folder) becomes a ResultsWriteError naming ``path``; the old file is left as it was."""
-    folder = os.path.dirname(os.path.abspath(path))
-    tmp: Optional[str] = None
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=folder)
-        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as f:
-            os.fchmod(f.fileno(), _FILE_MODE)  # mkstemp makes 0600; results are ordinary files
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-        _fsync_dir(folder)
-    except OSError as err:
-        raise write_error(path, err) from None
-    finally:
-        if tmp is not None:
-            try:
-                os.remove(tmp)
-            except OSError:
-                pass  # a read-only folder: --resume removes it later
-
-
-def write_bytes(path: str, data: bytes) -> None:
-    atomic_write(path, lambda f: f.write(data))
-
-
-def copy_file_atomic(src: str, dst: str) -> None:
-    try:
-        with open(src, "rb") as f:
-            data = f.read()
-    except OSError as err:
-        raise write_error(dst, err) from None
-    write_bytes(dst, data)
-
-
-def write_json(path: str, data: Any) -> None:
-    text = json.dumps(data, indent=4)  # serialized first: only the write itself can fail half-way
-    atomic_write(path, lambda f: f.write(text), "w")
-
-
-def write_yaml(path: str, data: Any) -> None:
-    text = yaml.safe_dump(data, sort_keys=False)
-    atomic_write(path, lambda f: f.write(text), "w")
 
 
 def torch_bytes(state: dict[str, Any]) -> bytes:
@@ -135,24 +57,6 @@ def torch_bytes(state: dict[str, Any]) -> bytes:
 
 def save_torch(path: str, state: dict[str, Any]) -> None:
     write_bytes(path, torch_bytes(state))
-
-
-def remove_stale_temp_files(root: str) -> list[str]:
-    """Remove the temporary files of atomic writes that a killed run left under ``root``
-    (never a real file of the run: those are only ever replaced whole). Returns their paths."""
-    removed: list[str] = []
-    for folder, _, files in os.walk(root):
-        for name in files:
-            if name.startswith(TEMP_PREFIX) or _OTHER_TEMP.fullmatch(name):
-                path = os.path.join(folder, name)
-                try:
-                    os.remove(path)
-                except FileNotFoundError:
-                    continue
-                except OSError as err:
-                    raise write_error(path, err) from None
-                removed.append(path)
-    return removed
 
 
 def load_torch(path: str, device: str = "cpu") -> dict[str, Any]:

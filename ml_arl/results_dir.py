@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from ml_arl.atomic_files import write_json
 from ml_arl.exceptions import RunDirectoryError
 from ml_arl.settings import LoadSettings, RunOptions
 
@@ -46,26 +47,13 @@ def _check_force_target(path: str) -> None:
 
 
 def write_run_marker(options: RunOptions) -> None:
-    """run_logs/arl-run.json (atomic): marks the folder as this tool's, for a later --force."""
+    """run_logs/arl-run.json (atomic): marks the folder as this tool's, for a later --force. A
+    folder that cannot be written is a ResultsWriteError (one line)."""
     cp = options.checkpoint_settings
     target = os.path.join(cp.run_logs_dir, RUN_MARKER)
     if os.path.isfile(target):
         return
-    tmp = f"{target}.tmp-{os.getpid()}"
-    try:
-        os.makedirs(cp.run_logs_dir, exist_ok=True)
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump({"run_id": cp.run_id, "written_by": "arl-learn", "created": time.time()}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, target)
-    except OSError as err:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-        raise RunDirectoryError(
-            f"{cp.run_logs_dir}: cannot write to the run folder ({err.strerror or err}); "
-            "make the results folder writable or free some space, or pass another --results-dir"
-        ) from None
+    write_json(target, {"run_id": cp.run_id, "written_by": "arl-learn", "created": time.time()})
 
 
 def _fresh_player_logs(run_logs_dir: str) -> set[str]:

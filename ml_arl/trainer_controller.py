@@ -23,6 +23,7 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 
 import ml_arl
+from ml_arl import limits
 from ml_arl.agent_processor import AgentManager, Trajectory
 from ml_arl.checkpoints import (
     CheckpointManager,
@@ -526,11 +527,20 @@ class TrainerController:
             logger.debug("Environments ready; behaviors: %s", ", ".join(specs))
             for behavior in specs:
                 brain = behavior.split("?", 1)[0]
-                settings = self.options.settings_for(behavior)  # a behavior missing from the config fails before any write
+                bad_name = limits.behavior_name_problem(brain)
+                if bad_name is not None:
+                    raise ConfigError([bad_name])
+                settings = self.options.settings_for(behavior)  # every check here comes before any write
                 trainer_class(settings, brain)
                 check = check_visual_support(specs[behavior], settings.network_settings)
                 if check is not None:
                     raise ConfigError([f"behaviors.{brain}.{check}"])
+                net = settings.network_settings
+                too_big = limits.behavior_memory_problem(
+                    specs[behavior], net.hidden_units, net.num_layers, self.options.env_settings.num_envs
+                )
+                if too_big is not None:
+                    raise ConfigError([f"behaviors.{brain}.network_settings: {too_big}"])
                 for each in self.options.phases or []:
                     self.options.phase_settings_for(behavior, each)
             prepare_results_dir(self.options)  # --force removes the old run only now that all is checked
