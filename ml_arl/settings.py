@@ -23,6 +23,7 @@ from pydantic import (
     BeforeValidator,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
     ValidationInfo,
     field_validator,
@@ -344,6 +345,7 @@ class RunOptions(_Strict):
     # ml_arl: phases (train, then test, ...) run in order within one arl-learn call
     phases: Optional[list[PhaseSettings]] = None
     results_store: ResultsStoreSettings = Field(default_factory=lambda: ResultsStoreSettings())
+    _warned_unlisted: set[str] = PrivateAttr(default_factory=set)  # behaviors already named in a warning
 
     def settings_for(self, behavior: str) -> TrainerSettings:
         """Settings of a behavior seen in the environment ("Name?team=1" maps to "Name"). A behavior
@@ -353,8 +355,8 @@ class RunOptions(_Strict):
         if name in self.behaviors:
             return self.behaviors[name]
         source = "default_settings" if self.default_settings is not None else "the default settings"
-        if name not in _WARNED_UNLISTED:
-            _WARNED_UNLISTED.add(name)
+        if name not in self._warned_unlisted:
+            self._warned_unlisted.add(name)
             logger.warning(
                 "Behavior '%s' is not in the config's behaviors; it trains with %s (add 'behaviors: {%s: ...}' to set it)",
                 name, source, name,
@@ -383,8 +385,6 @@ class RunOptions(_Strict):
     def as_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json")
 
-
-_WARNED_UNLISTED: set[str] = set()  # behaviors already named in a warning (one line each per process)
 
 
 def _phase_override_problems(base: TrainerSettings, merged: TrainerSettings, where: str) -> list[str]:
