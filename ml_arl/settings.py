@@ -800,17 +800,6 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
             base.environment_parameters = normalized
 
     if base is not None:
-        from ml_arl.envs.sources import is_python_source
-
-        env = base.env_settings
-        last_port = env.base_port + env.num_envs - 1
-        if not is_python_source(env.env_path) and last_port > 65535:
-            problems.append(
-                f"env_settings.base_port: {env.base_port} + {env.num_envs} workers runs past port 65535; "
-                "use a lower --base-port"
-            )
-
-    if base is not None:
         env = base.env_settings
         if env.num_envs > 1 and env.env_path is None:
             problems.append("env_settings.num_envs: num_envs > 1 needs env_settings.env_path (or --env)")

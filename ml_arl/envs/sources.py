@@ -168,6 +168,10 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
             raise EnvironmentSourceError(f"--env {env.env_path}: {launch} is not executable; run chmod +x {launch}")
         file_name = os.path.abspath(launch)
         ports = [env.base_port + i for i in range(env.num_envs)]
+        if ports[-1] > 65535:
+            raise EnvironmentSourceError(
+                f"--base-port: {env.base_port} + {env.num_envs} workers runs past port 65535; use a lower --base-port"
+            )
         for worker_id, port in enumerate(ports):
             if not port_is_free(port, env.listen_address):
                 raise EnvironmentSourceError(
