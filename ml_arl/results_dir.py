@@ -105,32 +105,34 @@ def validate_run_directories(options: RunOptions) -> None:
 
 
 def prepare_results_dir(options: RunOptions) -> None:
-    """--force: remove the old run. Unity builds of this run already write their logs into
-    run_logs/Player-<i>.log (they start before the old run may be removed); those are kept."""
+    """--force: remove the old run (only a run folder arl-learn wrote). Unity builds of this run
+    already write their logs into run_logs/Player-<i>.log (they start before the old run may be
+    removed); those are kept. Then the run marker, so that a later --force knows the folder."""
     validate_run_directories(options)
     cp = options.checkpoint_settings
-    if not (cp.force and os.path.isdir(cp.write_path)):
-        write_run_marker(options)
-        return
-    keep = _fresh_player_logs(cp.run_logs_dir)
-    if not keep:
-        _check_force_target(cp.write_path)  # checked again right before removing
-        try:
-            shutil.rmtree(cp.write_path)
-        except OSError as err:
-            raise RunDirectoryError(f"{cp.write_path}: --force could not remove the old run ({err.strerror or err})") from None
-        write_run_marker(options)
-        return
-    for root, dirs, files in os.walk(cp.write_path, topdown=False):
-        for name in files:
-            path = os.path.abspath(os.path.join(root, name))
-            if path not in keep:
-                os.remove(path)
-        for name in dirs:
-            path = os.path.join(root, name)
-            if not os.listdir(path):
-                os.rmdir(path)
+    if cp.force and os.path.isdir(cp.write_path):
+        _remove_old_run(cp.write_path, _fresh_player_logs(cp.run_logs_dir))
     write_run_marker(options)
+
+
+def _remove_old_run(path: str, keep: set[str]) -> None:
+    """Everything under ``path`` except the files in ``keep``."""
+    if not keep:
+        _check_force_target(path)  # checked again right before removing
+        try:
+            shutil.rmtree(path)
+        except OSError as err:
+            raise RunDirectoryError(f"{path}: --force could not remove the old run ({err.strerror or err})") from None
+        return
+    for root, dirs, files in os.walk(path, topdown=False):
+        for name in files:
+            file_path = os.path.abspath(os.path.join(root, name))
+            if file_path not in keep:
+                os.remove(file_path)
+        for name in dirs:
+            folder = os.path.join(root, name)
+            if not os.listdir(folder):
+                os.rmdir(folder)
 
 
 def resolve_seed(options: RunOptions) -> int:

@@ -750,7 +750,7 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
             section.pop("framework")  # legacy ML-Agents key; ML-Agents drops it the same way
             logger.warning("%s: %s.framework is obsolete and was ignored", source, where)
     for name, raw in behaviors_raw.items():
-        if not isinstance(name, str) or not name or any(ch in name for ch in "/\\\0?") or name in (".", ".."):
+        if not isinstance(name, str) or "?" in name or limits.behavior_name_problem(name) is not None:
             problems.append(
                 f"behaviors: {_short(name)} is not a behavior name; use the name the environment gives "
                 "(no '/', '\\', '?', not '.' or '..')"

@@ -170,35 +170,31 @@ def check_outcome(folder: str, content: bytes) -> int:
     return code
 
 
-def test_fuzzed_config_structures_never_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+def fuzz(contents: st.SearchStrategy[bytes], examples: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``examples`` generated files through check_outcome; both accepted and refused ones must occur."""
     outcomes = {0: 0, 2: 0}
     with tempfile.TemporaryDirectory() as folder:
         monkeypatch.chdir(folder)
 
-        @settings(max_examples=STRUCTURAL_EXAMPLES, **FUZZ_SETTINGS)  # type: ignore[arg-type]
-        @given(mutated_configs())
-        def run(config: dict[str, Any]) -> None:
-            content = yaml.dump(config, Dumper=DUMPER, allow_unicode=True).encode("utf-8", errors="surrogatepass")
-            outcomes[check_outcome(folder, content)] += 1
-
-        run()
-    assert sum(outcomes.values()) >= STRUCTURAL_EXAMPLES
-    assert min(outcomes.values()) > 0, outcomes  # both accepted and refused configs were generated
-
-
-def test_fuzzed_config_texts_never_crash(monkeypatch: pytest.MonkeyPatch) -> None:
-    outcomes = {0: 0, 2: 0}
-    with tempfile.TemporaryDirectory() as folder:
-        monkeypatch.chdir(folder)
-
-        @settings(max_examples=TEXT_EXAMPLES, **FUZZ_SETTINGS)  # type: ignore[arg-type]
-        @given(mutated_texts())
+        @settings(max_examples=examples, **FUZZ_SETTINGS)  # type: ignore[arg-type]
+        @given(contents)
         def run(content: bytes) -> None:
             outcomes[check_outcome(folder, content)] += 1
 
         run()
-    assert sum(outcomes.values()) >= TEXT_EXAMPLES
+    assert sum(outcomes.values()) >= examples
     assert min(outcomes.values()) > 0, outcomes
+
+
+def test_fuzzed_config_structures_never_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    as_yaml = mutated_configs().map(
+        lambda config: yaml.dump(config, Dumper=DUMPER, allow_unicode=True).encode("utf-8", errors="surrogatepass")
+    )
+    fuzz(as_yaml, STRUCTURAL_EXAMPLES, monkeypatch)
+
+
+def test_fuzzed_config_texts_never_crash(monkeypatch: pytest.MonkeyPatch) -> None:
+    fuzz(mutated_texts(), TEXT_EXAMPLES, monkeypatch)
 
 
 def test_the_unmutated_fuzz_base_is_valid() -> None:
