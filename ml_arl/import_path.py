@@ -1,0 +1,58 @@
+"""One resolver for every ``package.module:Name`` a user writes (trainer classes, muscles,
+objectives, environment factories).
+
+``resolve(path)`` imports the module and follows the dotted name after the colon; every failure
+is an ``ImportPathError`` whose message is one line and ends with what to fix. Callers prefix
+the config key or flag it came from. Torch-free (workers use it for muscle classes).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+class ImportPathError(ValueError):
+    """An import path that cannot be resolved; the message is one line."""
+
+
+def split(path: str) -> tuple[str, str]:
+    """``"pkg.module:Name.attr"`` -> ``("pkg.module", "Name.attr")``; ImportPathError if it is not one."""
+    module, sep, name = path.partition(":")
+    if not (
+        sep and module and name
+        and all(part.isidentifier() for part in module.split("."))
+        and all(part.isidentifier() for part in name.split("."))
+    ):
+        raise ImportPathError(f"{path!r} is not an import path; write it as package.module:Name")
+    return module, name
+
+
+def is_import_path(path: str) -> bool:
+    try:
+        split(path)
+    except ImportPathError:
+        return False
+    return True
+
+
+def resolve(path: str) -> Any:
+    """The object ``path`` names (the module is imported)."""
+    module_name, name = split(path)
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as err:
+        raise ImportPathError(f"cannot import module {module_name!r} ({err}); is it on PYTHONPATH?") from None
+    for part in name.split("."):
+        if not hasattr(target, part):
+            raise ImportPathError(f"module {module_name!r} has no attribute {name!r}")
+        target = getattr(target, part)
+    return target
+
+
+def resolve_class(path: str, base: type) -> type:
+    """The class ``path`` names, which must be ``base`` or a subclass of it."""
+    cls = resolve(path)
+    if not (isinstance(cls, type) and issubclass(cls, base)):
+        raise ImportPathError(f"{path} is not a subclass of {base.__module__}.{base.__qualname__}")
+    return cls
