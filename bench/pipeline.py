@@ -26,6 +26,7 @@ from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.inprocess_env_manager import InProcessEnvManager
 from ml_arl.envs.sources import resolve_env
 from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+from ml_arl.run.policies import policy_message
 from ml_arl.settings import EnvSettings, TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.ppo import PPOTrainer
@@ -57,7 +58,7 @@ def pipeline_steps_per_second(n_workers: int, seconds: float, inprocess: bool = 
         trainer = PPOTrainer("Trivial", trainer_settings, specs["Trivial"], stats, None, torch.device("cpu"), training=False)
         agent_manager = AgentManager("Trivial", stats, threaded=False, stop_event=threading.Event())
         trainer.subscribe_trajectory_queue(agent_manager.trajectory_queue)
-        manager.set_policy("Trivial", trainer.policy_message())
+        manager.set_policy("Trivial", policy_message(trainer.policy_snapshot(), trainer_settings, None, collect=True))
         # warm up: workers started, first batches through
         for _ in range(5):
             manager.step()

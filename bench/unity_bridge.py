@@ -64,10 +64,10 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel  # noqa: E402
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel  # noqa: E402
 
-from ml_arl.envs.env_runner import PolicyMessage  # noqa: E402
 from ml_arl.envs.sources import EnvFactory, unity_factory  # noqa: E402
 from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
 from ml_arl.envs.unity_env import port_is_free  # noqa: E402
+from ml_arl.messages import PolicyMessage  # noqa: E402
 from ml_arl.settings import CheckpointSettings, EngineSettings, EnvSettings, RunOptions  # noqa: E402
 from tests.unity_standin import make_build  # noqa: E402
 

@@ -19,48 +19,17 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, NamedTuple, Optional, TypeVar
+from typing import TYPE_CHECKING, Generic, Optional, TypeVar
 
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 
+from ml_arl.messages import EpisodeStat, PolicySnapshot, Trajectory
 from ml_arl.objectives import Objective, ObjectiveBatch, evaluate
 from ml_arl.policy.muscle import ActionInfo
 
 if TYPE_CHECKING:
-    from ml_arl.envs.env_runner import PolicyMessage
     from ml_arl.stats import StatsReporter
-
-
-class Trajectory(NamedTuple):
-    behavior: str
-    agent_id: str  # "<worker>-<agent id>"
-    obs: list[np.ndarray]  # one [T, *shape] float32 array per observation
-    next_obs: list[np.ndarray]  # one [*shape] array per observation: what followed the last step
-    continuous: np.ndarray  # [T, n_cont] raw sampled actions
-    discrete: np.ndarray  # [T, n_branches] int32
-    allowed: Optional[np.ndarray]  # [T, sum(branches)] bool action masks (True = allowed)
-    log_prob: np.ndarray  # [T] log-probability under the acting policy
-    rewards: np.ndarray  # [T] the behavior's objective after each action (the environment reward by default)
-    group_rewards: np.ndarray  # [T] the agent's group reward received with it (0 without groups)
-    group_id: int  # the agent's group (MultiAgentGroup in Unity; 0 = none), as of its last step
-    done: bool  # the episode ended with the last step
-    interrupted: bool  # ... because of a max-step cut, not a terminal state
-    policy_version: int
-    env_rewards: Optional[np.ndarray] = None  # [T] the environment reward, when an objective changed it
-
-    def __len__(self) -> int:  # type: ignore[override]
-        return int(self.rewards.shape[0])
-
-
-class EpisodeStat(NamedTuple):
-    behavior: str
-    reward: float  # return in environment reward
-    length: int
-    interrupted: bool
-    objective: float = 0.0  # return in the behavior's objective
-    agent_id: str = ""  # "<worker>-<agent id>"
-    final: float = 0.0  # objective + group reward of the last step: who won (self-play ELO)
 
 
 class _AgentState:
@@ -301,7 +270,7 @@ class AgentManager:
         self.threaded = threaded
         self.stop_event = stop_event
         self.trajectory_queue: AgentManagerQueue[Trajectory] = AgentManagerQueue(behavior, 20 if threaded else 0)
-        self.policy_queue: AgentManagerQueue[PolicyMessage] = AgentManagerQueue(behavior)
+        self.policy_queue: AgentManagerQueue[PolicySnapshot] = AgentManagerQueue(behavior)
         self.recent_rewards: deque[float] = deque(maxlen=100)  # last episode returns, newest last
 
     def add_trajectories(self, trajectories: list[Trajectory], check_alive: Callable[[], None]) -> None:

@@ -2,6 +2,21 @@
 
 from __future__ import annotations
 
+from mlagents_envs.exception import (
+    UnityCommunicationException,
+    UnityCommunicatorStoppedException,
+    UnityEnvironmentException,
+    UnityTimeOutException,
+)
+
+# Failures of an environment that a fresh one may cure (as in ML-Agents); anything else stops the run.
+RESTARTABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
+    UnityCommunicationException,
+    UnityTimeOutException,
+    UnityEnvironmentException,
+    UnityCommunicatorStoppedException,
+)
+
 
 class ArlError(Exception):
     """Base class: an error whose message is complete on its own."""

@@ -12,10 +12,11 @@ it returns one float per row. This module must not import torch.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, NamedTuple, Optional, Protocol
 
 import numpy as np
+
+from ml_arl.import_path import ImportPathError, is_import_path, resolve
 
 
 class ObjectiveBatch(NamedTuple):
@@ -78,18 +79,16 @@ class ObjectiveError(ValueError):
 def objective_class(name: str) -> type:
     if name in BUILTIN_OBJECTIVES:
         return BUILTIN_OBJECTIVES[name]
-    module_name, sep, attr = name.partition(":")
-    if not sep or not module_name or not attr:
+    if not is_import_path(name):
         raise ObjectiveError(
             f"{name!r} is neither a built-in objective ({', '.join(BUILTIN_OBJECTIVES)}) nor an import path pkg.module:Class"
         )
     try:
-        module = importlib.import_module(module_name)
-    except ImportError as err:
-        raise ObjectiveError(f"cannot import module {module_name!r} ({err}); is it on PYTHONPATH?") from None
-    cls = getattr(module, attr, None)
-    if cls is None or not callable(cls):
-        raise ObjectiveError(f"module {module_name!r} has no class {attr!r}")
+        cls = resolve(name)
+    except ImportPathError as err:
+        raise ObjectiveError(str(err)) from None
+    if not callable(cls):
+        raise ObjectiveError(f"{name} is not a class")
     return cls  # type: ignore[no-any-return]
 
 

@@ -8,8 +8,7 @@ from typing import Any, Optional
 import numpy as np
 from mlagents_envs.base_env import ActionTuple
 
-from ml_arl.agent_processor import Trajectory
-from ml_arl.envs.env_runner import PolicyMessage
+from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.objectives import ObjectiveBatch
 from ml_arl.policy.muscle import ActionInfo
 from ml_arl.trainers.base import Trainer
@@ -60,10 +59,10 @@ class RandomTrainer(Trainer):
     def update(self) -> None:  # pragma: no cover - never ready
         self.updates += 1
 
-    def policy_message(self) -> PolicyMessage:
+    def policy_snapshot(self) -> PolicySnapshot:
         action_spec = self.spec.action_spec
         weights = {"n_cont": np.array(action_spec.continuous_size), "branches": np.array(action_spec.discrete_branches)}
-        return PolicyMessage(self.policy_version, weights, self.settings.time_horizon, False, muscle="tests.plugins:RandomMuscle")
+        return PolicySnapshot(self.policy_version, weights, muscle="tests.plugins:RandomMuscle")
 
     def state(self) -> dict[str, Any]:
         return {"global_step": self.step, "note": str(self.hp.get("note", ""))}

@@ -314,9 +314,9 @@ def test_asymmetric_selfplay_rotates_attacker_and_defender(tmp_path: Path) -> No
                                       self_play={"save_steps": 2000, "team_change": 4000, "swap_steps": 1000})
     config["env_settings"]["manager"] = "inprocess"
     controller = run(config)
-    ghosts = controller.ghosts
+    ghosts = controller.selfplay.ghosts
     assert set(ghosts) == {"Defender", "Attacker"}
-    assert controller.ghost_controller.teams == ["Defender", "Attacker"] or controller.ghost_controller.teams == ["Attacker", "Defender"]
+    assert sorted(controller.selfplay.controller.teams) == ["Attacker", "Defender"]
     # both brains learned in turn, each against snapshots of the other; a GridDefense day ends by
     # time (interrupted), so it is not a game with a winner and the ELO stays where it was
     assert all(len(g.snapshots) >= 3 and g.ghost_step > 0 for g in ghosts.values()), {b: len(g.snapshots) for b, g in ghosts.items()}
@@ -325,7 +325,7 @@ def test_asymmetric_selfplay_rotates_attacker_and_defender(tmp_path: Path) -> No
 
 
 def test_asymmetric_elo_moves_learner_and_opponent_snapshot() -> None:
-    from ml_arl.envs.env_runner import PolicyMessage
+    from ml_arl.messages import PolicySnapshot
     from ml_arl.settings import SelfPlaySettings
     from ml_arl.stats import StatsReporter
     from ml_arl.trainers.ghost import GhostController, GhostTrainer, expected_score
@@ -337,7 +337,7 @@ def test_asymmetric_elo_moves_learner_and_opponent_snapshot() -> None:
     defender.add_behavior("Defender")
     attacker.add_behavior("Attacker")
     for ghost in (defender, attacker):
-        ghost.start(PolicyMessage(0, {"w": np.zeros(1)}, 8, False), step=0)
+        ghost.start(PolicySnapshot(0, {"w": np.zeros(1)}), step=0)
     assert controller.learning_team == "Defender" and defender.is_learning("Defender") and not attacker.is_learning("Attacker")
     assert attacker.current_opponent == 0  # always a snapshot (ratio 0)
     attacker.snapshots[0].elo = 1300.0

@@ -28,7 +28,7 @@ def test_exception_in_trainer_thread_stops_the_run(tmp_path: Path, monkeypatch: 
         controller.start_learning()
     assert "update exploded" in str(err.value) and "Reach" in str(err.value)
     assert "broken_update" in err.value.thread_traceback
-    assert not controller.threads["Reach"].is_alive()
+    assert not controller.threads.threads["Reach"].is_alive()
     # the crashed trainer's state is not saved over the last good checkpoint; the run logs are written
     assert not (tmp_path / "boom" / "Reach" / "checkpoint.pt").exists()
     assert (tmp_path / "boom" / "run_logs" / "timers.json").is_file()

@@ -687,9 +687,9 @@ def test_large_policies_and_replies_do_not_deadlock_the_pipes() -> None:
     import threading
 
     from ml_arl.agent_processor import AgentManager
-    from ml_arl.envs.env_runner import PolicyMessage
     from ml_arl.envs.sources import resolve_env
     from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.messages import PolicyMessage
     from ml_arl.policy.networks import ActorCritic
     from ml_arl.settings import EnvSettings, NetworkSettings
     from ml_arl.stats import StatsReporter
@@ -700,7 +700,7 @@ def test_large_policies_and_replies_do_not_deadlock_the_pipes() -> None:
         spec = manager.start()["Trivial"]
         net = ActorCritic(spec, NetworkSettings(hidden_units=256))
         weights = net.muscle_weights()
-        assert sum(w.nbytes for w in weights.values()) > 250_000
+        assert sum(layer.w.nbytes for layer in weights.body) > 250_000
         sink = AgentManager("Trivial", StatsReporter("Trivial", []), False, threading.Event())
         for version in range(12):
             manager.set_policy("Trivial", PolicyMessage(version, weights, 16, False))

@@ -30,8 +30,8 @@ from typing import Any, Optional
 
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.envs.env_runner import PolicyMessage, StepBatch
 from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
+from ml_arl.messages import PolicyMessage, StepBatch
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)

@@ -8,46 +8,19 @@ the main process (InProcessEnvManager). This module must not import torch.
 
 from __future__ import annotations
 
-import importlib
 import logging
 from collections.abc import Callable
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
-import numpy as np
 from mlagents_envs.base_env import BaseEnv, BehaviorSpec
-from mlagents_envs.exception import (
-    UnityCommunicationException,
-    UnityCommunicatorStoppedException,
-    UnityEnvironmentException,
-    UnityTimeOutException,
-)
 
-from ml_arl.agent_processor import AgentProcessor, EpisodeStat, Trajectory
+from ml_arl.agent_processor import AgentProcessor
+from ml_arl.import_path import resolve
+from ml_arl.messages import EpisodeStat, PolicyMessage, StepBatch, Trajectory
 from ml_arl.objectives import build_objective
 from ml_arl.policy.muscle import Muscle, masks_allowed
 
 logger = logging.getLogger(__name__)
-
-# Failures a fresh environment may cure (as in ML-Agents); anything else stops the run.
-RESTARTABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
-    UnityCommunicationException,
-    UnityTimeOutException,
-    UnityEnvironmentException,
-    UnityCommunicatorStoppedException,
-)
-
-
-class PolicyMessage(NamedTuple):
-    """What a behavior acts with in the workers. Sent again whenever any field changes."""
-
-    version: int
-    weights: dict[str, np.ndarray]
-    time_horizon: int
-    deterministic: bool
-    collect: bool = True  # build trajectories (False: a frozen behavior or a self-play ghost)
-    objective: Optional[tuple[str, dict[str, Any]]] = None  # (name, params); None = the environment reward
-    muscle: Optional[str] = None  # import path of a muscle class (a user trainer's policy); None = the MLP
-
 
 def muscle_class(path: Optional[str]) -> Callable[..., Any]:
     """The class that acts: ml_arl's numpy MLP, or a user class ``pkg.module:Class`` built as
@@ -55,18 +28,7 @@ def muscle_class(path: Optional[str]) -> Callable[..., Any]:
     ``set_weights(weights)``, and attributes ``deterministic`` and ``branches``."""
     if path is None:
         return Muscle
-    module_name, _, attr = path.partition(":")
-    return getattr(importlib.import_module(module_name), attr)  # type: ignore[no-any-return]
-
-
-class StepBatch(NamedTuple):
-    worker_id: int
-    trajectories: list[Trajectory]
-    episodes: list[EpisodeStat]
-    env_steps: int
-    entropy: dict[str, tuple[float, int]]  # behavior -> (sum of entropies, number of decisions)
-    new_specs: dict[str, BehaviorSpec]  # behaviors that appeared since the last batch
-    env_stats: dict[str, list[tuple[float, int]]]  # stats side channel: key -> [(value, aggregation)]
+    return resolve(path)  # type: ignore[no-any-return]
 
 
 class EnvRunner:

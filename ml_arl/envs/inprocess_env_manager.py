@@ -17,9 +17,10 @@ from typing import Any, Optional
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
-from ml_arl.envs.env_runner import RESTARTABLE_EXCEPTIONS, EnvRunner, StepBatch
+from ml_arl.envs.env_runner import EnvRunner
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import ArlError, WorkerError, WorkerUserError
+from ml_arl.exceptions import RESTARTABLE_EXCEPTIONS, ArlError, WorkerError, WorkerUserError
+from ml_arl.messages import StepBatch
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,6 @@ Factories travel to worker processes with cloudpickle, so lambdas and closures w
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 from collections.abc import Callable
@@ -33,6 +32,7 @@ import yaml
 from mlagents_envs.base_env import BaseEnv
 
 from ml_arl.exceptions import EnvironmentSourceError
+from ml_arl.import_path import ImportPathError, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -123,14 +123,9 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
         return EnvFactory(env_path, make_gymnasium_env, {"env_id": name, "num_areas": num_areas, **kwargs})
     if sep:
         try:
-            module = importlib.import_module(kind)
-        except ImportError as err:
-            raise EnvironmentSourceError(f"--env {env_path}: cannot import module '{kind}': {err}") from None
-        target: Any = module
-        for part in name.split("."):
-            if not hasattr(target, part):
-                raise EnvironmentSourceError(f"--env {env_path}: module '{kind}' has no attribute '{name}'")
-            target = getattr(target, part)
+            target = resolve(env_path)
+        except ImportPathError as err:
+            raise EnvironmentSourceError(f"--env {env_path}: {err}") from None
         if not callable(target):
             raise EnvironmentSourceError(f"--env {env_path}: '{name}' is not callable; it must return a BaseEnv")
         if _accepts(target, "num_areas", via_var_keyword=num_areas != 1):

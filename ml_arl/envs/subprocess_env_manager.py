@@ -1,7 +1,8 @@
 """N worker processes, each stepping one environment with its muscles.
 
-Protocol: one duplex Pipe per worker. The main process sends ``EnvironmentRequest``s (an Enum
-of commands); a worker answers every request with an ``EnvironmentResponse`` that says whether
+Protocol: one duplex Pipe per worker. The main process sends commands (``ml_arl.messages``:
+StepCommand, ResetCommand, SetParametersCommand, CloseCommand); a worker answers every command
+with a reply (StepReply, ResetReply, or FailedReply) that says whether
 it succeeded. Step results from all workers are read as one stream, in arrival order, by
 ``multiprocessing.connection.wait`` over the workers' pipes and process sentinels: the main
 process blocks with a deadline, never polls, and notices a killed worker at once. (A shared
@@ -29,7 +30,6 @@ and a fresh reset (``_await_specs``), so the reset completes for everyone.
 
 from __future__ import annotations
 
-import enum
 import logging
 import multiprocessing
 import os
@@ -42,16 +42,31 @@ import traceback
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
-from typing import Any, NamedTuple, Optional
+from typing import Any, Optional
 
 import cloudpickle
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
-from ml_arl.envs.env_runner import RESTARTABLE_EXCEPTIONS, EnvRunner, StepBatch
+from ml_arl.envs.env_runner import EnvRunner
 from ml_arl.envs.forkserver import worker_context
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import ArlError, WorkerError, WorkerUserError
+from ml_arl.exceptions import RESTARTABLE_EXCEPTIONS, ArlError, WorkerError, WorkerUserError
+from ml_arl.messages import (
+    CloseCommand,
+    ClosedReply,
+    FailedReply,
+    ResetCommand,
+    ResetReply,
+    SetParametersCommand,
+    SpecsReply,
+    StepBatch,
+    StepCommand,
+    StepReply,
+    WorkerCommand,
+    WorkerFailure,
+    WorkerReply,
+)
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
@@ -62,36 +77,6 @@ REPLY_GRACE_S = 2.0
 # STEP requests queued per worker: while the main process reads one batch, the worker already
 # steps for the next, so no worker waits on a round trip.
 PIPELINE_DEPTH = 2
-
-
-class EnvironmentCommand(enum.Enum):
-    STEP = 1
-    BEHAVIOR_SPECS = 2
-    RESET = 4
-    CLOSE = 5
-    FAILED = 6
-    CLOSED = 7
-    SET_PARAMETERS = 8
-
-
-class EnvironmentRequest(NamedTuple):
-    cmd: EnvironmentCommand
-    payload: Any = None
-
-
-class WorkerFailure(NamedTuple):
-    exc_type: str
-    message: str
-    traceback: str
-    restartable: bool
-    exit_code: int = 1
-    user_error: bool = False  # an ArlError: its message is complete, no traceback is shown
-
-
-class EnvironmentResponse(NamedTuple):
-    cmd: EnvironmentCommand
-    worker_id: int
-    payload: Any
 
 
 def worker_main(
@@ -105,21 +90,21 @@ def worker_main(
     try:
         factory: EnvFactory = cloudpickle.loads(factory_bytes)
         runner = EnvRunner(factory(worker_id, seed), worker_id, seed)
-        conn.send(EnvironmentResponse(EnvironmentCommand.BEHAVIOR_SPECS, worker_id, runner.take_new_specs()))
+        conn.send(SpecsReply(worker_id, runner.take_new_specs()))
         while True:
-            req: EnvironmentRequest = conn.recv()
-            if req.cmd is EnvironmentCommand.STEP:
-                for behavior, msg in (req.payload or {}).items():
+            command: WorkerCommand = conn.recv()
+            if isinstance(command, StepCommand):
+                for behavior, msg in command.policies.items():
                     runner.set_policy(behavior, msg)
-                conn.send(EnvironmentResponse(EnvironmentCommand.STEP, worker_id, runner.run(steps_per_message)))
-            elif req.cmd is EnvironmentCommand.RESET:
+                conn.send(StepReply(worker_id, runner.run(steps_per_message)))
+            elif isinstance(command, ResetCommand):
                 runner.reset()
-                conn.send(EnvironmentResponse(EnvironmentCommand.RESET, worker_id, None))
-            elif req.cmd is EnvironmentCommand.SET_PARAMETERS:
-                runner.set_environment_parameters(req.payload)
+                conn.send(ResetReply(worker_id))
+            elif isinstance(command, SetParametersCommand):
+                runner.set_environment_parameters(command.parameters)
                 runner.reset()
-                conn.send(EnvironmentResponse(EnvironmentCommand.RESET, worker_id, None))
-            elif req.cmd is EnvironmentCommand.CLOSE:
+                conn.send(ResetReply(worker_id))
+            elif isinstance(command, CloseCommand):
                 break
     except (EOFError, ConnectionError):  # EOF, a broken or a reset pipe
         pass  # the main process is gone; nothing to report to
@@ -129,7 +114,7 @@ def worker_main(
             isinstance(exc, RESTARTABLE_EXCEPTIONS), getattr(exc, "exit_code", 1), isinstance(exc, ArlError),
         )
         try:
-            conn.send(EnvironmentResponse(EnvironmentCommand.FAILED, worker_id, failure))
+            conn.send(FailedReply(worker_id, failure))
         except (OSError, EOFError):
             sys.stderr.write(f"worker {worker_id} failed and could not report it:\n{failure.traceback}")
     finally:
@@ -140,7 +125,7 @@ def worker_main(
                 logger.warning("worker %d: closing its environment raised %s: %s", worker_id, type(exc).__name__,
                                (str(exc).strip().splitlines() or [""])[0])
         try:
-            conn.send(EnvironmentResponse(EnvironmentCommand.CLOSED, worker_id, None))
+            conn.send(ClosedReply(worker_id))
         except (OSError, EOFError):
             pass
         conn.close()
@@ -157,7 +142,7 @@ class _Worker:
         self.worker_id = worker_id
         self.process = process
         self.conn = conn
-        self._outbox: queue.SimpleQueue[Optional[EnvironmentRequest]] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[Optional[WorkerCommand]] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._queued = 0  # requests handed to the sender thread and not yet sent
         self._sender = threading.Thread(target=self._send_loop, name=f"send-worker-{worker_id}", daemon=True)
@@ -166,7 +151,7 @@ class _Worker:
         self.last_reply = time.monotonic()
         self.policy_versions: dict[str, int] = {}
 
-    def send(self, request: EnvironmentRequest, large: bool = False) -> None:
+    def send(self, request: WorkerCommand, large: bool = False) -> None:
         with self._lock:
             if not large and self._queued == 0:
                 try:
@@ -252,18 +237,18 @@ class SubprocessEnvManager(EnvManager):
         worker then joins the current environment parameters (and resets)."""
         if not wait([worker.conn, worker.process.sentinel], timeout=self.start_timeout):
             raise self._timed_out(worker, "start", self.start_timeout)
-        resp = self._recv(worker)
-        if resp.cmd is not EnvironmentCommand.BEHAVIOR_SPECS:
-            raise self._failure(worker, resp, "while starting")
-        for name, spec in resp.payload.items():
+        reply = self._recv(worker)
+        if not isinstance(reply, SpecsReply):
+            raise self._failure(worker, reply, "while starting")
+        for name, spec in reply.specs.items():
             self.specs.setdefault(name, spec)
         if self.parameters:  # a restarted worker joins the current phase
-            worker.send(EnvironmentRequest(EnvironmentCommand.SET_PARAMETERS, self.parameters))
+            worker.send(SetParametersCommand(self.parameters))
             if not wait([worker.conn, worker.process.sentinel], timeout=self.reply_timeout):
                 raise self._timed_out(worker, "answer a reset", self.reply_timeout)
-            resp = self._recv(worker)
-            if resp.cmd is not EnvironmentCommand.RESET:
-                raise self._failure(worker, resp, "while applying the environment parameters")
+            reply = self._recv(worker)
+            if not isinstance(reply, ResetReply):
+                raise self._failure(worker, reply, "while applying the environment parameters")
 
     def launch(self) -> None:
         if not self.workers:
@@ -285,24 +270,23 @@ class SubprocessEnvManager(EnvManager):
         self.workers[worker_id] = new
         self._await_specs(new)
 
-    def _recv(self, worker: _Worker) -> EnvironmentResponse:
+    def _recv(self, worker: _Worker) -> WorkerReply:
         try:
             return worker.conn.recv()
         except (EOFError, OSError, ConnectionResetError):
             worker.process.join(timeout=1.0)
             code = worker.process.exitcode
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            return EnvironmentResponse(
-                EnvironmentCommand.FAILED,
-                worker.worker_id,
-                WorkerFailure("WorkerDied", f"worker process died ({how})", "", True),
-            )
+            return FailedReply(worker.worker_id, WorkerFailure("WorkerDied", f"worker process died ({how})", "", True))
 
-    def _failure(self, worker: _Worker, resp: EnvironmentResponse, during: str = "") -> WorkerError:
+    def _failure(self, worker: _Worker, reply: WorkerReply, during: str = "") -> WorkerError:
         """The WorkerError of a FAILED reply (or of a dead worker): one line; the traceback rides
         along to handle_failure, which puts it in the WorkerErrorLog. ``during``: what the
         worker was doing, when not stepping."""
-        failure: WorkerFailure = resp.payload
+        if isinstance(reply, FailedReply):
+            failure = reply.failure
+        else:  # a reply out of turn (e.g. a worker that closed itself): restart it
+            failure = WorkerFailure("ProtocolError", f"answered {type(reply).__name__} out of turn", "", True)
         tb = failure.traceback
         if failure.user_error:
             error: WorkerError = WorkerUserError(worker.worker_id, f"worker {worker.worker_id}: {failure.message}", tb, False)
@@ -317,7 +301,7 @@ class SubprocessEnvManager(EnvManager):
     def _send_step(self, worker: _Worker) -> None:
         serials = self.policy_serials
         updates = {b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != serials[b]}
-        worker.send(EnvironmentRequest(EnvironmentCommand.STEP, updates), large=bool(updates))
+        worker.send(StepCommand(updates), large=bool(updates))
         for b in updates:
             worker.policy_versions[b] = serials[b]
         worker.sent.append(time.monotonic())
@@ -342,14 +326,14 @@ class SubprocessEnvManager(EnvManager):
                 continue
             seen.add(worker.worker_id)
             while worker.sent:
-                resp = self._recv(worker)
+                reply = self._recv(worker)
                 worker.sent.popleft()
                 worker.last_reply = time.monotonic()
-                if resp.cmd is not EnvironmentCommand.STEP:
+                if not isinstance(reply, StepReply):
                     worker.sent.clear()
-                    failed.append(self._failure(worker, resp))
+                    failed.append(self._failure(worker, reply))
                     break
-                batches.append(resp.payload)
+                batches.append(reply.batch)
                 if not worker.conn.poll():
                     break
         now = time.monotonic()
@@ -365,16 +349,16 @@ class SubprocessEnvManager(EnvManager):
     def reset(self) -> None:
         """Finish (and drop) the steps in flight, then reset every env; half-built trajectories
         are discarded in the workers."""
-        self._reset_all(EnvironmentRequest(EnvironmentCommand.RESET), "during a reset")
+        self._reset_all(ResetCommand(), "during a reset")
 
     def set_environment_parameters(self, params: dict[str, Any]) -> None:
         self.parameters = dict(params)
         self._reset_all(
-            EnvironmentRequest(EnvironmentCommand.SET_PARAMETERS, self.parameters),
+            SetParametersCommand(self.parameters),
             "during a reset with new environment parameters",
         )
 
-    def _reset_all(self, request: EnvironmentRequest, during: str) -> None:
+    def _reset_all(self, request: WorkerCommand, during: str) -> None:
         """Drain every worker's steps in flight, send ``request`` to every worker and await the
         RESETs, all workers at once and each against its own deadline; then restart the workers
         that failed or timed out (within the quota; a restarted worker starts reset, with
@@ -391,7 +375,7 @@ class SubprocessEnvManager(EnvManager):
             return deadline
 
         outstanding = {w.worker_id: len(w.sent) for w in self.workers}
-        self._await_replies(EnvironmentCommand.STEP, outstanding, step_deadline, step_answered, failed, "answer a step")
+        self._await_replies(StepReply, outstanding, step_deadline, step_answered, failed, "answer a step")
         for worker in self.workers:
             worker.sent.clear()  # the failed ones' steps will never be answered
         reset_deadlines: dict[int, float] = {}
@@ -400,7 +384,7 @@ class SubprocessEnvManager(EnvManager):
                 worker.send(request)
                 reset_deadlines[worker.worker_id] = time.monotonic() + self.reply_timeout
         self._await_replies(
-            EnvironmentCommand.RESET, dict.fromkeys(reset_deadlines, 1), lambda w: reset_deadlines[w.worker_id],
+            ResetReply, dict.fromkeys(reset_deadlines, 1), lambda w: reset_deadlines[w.worker_id],
             lambda w: None, failed, "answer a reset", during,
         )
         for worker_id in sorted(failed):
@@ -408,7 +392,7 @@ class SubprocessEnvManager(EnvManager):
 
     def _await_replies(
         self,
-        expected: EnvironmentCommand,
+        expected: type[StepReply] | type[ResetReply],
         outstanding: dict[int, int],
         deadline_of: Callable[[_Worker], float],
         answered: Callable[[_Worker], None],
@@ -436,10 +420,10 @@ class SubprocessEnvManager(EnvManager):
                 if wid in heard:
                     continue
                 heard.add(wid)
-                resp = self._recv(worker)
+                reply = self._recv(worker)
                 answered(worker)
-                if resp.cmd is not expected:
-                    failed[wid] = self._failure(worker, resp, during)
+                if not isinstance(reply, expected):
+                    failed[wid] = self._failure(worker, reply, during)
                     del pending[wid]
                     continue
                 pending[wid] -= 1
@@ -465,7 +449,7 @@ class SubprocessEnvManager(EnvManager):
     def close(self) -> None:
         """Ask every worker to close, wait up to 10 s for all, then terminate the stragglers."""
         for worker in self.workers:
-            worker.send(EnvironmentRequest(EnvironmentCommand.CLOSE))
+            worker.send(CloseCommand())
         deadline = time.monotonic() + WORKER_SHUTDOWN_TIMEOUT_S
         pending = {w.worker_id: w for w in self.workers if w.process.is_alive()}
         while pending:

@@ -14,6 +14,8 @@ from typing import NamedTuple, Optional
 import numpy as np
 from mlagents_envs.base_env import ActionTuple
 
+from ml_arl.messages import ActorWeights, VisualEncoderWeights
+
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
@@ -52,13 +54,9 @@ def _leaky_relu(x: np.ndarray) -> np.ndarray:
 class _VisualEncoder:
     """numpy twin of ``networks.VisualEncoder`` (images arrive channels-last, as the env sends them)."""
 
-    def __init__(self, w: dict[str, np.ndarray], k: int):
-        self.convs = []
-        j = 0
-        while f"vis.{k}.conv{j}.w" in w:
-            self.convs.append((w[f"vis.{k}.conv{j}.w"], w[f"vis.{k}.conv{j}.b"], int(w[f"vis.{k}.conv{j}.stride"])))
-            j += 1
-        self.dense_w, self.dense_b = w[f"vis.{k}.dense.w"], w[f"vis.{k}.dense.b"]
+    def __init__(self, w: VisualEncoderWeights):
+        self.convs = [(conv.w, conv.b, conv.stride) for conv in w.convs]
+        self.dense_w, self.dense_b = w.dense.w, w.dense.b
 
     def __call__(self, img: np.ndarray) -> np.ndarray:
         x = img if img.dtype == np.float32 else img.astype(np.float32)
@@ -69,26 +67,25 @@ class _VisualEncoder:
 
 
 class Muscle:
-    def __init__(self, weights: dict[str, np.ndarray], deterministic: bool = False, seed: int = 0):
+    def __init__(self, weights: ActorWeights, deterministic: bool = False, seed: int = 0):
         self.rng = np.random.default_rng(seed)
         self.deterministic = deterministic
         self.set_weights(weights)
 
-    def set_weights(self, w: dict[str, np.ndarray]) -> None:
-        n_layers = sum(1 for k in w if k.startswith("body.") and k.endswith(".w"))
-        self.swish = int(w.get("activation", 0)) == 0  # 0 = swish, 1 = tanh (networks.ACTIVATIONS)
+    def set_weights(self, w: ActorWeights) -> None:
+        self.swish = w.activation == "swish"
         # Swish(x) = x * sigmoid(x) = y + y * tanh(y) with y = x / 2: the halving is folded
         # into each layer's weights.
         scale = 0.5 if self.swish else 1.0
-        self.layers = [(scale * w[f"body.{i}.w"], scale * w[f"body.{i}.b"]) for i in range(n_layers)]
-        self.mu_w, self.mu_b = w["mu.w"], w["mu.b"]
-        self.log_std = w["log_std"]
+        self.layers = [(scale * layer.w, scale * layer.b) for layer in w.body]
+        self.mu_w, self.mu_b = w.mu.w, w.mu.b
+        self.log_std = w.log_std
         self.std = np.exp(self.log_std)
-        self.logits_w, self.logits_b = w["logits.w"], w["logits.b"]
-        self.norm = (w["norm.mean"], w["norm.std"]) if "norm.mean" in w else None
-        self.visual = [int(i) for i in w.get("obs.visual", np.zeros(0, np.int64))]
-        self.encoders = [_VisualEncoder(w, k) for k in range(len(self.visual))]
-        self.branches = tuple(int(b) for b in w["branches"])
+        self.logits_w, self.logits_b = w.logits.w, w.logits.b
+        self.norm = (w.norm_mean, w.norm_std) if w.norm_mean is not None and w.norm_std is not None else None
+        self.visual = list(w.visual)
+        self.encoders = [_VisualEncoder(enc) for enc in w.encoders]
+        self.branches = tuple(w.branches)
         self.n_cont = self.mu_b.shape[0]
         # entropy: mean over continuous dimensions (as ML-Agents), summed over discrete branches
         self._cont_entropy = float(np.mean(0.5 + _LOG_SQRT_2PI + self.log_std)) if self.n_cont else 0.0

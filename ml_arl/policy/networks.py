@@ -23,6 +23,7 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
+from ml_arl.messages import ActorWeights, Conv, Dense, VisualEncoderWeights
 from ml_arl.settings import NetworkSettings
 
 MASK_LOGIT = -1e8
@@ -256,45 +257,35 @@ class ActorCritic(nn.Module):
         value = self.value_head(critic_hidden).squeeze(-1)
         return log_prob, entropy, value
 
-    def muscle_weights(self) -> dict[str, np.ndarray]:
+    def muscle_weights(self) -> ActorWeights:
         """The actor as numpy arrays (float32), for ml_arl.policy.muscle.Muscle."""
         def np32(t: torch.Tensor) -> np.ndarray:
             return t.detach().to("cpu", torch.float32).numpy().copy()
 
-        out: dict[str, np.ndarray] = {}
-        for k, enc in enumerate(self.encoder.encoders):
+        def dense(lin: nn.Linear) -> Dense:
+            return Dense(np32(lin.weight.T), np32(lin.bias))
+
+        encoders = []
+        for enc in self.encoder.encoders:
             assert isinstance(enc, VisualEncoder)
-            for j, conv in enumerate(enc.convs):
-                assert isinstance(conv, nn.Conv2d)
+            convs = []
+            for conv in enc.convs:
+                assert isinstance(conv, nn.Conv2d) and conv.bias is not None
                 # [out, in, kh, kw] -> [kh, kw, in, out]: contracts with HWC windows in numpy
-                out[f"vis.{k}.conv{j}.w"] = np32(conv.weight.permute(2, 3, 1, 0))
-                assert conv.bias is not None
-                out[f"vis.{k}.conv{j}.b"] = np32(conv.bias)
-                out[f"vis.{k}.conv{j}.stride"] = np.asarray(conv.stride[0], np.int64)
-            out[f"vis.{k}.dense.w"] = np32(enc.dense.weight.T)
-            out[f"vis.{k}.dense.b"] = np32(enc.dense.bias)
-        out["obs.visual"] = np.asarray(self.encoder.visual, np.int64)
+                convs.append(Conv(np32(conv.weight.permute(2, 3, 1, 0)), np32(conv.bias), int(conv.stride[0])))
+            encoders.append(VisualEncoderWeights(tuple(convs), dense(enc.dense)))
         linears = [m for m in self.body if isinstance(m, nn.Linear)]
-        for i, lin in enumerate(linears):
-            out[f"body.{i}.w"] = np32(lin.weight.T)
-            out[f"body.{i}.b"] = np32(lin.bias)
         hidden = linears[-1].out_features
-        if self.mu is not None:
-            out["mu.w"] = np32(self.mu.weight.T)
-            out["mu.b"] = np32(self.mu.bias)
-        else:
-            out["mu.w"] = np.zeros((hidden, 0), np.float32)
-            out["mu.b"] = np.zeros(0, np.float32)
-        out["log_std"] = np32(self.log_std)
-        if self.logits is not None:
-            out["logits.w"] = np32(self.logits.weight.T)
-            out["logits.b"] = np32(self.logits.bias)
-        else:
-            out["logits.w"] = np.zeros((hidden, 0), np.float32)
-            out["logits.b"] = np.zeros(0, np.float32)
-        if self.normalize:
-            out["norm.mean"] = np32(self.normalizer.mean)
-            out["norm.std"] = np32(self.normalizer.std())
-        out["branches"] = np.asarray(self.branches, dtype=np.int64)
-        out["activation"] = np.asarray(list(ACTIVATIONS).index(self.activation))
-        return out
+        empty = Dense(np.zeros((hidden, 0), np.float32), np.zeros(0, np.float32))
+        return ActorWeights(
+            body=tuple(dense(lin) for lin in linears),
+            activation=self.activation,  # type: ignore[arg-type]
+            mu=dense(self.mu) if self.mu is not None else empty,
+            log_std=np32(self.log_std),
+            logits=dense(self.logits) if self.logits is not None else empty,
+            branches=self.branches,
+            visual=tuple(self.encoder.visual),
+            encoders=tuple(encoders),
+            norm_mean=np32(self.normalizer.mean) if self.normalize else None,
+            norm_std=np32(self.normalizer.std()) if self.normalize else None,
+        )

@@ -8,15 +8,17 @@ trainer ``settings.hyperparameters`` is the config's mapping, unchanged. It impl
 - ``add_experience(trajectory)``: take one trajectory (``trajectory.rewards`` is the behavior's
   objective; ``trajectory.env_rewards`` the environment reward when an objective changed it);
 - ``ready_to_update()`` and ``update()``: learn when enough was collected;
-- ``policy_message()``: what the workers act with (a ``PolicyMessage``: weights as numpy
-  arrays, and the import path of the muscle class that acts with them, ``None`` for ml_arl's
-  MLP muscle; see ``ml_arl.envs.env_runner.muscle_class``);
+- ``policy_snapshot()``: what the workers act with (a ``PolicySnapshot``: the version, the
+  weights as numpy data, and the import path of the muscle class that acts with them, ``None``
+  for ml_arl's MLP muscle, which takes ``ActorWeights``; see ``ml_arl.envs.env_runner.muscle_class``);
 - ``state()`` / ``load_state(state, resume)``: what a checkpoint holds (tensors, numbers,
   strings, lists and dicts: checkpoints are read with ``torch.load(weights_only=True)``).
 
-Everything else (queues, step counting, summaries, checkpoint files, phases) is done here. A
-trainer runs in the main process or in its own thread (``threaded: true``); it must not touch
-the environment.
+Everything else (queues, step counting, summaries, checkpoint files) is done here. What a phase
+or self-play changes arrives through ``assign(TrainerAssignment)``: the phase's settings,
+whether the brain learns, its checkpoints and its step window; a trainer that keeps experience
+overrides ``on_new_phase()`` to drop it. A trainer runs in the main process or in its own
+thread (``threaded: true``); it must not touch the environment.
 """
 
 from __future__ import annotations
@@ -26,21 +28,35 @@ import pickle
 import queue
 import time
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.agent_processor import AgentManagerQueue, Trajectory
+from ml_arl.agent_processor import AgentManagerQueue
 from ml_arl.checkpoints import CheckpointManager, load_torch
-from ml_arl.envs.env_runner import PolicyMessage
 from ml_arl.exceptions import RunDirectoryError
+from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.common import decayed
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainerAssignment:
+    """What a phase (or the run without phases) asks of one brain."""
+
+    settings: TrainerSettings  # the behavior's settings with the phase's overrides
+    learning: bool  # False: frozen in this phase (or a test phase); it still acts
+    checkpoints: Optional[CheckpointManager]  # where it saves; None when it does not learn
+    step_limit: int  # training stops at this step
+    schedule_origin: int  # schedules (learning rate, epsilon, beta) decay from this step ...
+    schedule_length: int  # ... over this many steps
+    new_phase: bool = False  # experience collected before is not on-policy for this phase
 
 
 class Trainer(ABC):
@@ -72,7 +88,7 @@ class Trainer(ABC):
         self.schedule_origin = 0  # schedules decay from here ...
         self.schedule_length = settings.max_steps  # ... over this many steps
         self.trajectory_queues: list[AgentManagerQueue[Trajectory]] = []
-        self.policy_queues: list[AgentManagerQueue[PolicyMessage]] = []
+        self.policy_queues: list[AgentManagerQueue[PolicySnapshot]] = []
         self.rng = np.random.default_rng(seed)
 
     # ------------------------------------------------------------------ to implement
@@ -88,8 +104,8 @@ class Trainer(ABC):
         """Learn from what was collected (runs in the trainer's thread)."""
 
     @abstractmethod
-    def policy_message(self) -> PolicyMessage:
-        """The current policy, as the workers act with it."""
+    def policy_snapshot(self) -> PolicySnapshot:
+        """The current policy, as the workers act with it (``self.policy_version`` as its version)."""
 
     @abstractmethod
     def state(self) -> dict[str, Any]:
@@ -101,11 +117,27 @@ class Trainer(ABC):
 
     export_onnx: Optional[Any] = None  # a callable(path) writing the ONNX model, if the trainer has one
 
+    def on_new_phase(self) -> None:  # noqa: B027 - optional hook
+        """A new phase begins: drop experience that is not on-policy for it (optional)."""
+
     # ------------------------------------------------------------------ wiring
+    def assign(self, assignment: TrainerAssignment) -> None:
+        """Take on a phase: its settings, learning or frozen, checkpoints and step window."""
+        self.settings = assignment.settings
+        self.hp = assignment.settings.hyperparameters
+        self.learning = assignment.learning
+        self.checkpoints = assignment.checkpoints
+        self.saved_step = -1
+        self.step_limit = assignment.step_limit
+        self.schedule_origin = assignment.schedule_origin
+        self.schedule_length = assignment.schedule_length
+        if assignment.new_phase:
+            self.on_new_phase()
+
     def subscribe_trajectory_queue(self, q: AgentManagerQueue[Trajectory]) -> None:
         self.trajectory_queues.append(q)
 
-    def publish_policy_queue(self, q: AgentManagerQueue[PolicyMessage]) -> None:
+    def publish_policy_queue(self, q: AgentManagerQueue[PolicySnapshot]) -> None:
         self.policy_queues.append(q)
 
     @property
@@ -143,9 +175,9 @@ class Trainer(ABC):
             self.update()
             self.policy_version += 1
             logger.debug("%s: update %d took %.3f s", self.behavior, self.policy_version, time.perf_counter() - started)
-            message = self.policy_message()  # built here, in the trainer's thread, never mid-update
+            snapshot = self.policy_snapshot()  # taken here, in the trainer's thread, never mid-update
             for pq in self.policy_queues:
-                pq.put(message)
+                pq.put(snapshot)
         return processed
 
     def process_trajectory(self, traj: Trajectory) -> None:

@@ -21,11 +21,11 @@ ML-Agents. Written as "Self-play/ELO"; kept in training_status.json
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 
-from ml_arl.envs.env_runner import PolicyMessage
+from ml_arl.messages import PolicySnapshot
 from ml_arl.settings import SelfPlaySettings
 from ml_arl.stats import StatsReporter
 
@@ -96,7 +96,7 @@ class GhostController:
 class _Snapshot:
     __slots__ = ("weights", "elo")
 
-    def __init__(self, weights: dict[str, np.ndarray], elo: float):
+    def __init__(self, weights: Any, elo: float):
         self.weights = weights
         self.elo = elo
 
@@ -115,8 +115,8 @@ class GhostTrainer:
         self.snapshots: list[_Snapshot] = []
         self.snapshot_counter = 0
         self.current_opponent = -1  # index into snapshots; -1 = the latest weights
-        self.live: Optional[PolicyMessage] = None  # the newest policy the trainer published
-        self.ghost_weights: Optional[dict[str, np.ndarray]] = None
+        self.live: Optional[PolicySnapshot] = None  # the newest policy the trainer published
+        self.ghost_weights: Any = None
         self.ghost_serial = 0
         self.last_save_step = 0
         self.last_team_change_step = 0
@@ -131,10 +131,18 @@ class GhostTrainer:
         self.teams[behavior_id] = team
         self.controller.register(team, self)
 
+    def join(self, controller: GhostController) -> None:
+        """A new phase: the teams of this brain join the phase's controller (ELO and snapshots carry over)."""
+        behaviors = list(self.teams)
+        self.controller = controller
+        self.teams = {}
+        for behavior_id in behaviors:
+            self.add_behavior(behavior_id)
+
     def is_learning(self, behavior_id: str) -> bool:
         return self.teams.get(behavior_id) == self.controller.learning_team
 
-    def start(self, live: PolicyMessage, step: int) -> None:
+    def start(self, live: PolicySnapshot, step: int) -> None:
         """A phase (or the run) begins: the current weights are the first snapshot."""
         self.live = live
         self.last_save_step = self.last_team_change_step = step
@@ -163,7 +171,7 @@ class GhostTrainer:
         self.ghost_serial += 1
         self.last_swap_ghost_step = self.ghost_step
 
-    def on_policy(self, live: PolicyMessage) -> None:
+    def on_policy(self, live: PolicySnapshot) -> None:
         self.live = live
 
     def after_trainer_step(self, step: int, finished: bool = False) -> None:
@@ -183,14 +191,15 @@ class GhostTrainer:
         self.ghost_step += n
         return self.ghost_step - self.last_swap_ghost_step >= self.settings.swap_steps
 
-    def policy_for(self, behavior_id: str) -> Optional[PolicyMessage]:
-        """The live policy for the learning team, the drawn snapshot for the others."""
+    def snapshot_for(self, behavior_id: str) -> Optional[PolicySnapshot]:
+        """The live policy for the learning team, the drawn snapshot for the others (its version
+        is negative: a serial number of the draw)."""
         if self.live is None:
             return None
         if self.is_learning(behavior_id):
             return self.live
         assert self.ghost_weights is not None
-        return self.live._replace(weights=self.ghost_weights, version=-self.ghost_serial, collect=False)
+        return PolicySnapshot(-self.ghost_serial, self.ghost_weights, self.live.muscle)
 
     # ------------------------------------------------------------------ ELO
     def opponent_elo(self) -> float:

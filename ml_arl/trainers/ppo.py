@@ -10,16 +10,16 @@ on its policy queue; the env side then hands the new actor weights to the muscle
 from __future__ import annotations
 
 import logging
-from typing import Any, Optional
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.agent_processor import Trajectory
 from ml_arl.checkpoints import CheckpointManager
-from ml_arl.envs.env_runner import PolicyMessage
 from ml_arl.exceptions import ConfigError
+from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
@@ -28,6 +28,37 @@ from ml_arl.trainers.common import gae
 from ml_arl.trainers.optim import Adam, clip_grad_norm
 
 logger = logging.getLogger(__name__)
+
+
+@dataclass
+class PPOBatch:
+    """Experience as tensors: the buffer's rows, or a minibatch of them. ``values``,
+    ``advantages`` and ``returns`` are filled in at update time."""
+
+    obs: list[torch.Tensor]  # one [N, *shape] tensor per observation
+    allowed: Optional[torch.Tensor]  # [N, sum(branches)] action masks; None without discrete actions
+    continuous: torch.Tensor  # [N, n_cont]
+    discrete: torch.Tensor  # [N, n_branches]
+    log_prob: torch.Tensor  # [N] under the acting policy
+    values: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N] the critic's, before the update
+    advantages: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N]
+    returns: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N] advantages + values
+
+    def __len__(self) -> int:
+        return int(self.log_prob.shape[0])
+
+    def select(self, idx: torch.Tensor) -> PPOBatch:
+        """The rows ``idx`` of every field."""
+        return PPOBatch(
+            obs=[o[idx] for o in self.obs],
+            allowed=None if self.allowed is None else self.allowed[idx],
+            continuous=self.continuous[idx],
+            discrete=self.discrete[idx],
+            log_prob=self.log_prob[idx],
+            values=self.values[idx],
+            advantages=self.advantages[idx],
+            returns=self.returns[idx],
+        )
 
 
 class PPOBuffer:
@@ -43,37 +74,62 @@ class PPOBuffer:
         self.trajectories.append(traj)
         self.size += len(traj)
 
-    def tensors(self, device: torch.device) -> dict[str, Any]:
+    def batch(self, device: torch.device) -> tuple[PPOBatch, list[torch.Tensor]]:
+        """Every experience as one batch, and the observations that followed each trajectory."""
         trajs = self.trajectories
 
         def cat(arrays: list[np.ndarray], dtype: torch.dtype) -> torch.Tensor:
             return torch.as_tensor(np.concatenate(arrays), dtype=dtype, device=device)
 
         n_obs = len(trajs[0].obs)
-        return {
-            "obs": [cat([t.obs[k] for t in trajs], torch.float32) for k in range(n_obs)],
-            "next_obs": [
-                torch.as_tensor(np.stack([t.next_obs[k] for t in trajs]), dtype=torch.float32, device=device)
-                for k in range(n_obs)
-            ],
-            "continuous": cat([t.continuous for t in trajs], torch.float32),
-            "discrete": cat([t.discrete for t in trajs], torch.int64),
-            "log_prob": cat([t.log_prob for t in trajs], torch.float32),
-            "allowed": cat([t.allowed for t in trajs], torch.bool) if trajs[0].allowed is not None else None,  # type: ignore[misc]
-        }
+        next_obs = [
+            torch.as_tensor(np.stack([t.next_obs[k] for t in trajs]), dtype=torch.float32, device=device)
+            for k in range(n_obs)
+        ]
+        batch = PPOBatch(
+            obs=[cat([t.obs[k] for t in trajs], torch.float32) for k in range(n_obs)],
+            allowed=cat([t.allowed for t in trajs], torch.bool) if trajs[0].allowed is not None else None,  # type: ignore[misc]
+            continuous=cat([t.continuous for t in trajs], torch.float32),
+            discrete=cat([t.discrete for t in trajs], torch.int64),
+            log_prob=cat([t.log_prob for t in trajs], torch.float32),
+        )
+        return batch, next_obs
 
     def clear(self) -> None:
         self.trajectories = []
         self.size = 0
 
 
-def _select(data: dict[str, Any], keys: tuple[str, ...], idx: torch.Tensor) -> dict[str, Any]:
-    """Rows ``idx`` of every field (observations are a list of tensors; masks may be None)."""
-    out: dict[str, Any] = {}
-    for k in keys:
-        v = data[k]
-        out[k] = [o[idx] for o in v] if isinstance(v, list) else (None if v is None else v[idx])
-    return out
+class PPOLoss(NamedTuple):
+    total: torch.Tensor
+    policy: torch.Tensor
+    value: torch.Tensor
+
+
+def ppo_loss(
+    log_prob: torch.Tensor,
+    old_log_prob: torch.Tensor,
+    advantages: torch.Tensor,
+    value: torch.Tensor,
+    old_values: torch.Tensor,
+    returns: torch.Tensor,
+    entropy: torch.Tensor,
+    epsilon: float,
+    beta: float,
+    clip_value_loss: bool = True,
+) -> PPOLoss:
+    """ML-Agents' PPO loss: clipped surrogate, value loss (clipped to +-epsilon around the old
+    values unless ``clip_value_loss`` is off), and the entropy bonus:
+    ``policy + 0.5 * value - beta * mean(entropy)``."""
+    ratio = torch.exp(log_prob - old_log_prob)
+    surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
+    policy_loss = -surrogate.mean()
+    if clip_value_loss:
+        clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
+        value_loss = torch.max((returns - value) ** 2, (returns - clipped) ** 2).mean()
+    else:
+        value_loss = ((returns - value) ** 2).mean()
+    return PPOLoss(policy_loss + 0.5 * value_loss - beta * entropy.mean(), policy_loss, value_loss)
 
 
 class PPOTrainer(Trainer):
@@ -98,13 +154,8 @@ class PPOTrainer(Trainer):
         self.gamma = settings.reward_signals.extrinsic.gamma
         self.strength = settings.reward_signals.extrinsic.strength
 
-    def policy_message(self) -> PolicyMessage:
-        return PolicyMessage(
-            self.policy_version,
-            self.network.muscle_weights(),
-            self.settings.time_horizon,
-            self.settings.network_settings.deterministic,
-        )
+    def policy_snapshot(self) -> PolicySnapshot:
+        return PolicySnapshot(self.policy_version, self.network.muscle_weights())
 
     def add_experience(self, traj: Trajectory) -> None:
         if self.network.normalize:
@@ -116,7 +167,7 @@ class PPOTrainer(Trainer):
     def ready_to_update(self) -> bool:
         return self.buffer.size >= self.hp.buffer_size
 
-    def clear_experience(self) -> None:
+    def on_new_phase(self) -> None:
         """A new phase: experience of the last one is not on-policy for it."""
         self.buffer.clear()
 
@@ -129,41 +180,32 @@ class PPOTrainer(Trainer):
         beta = self.scheduled(hp.beta, 1e-5, hp.beta_schedule or "linear")
         self.optimizer.lr = lr
 
-        data = self.buffer.tensors(self.device)
-        self._add_advantages(data)
-        n = data["advantages"].shape[0]
-        adv = data["advantages"]
+        data = self._with_advantages()
+        n = len(data)
         if n > 1:
-            data["advantages"] = (adv - adv.mean()) / (adv.std() + 1e-8)
+            adv = data.advantages
+            data.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
         batch = min(hp.batch_size, n)
-        keys = ("obs", "allowed", "continuous", "discrete", "advantages", "log_prob", "values", "returns")
         policy_losses, value_losses = [], []
         for _ in range(hp.num_epoch):
             if batch == n:  # one minibatch per epoch: its order does not matter, skip the shuffle
-                minibatches = [{k: data[k] for k in keys}]
+                minibatches = [data]
             else:
                 perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
-                minibatches = [_select(data, keys, perm[i : i + batch]) for i in range(0, n - batch + 1, batch)]
+                minibatches = [data.select(perm[i : i + batch]) for i in range(0, n - batch + 1, batch)]
             for mb in minibatches:
-                log_prob, entropy, value = net.evaluate(mb["obs"], mb["allowed"], mb["continuous"], mb["discrete"])
-                advantages = mb["advantages"]
-                ratio = torch.exp(log_prob - mb["log_prob"])
-                surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
-                policy_loss = -surrogate.mean()
-                old_values, returns = mb["values"], mb["returns"]
-                if hp.clip_value_loss:
-                    clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
-                    value_loss = torch.max((returns - value) ** 2, (returns - clipped) ** 2).mean()
-                else:
-                    value_loss = ((returns - value) ** 2).mean()
-                loss = policy_loss + 0.5 * value_loss - beta * entropy.mean()
+                log_prob, entropy, value = net.evaluate(mb.obs, mb.allowed, mb.continuous, mb.discrete)
+                loss = ppo_loss(
+                    log_prob, mb.log_prob, mb.advantages, value, mb.values, mb.returns, entropy,
+                    epsilon, beta, hp.clip_value_loss,
+                )
                 self.optimizer.zero_grad()
-                loss.backward()
+                loss.total.backward()
                 if hp.max_grad_norm is not None:
                     clip_grad_norm(self.optimizer.params, hp.max_grad_norm)
                 self.optimizer.step()
-                policy_losses.append(policy_loss.detach())
-                value_losses.append(value_loss.detach())
+                policy_losses.append(loss.policy.detach())
+                value_losses.append(loss.value.detach())
         self.buffer.clear()
         self.stats.add_stat("Losses/Policy Loss", float(torch.stack(policy_losses).mean()))
         self.stats.add_stat("Losses/Value Loss", float(torch.stack(value_losses).mean()))
@@ -171,11 +213,13 @@ class PPOTrainer(Trainer):
         self.stats.add_stat("Policy/Epsilon", epsilon)
         self.stats.add_stat("Policy/Beta", beta)
 
-    def _add_advantages(self, data: dict[str, Any]) -> None:
-        """GAE per trajectory; the value after a trajectory is 0 only at a true termination."""
+    def _with_advantages(self) -> PPOBatch:
+        """The buffer as one batch with values, GAE advantages (per trajectory) and returns; the
+        value after a trajectory is 0 only at a true termination."""
+        data, next_obs = self.buffer.batch(self.device)
         with torch.no_grad():
-            values = self.network.value(data["obs"]).cpu().numpy()
-            next_values = self.network.value(data["next_obs"]).cpu().numpy()
+            values = self.network.value(data.obs).cpu().numpy()
+            next_values = self.network.value(next_obs).cpu().numpy()
         advantages = np.empty_like(values)
         start = 0
         for i, traj in enumerate(self.buffer.trajectories):
@@ -184,9 +228,10 @@ class PPOTrainer(Trainer):
             advantages[start:end] = gae(traj.rewards * self.strength, values[start:end], value_next, self.gamma, self.hp.lambd)
             self.stats.add_stat("Policy/Extrinsic Value Estimate", float(values[start:end].mean()))
             start = end
-        data["values"] = torch.as_tensor(values, device=self.device)
-        data["advantages"] = torch.as_tensor(advantages, device=self.device)
-        data["returns"] = data["advantages"] + data["values"]
+        data.values = torch.as_tensor(values, device=self.device)
+        data.advantages = torch.as_tensor(advantages, device=self.device)
+        data.returns = data.advantages + data.values
+        return data
 
     # ------------------------------------------------------------------ persistence
     def state(self) -> dict[str, Any]:

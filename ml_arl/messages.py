@@ -1,0 +1,222 @@
+"""Everything that crosses a process boundary, as plain typed data (numpy and mlagents_envs
+types only; this module never imports torch, so worker processes stay light).
+
+- Experience, from the acting side to the trainers: ``Trajectory`` (cut at time_horizon or at an
+  episode's end) and ``EpisodeStat``; a worker's reply to one step request is a ``StepBatch``.
+- Policies, from the trainers to the acting side: a trainer publishes a ``PolicySnapshot``
+  (version, weights, muscle class); ``ml_arl.run.policies`` turns it into the ``PolicyMessage``
+  a behavior acts with (adding the phase's and the behavior's acting settings). Weights of
+  ml_arl's own networks are ``ActorWeights``: a dataclass per network layout, so a muscle reads
+  fields instead of decoding key names.
+- The worker protocol: the main process sends commands (``StepCommand``, ``ResetCommand``,
+  ``SetParametersCommand``, ``CloseCommand``); a worker answers with replies (``SpecsReply``,
+  ``StepReply``, ``ResetReply``, ``FailedReply``, ``ClosedReply``). Commands and replies are
+  separate types, so a reply can never be mistaken for a request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, Optional, Union
+
+import numpy as np
+from mlagents_envs.base_env import BehaviorSpec
+
+# --------------------------------------------------------------------------- experience
+
+
+class Trajectory(NamedTuple):
+    behavior: str
+    agent_id: str  # "<worker>-<agent id>"
+    obs: list[np.ndarray]  # one [T, *shape] float32 array per observation
+    next_obs: list[np.ndarray]  # one [*shape] array per observation: what followed the last step
+    continuous: np.ndarray  # [T, n_cont] raw sampled actions
+    discrete: np.ndarray  # [T, n_branches] int32
+    allowed: Optional[np.ndarray]  # [T, sum(branches)] bool action masks (True = allowed)
+    log_prob: np.ndarray  # [T] log-probability under the acting policy
+    rewards: np.ndarray  # [T] the behavior's objective after each action (the environment reward by default)
+    group_rewards: np.ndarray  # [T] the agent's group reward received with it (0 without groups)
+    group_id: int  # the agent's group (MultiAgentGroup in Unity; 0 = none), as of its last step
+    done: bool  # the episode ended with the last step
+    interrupted: bool  # ... because of a max-step cut, not a terminal state
+    policy_version: int
+    env_rewards: Optional[np.ndarray] = None  # [T] the environment reward, when an objective changed it
+
+    def __len__(self) -> int:  # type: ignore[override]
+        return int(self.rewards.shape[0])
+
+
+class EpisodeStat(NamedTuple):
+    behavior: str
+    reward: float  # return in environment reward
+    length: int
+    interrupted: bool
+    objective: float = 0.0  # return in the behavior's objective
+    agent_id: str = ""  # "<worker>-<agent id>"
+    final: float = 0.0  # objective + group reward of the last step: who won (self-play ELO)
+
+
+class StepBatch(NamedTuple):
+    """What one environment produced for one step request."""
+
+    worker_id: int
+    trajectories: list[Trajectory]
+    episodes: list[EpisodeStat]
+    env_steps: int
+    entropy: dict[str, tuple[float, int]]  # behavior -> (sum of entropies, number of decisions)
+    new_specs: dict[str, BehaviorSpec]  # behaviors that appeared since the last batch
+    env_stats: dict[str, list[tuple[float, int]]]  # stats side channel: key -> [(value, aggregation)]
+
+
+# --------------------------------------------------------------------------- weights
+
+
+@dataclass(frozen=True)
+class Dense:
+    """y = x @ w + b, with w as [in, out] (transposed from torch's [out, in])."""
+
+    w: np.ndarray
+    b: np.ndarray
+
+
+@dataclass(frozen=True)
+class Conv:
+    """A valid convolution over channels-last images: w is [kh, kw, in, out]."""
+
+    w: np.ndarray
+    b: np.ndarray
+    stride: int
+
+
+@dataclass(frozen=True)
+class VisualEncoderWeights:
+    """ml_arl.policy.networks.VisualEncoder: convolutions (none for fully_connected), then a
+    dense layer over the flattened (channels, height, width) features; LeakyReLU after each."""
+
+    convs: tuple[Conv, ...]
+    dense: Dense
+
+
+@dataclass(frozen=True)
+class ActorWeights:
+    """The actor of ml_arl.policy.networks.ActorCritic (feed-forward): observation encoders, an
+    MLP body, a Gaussian head (state-independent log std) and one categorical head over all
+    discrete branches. Heads of an action kind the behavior lacks have zero columns."""
+
+    body: tuple[Dense, ...]
+    activation: Literal["swish", "tanh"]
+    mu: Dense  # [hidden, n_continuous]
+    log_std: np.ndarray  # [n_continuous]
+    logits: Dense  # [hidden, sum(branches)]
+    branches: tuple[int, ...]
+    visual: tuple[int, ...] = ()  # indices of the image observations, each with its encoder
+    encoders: tuple[VisualEncoderWeights, ...] = ()
+    norm_mean: Optional[np.ndarray] = None  # observation normalisation of the vector part
+    norm_std: Optional[np.ndarray] = None
+
+
+# --------------------------------------------------------------------------- policies
+
+
+@dataclass(frozen=True)
+class PolicySnapshot:
+    """What a trainer publishes after an update. ``weights`` is ``ActorWeights`` for ml_arl's
+    networks; a user trainer's muscle class (``muscle``: import path) may take any picklable
+    weights of its own."""
+
+    version: int
+    weights: Any
+    muscle: Optional[str] = None  # import path of the class that acts with the weights; None = ml_arl's Muscle
+
+
+@dataclass(frozen=True)
+class PolicyMessage:
+    """What one behavior acts with in the workers; sent again whenever any field changes.
+    Built in one place only: ``ml_arl.run.policies.PolicyRouter``."""
+
+    version: int  # the snapshot's version; negative for a self-play opponent's snapshot
+    weights: Any
+    time_horizon: int
+    deterministic: bool
+    collect: bool = True  # build trajectories (False: a frozen behavior or a self-play opponent)
+    objective: Optional[tuple[str, dict[str, Any]]] = None  # (name, params); None = the environment reward
+    muscle: Optional[str] = None
+
+
+# --------------------------------------------------------------------------- the worker protocol
+
+
+@dataclass(frozen=True)
+class StepCommand:
+    """Step ``steps_per_message`` times; first act with these policies (only the changed ones)."""
+
+    policies: dict[str, PolicyMessage] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResetCommand:
+    """Reset the environment; half-built trajectories are dropped."""
+
+
+@dataclass(frozen=True)
+class SetParametersCommand:
+    """New environment parameters (a phase switch), applied with a reset."""
+
+    parameters: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class CloseCommand:
+    """Close the environment and exit."""
+
+
+WorkerCommand = Union[StepCommand, ResetCommand, SetParametersCommand, CloseCommand]
+
+
+@dataclass(frozen=True)
+class WorkerFailure:
+    """Why a worker stopped: an exception in the worker, or its death seen from the main process."""
+
+    exc_type: str
+    message: str
+    traceback: str
+    restartable: bool
+    exit_code: int = 1
+    user_error: bool = False  # an ArlError: its message is complete, no traceback is shown
+
+
+@dataclass(frozen=True)
+class SpecsReply:
+    """The worker's environment started: the behaviors it has."""
+
+    worker_id: int
+    specs: dict[str, BehaviorSpec]
+
+
+@dataclass(frozen=True)
+class StepReply:
+    worker_id: int
+    batch: StepBatch
+
+
+@dataclass(frozen=True)
+class ResetReply:
+    """A ResetCommand or a SetParametersCommand is done."""
+
+    worker_id: int
+
+
+@dataclass(frozen=True)
+class FailedReply:
+    worker_id: int
+    failure: WorkerFailure
+
+
+@dataclass(frozen=True)
+class ClosedReply:
+    """The worker closed its environment and is about to exit."""
+
+    worker_id: int
+
+
+WorkerReply = Union[SpecsReply, StepReply, ResetReply, FailedReply, ClosedReply]
