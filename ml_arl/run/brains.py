@@ -36,10 +36,19 @@ def trainer_class(settings: TrainerSettings, brain: str) -> type[Trainer]:
     """PPO, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
     if settings.trainer_type == "ppo":
         return PPOTrainer
+    where = f"behaviors.{brain}.trainer_type: {settings.trainer_type}"
     try:
-        return resolve_class(settings.trainer_type, Trainer)
+        cls = resolve_class(settings.trainer_type, Trainer)
     except ImportPathError as err:
         raise ConfigError([f"behaviors.{brain}.trainer_type: {err}"]) from None
+    renamed = {"policy_message": "policy_snapshot", "clear_experience": "on_new_phase"}  # ml_arl 0.1 names
+    for old, new in renamed.items():
+        if hasattr(cls, old):
+            raise ConfigError([f"{where} defines {old}(); the Trainer interface calls it {new}() now; rename it"])
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise ConfigError([f"{where} does not implement {', '.join(missing)} (see ml_arl.trainers.base.Trainer)"])
+    return cls
 
 
 class Brains:
