@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import yaml
 
-from ml_arl.exceptions import ResultsWriteError
+from ml_arl.exceptions import ResultsWriteError, RunDirectoryError
 
 
 def _umask() -> int:
@@ -97,6 +97,21 @@ def copy_file_atomic(src: str, dst: str) -> None:
 def write_json(path: str, data: Any) -> None:
     text = json.dumps(data, indent=4)  # serialized first: only the write itself can fail half-way
     atomic_write(path, lambda f: f.write(text), "w")
+
+
+def read_json_object(path: str, what: str) -> Optional[dict[str, Any]]:
+    """A JSON object a run wrote with ``write_json`` (None if the file does not exist). A file that
+    cannot be read or is not an object is a RunDirectoryError naming ``what`` it should be."""
+    if not os.path.exists(path):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as err:
+        raise RunDirectoryError(f"{path}: cannot read the {what} ({err}); --resume needs it intact") from None
+    if not isinstance(data, dict):
+        raise RunDirectoryError(f"{path}: not a {what} file; --resume needs it intact")
+    return data
 
 
 def write_yaml(path: str, data: Any) -> None:

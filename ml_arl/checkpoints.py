@@ -18,7 +18,6 @@ they were.
 from __future__ import annotations
 
 import io
-import json
 import logging
 import os
 import platform
@@ -36,6 +35,7 @@ from ml_arl.atomic_files import (  # noqa: F401 - re-exported: the writers of a 
     TEMP_PREFIX,
     atomic_write,
     copy_file_atomic,
+    read_json_object,
     remove_stale_temp_files,
     write_bytes,
     write_error,
@@ -90,16 +90,9 @@ class TrainingStatus:
         return os.path.dirname(os.path.dirname(os.path.abspath(self.path)))
 
     def load(self) -> None:
-        if not os.path.exists(self.path):
-            return
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError) as err:
-            raise RunDirectoryError(f"{self.path}: cannot read the run status ({err}); --resume needs it intact") from None
-        if not isinstance(data, dict):
-            raise RunDirectoryError(f"{self.path}: not a training status file; --resume needs it intact")
-        self.data = data
+        data = read_json_object(self.path, "run status")
+        if data is not None:
+            self.data = data
 
     def behavior(self, name: str) -> dict[str, Any]:
         with self.lock:

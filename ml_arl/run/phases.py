@@ -8,13 +8,12 @@ which are done and how far the running one got, so --resume skips the finished o
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
-from ml_arl.atomic_files import write_json
+from ml_arl.atomic_files import read_json_object, write_json
 from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import RunDirectoryError
 from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings, resolve_parameter_seeds
@@ -33,15 +32,11 @@ class PhaseLog:
         self.data: dict[str, Any] = {"phases": {}}
 
     def load(self) -> None:
-        if not os.path.exists(self.path):
+        data = read_json_object(self.path, "phase log")
+        if data is None:
             return
-        try:
-            with open(self.path, encoding="utf-8") as f:
-                data = json.load(f)
-        except (OSError, ValueError) as err:
-            raise RunDirectoryError(f"{self.path}: cannot read the phase log ({err}); --resume needs it intact") from None
-        if not isinstance(data, dict) or not isinstance(data.get("phases"), dict):
-            raise RunDirectoryError(f"{self.path}: not a phase log; --resume needs it intact")
+        if not isinstance(data.get("phases"), dict):
+            raise RunDirectoryError(f"{self.path}: not a phase log file; --resume needs it intact")
         self.data = data
 
     def entry(self, name: str) -> dict[str, Any]:
