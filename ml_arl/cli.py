@@ -24,6 +24,7 @@ from ml_arl.exceptions import (
     TrainerThreadError,
     WorkerError,
 )
+from ml_arl.settings import RunOptions, build_run_options, cli_flags, load_config_file
 
 logger = logging.getLogger("ml_arl")
 
@@ -43,20 +44,8 @@ examples:
   tensorboard --logdir results
 """
 
-# flag destination -> config section ("" = top level)
-_ROUTES = {
-    "checkpoint_settings": ("run_id", "resume", "force", "initialize_from", "inference", "results_dir"),
-    "env_settings": (
-        "env_path", "env_args", "base_port", "num_envs", "num_areas", "timeout_wait", "seed",
-        "max_lifetime_restarts", "restarts_rate_limit_n", "restarts_rate_limit_period_s", "listen_address",
-    ),
-    "engine_settings": (
-        "width", "height", "quality_level", "time_scale", "target_frame_rate", "capture_frame_rate",
-        "no_graphics", "no_graphics_monitor",
-    ),
-    "torch_settings": ("device",),
-    "": ("debug",),
-}
+# Every flag that sets a setting is declared on that setting (ml_arl.settings, setting(flag=...)).
+FLAGS = cli_flags(RunOptions)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -65,12 +54,14 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """arl-learn's flags: CONFIG and --check, then one flag per setting that has one, grouped as
+    the settings declare (engine configuration, torch configuration)."""
     p = _Parser(
         prog="arl-learn",
         description="Train reinforcement-learning agents (ML-Agents compatible configs).",
         epilog=EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
-        argument_default=argparse.SUPPRESS,
+        argument_default=argparse.SUPPRESS,  # only typed flags reach the merge
     )
     p.add_argument(
         "trainer_config_path", metavar="CONFIG", nargs="?",
@@ -81,64 +72,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="validate the config and flags (everything that can be checked without starting an environment), "
         "print the merged configuration and exit: 0 valid, 2 not",
     )
-    p.add_argument(
-        "--env", dest="env_path",
-        help="environment: a Unity build (path), builtin:<Name>, gymnasium:<EnvId> or package.module:factory; "
-        "leave out to train in the Unity Editor (port 5004)",
-    )
-    p.add_argument("--resume", action="store_true", help="continue the run --run-id from its last checkpoint")
-    p.add_argument("--force", action="store_true", help="overwrite the results of an existing --run-id")
-    p.add_argument("--run-id", help="name of the run; results go to <results-dir>/<run-id> (default: ppo)")
-    p.add_argument("--initialize-from", metavar="RUN_ID", help="start from the weights of an earlier run, at step 0")
-    p.add_argument("--seed", type=int, help="random seed; worker i gets seed + i (default: -1 = random)")
-    p.add_argument("--inference", action="store_true", help="act without training (use with --resume)")
-    p.add_argument("--base-port", type=int, help="first port for Unity workers (default: 5005)")
-    p.add_argument("--num-envs", type=int, help="number of environment worker processes (default: 1)")
-    p.add_argument("--num-areas", type=int, help="training areas per environment instance: more agents per worker (default: 1)")
-    p.add_argument("--debug", action="store_true", help="debug logging")
-    p.add_argument(
-        "--env-args", nargs=argparse.REMAINDER,
-        help="everything after it goes to the environment: a Unity build's command line, or key=value for Python envs",
-    )
-    p.add_argument("--max-lifetime-restarts", type=int, help="restarts allowed per worker, -1 = unlimited (default: 10)")
-    p.add_argument("--restarts-rate-limit-n", type=int, help="restarts allowed per worker within the period, -1 = no limit (default: 1)")
-    p.add_argument("--restarts-rate-limit-period-s", type=int, help="period of the restart rate limit in seconds (default: 60)")
-    p.add_argument("--results-dir", help="base folder of results (default: results)")
-    p.add_argument("--timeout-wait", type=int, help="seconds to wait for an environment to start or answer (default: 60)")
-    p.add_argument(
-        "--listen-address", metavar="ADDR",
-        help="address the port for Unity builds / the Editor listens on (default: localhost; 0.0.0.0 = every interface)",
-    )
-    eng = p.add_argument_group("engine configuration (Unity builds)")
-    eng.add_argument("--width", type=int, help="window width (default: 84)")
-    eng.add_argument("--height", type=int, help="window height (default: 84)")
-    eng.add_argument("--quality-level", type=int, help="quality level (default: 5)")
-    eng.add_argument("--time-scale", type=float, help="time scale (default: 20)")
-    eng.add_argument("--target-frame-rate", type=int, help="target frame rate (default: -1)")
-    eng.add_argument("--capture-frame-rate", type=int, help="capture frame rate (default: 60)")
-    eng.add_argument("--no-graphics", action="store_true", help="run builds without graphics")
-    eng.add_argument("--no-graphics-monitor", action="store_true", help="graphics only for worker 0")
-    tch = p.add_argument_group("torch configuration")
-    tch.add_argument("--torch-device", dest="device", help="cpu, cuda or cuda:N (default: cuda if available)")
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for flag in FLAGS:
+        if flag.group is not None and flag.group not in groups:
+            groups[flag.group] = p.add_argument_group(flag.group)
+        flag.add_to(p if flag.group is None else groups[flag.group])
     return p
 
 
-def parse_options(argv: list[str]) -> Any:
+def parse_options(argv: list[str]) -> RunOptions:
     return _parse(argv)[0]
 
 
-def _parse(argv: list[str]) -> tuple[Any, bool]:
+def _parse(argv: list[str]) -> tuple[RunOptions, bool]:
     """(RunOptions, --check given)."""
-    from ml_arl.settings import build_run_options, load_config_file
-
     args = vars(build_parser().parse_args(argv))
     path = args.pop("trainer_config_path", None)
     check = bool(args.pop("check", False))
     overrides: dict[str, dict[str, Any]] = {}
-    for section, keys in _ROUTES.items():
-        typed = {k: args[k] for k in keys if k in args}
-        if typed:
-            overrides[section] = typed
+    for flag in FLAGS:
+        if flag.name in args:
+            overrides.setdefault(flag.section, {})[flag.name] = args[flag.name]
     if path is None:
         return build_run_options({}, overrides, "(no config file)"), check
     data = load_config_file(path)
@@ -154,7 +108,7 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
-def check_only(options: Any) -> int:
+def check_only(options: RunOptions) -> int:
     """--check: what can be checked without an environment, then the merged configuration on stdout."""
     import yaml
 

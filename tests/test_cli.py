@@ -175,3 +175,70 @@ def test_resume_with_a_corrupt_status_file_is_a_one_line_error(run_dir: tuple[Pa
     proc = arl_learn([str(cfg), "--run-id", "c", "--resume"], cwd=tmp)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "cannot read the run status" in output and "Traceback" not in output
+
+
+def _help_blocks(text: str) -> dict[str, str]:
+    """argparse --help: each option's help, its wrapped lines joined."""
+    blocks: dict[str, str] = {}
+    current = None
+    for line in text.splitlines():
+        match = re.match(r"^  (--?[\w-]+)", line)
+        if match:
+            current = match.group(1)
+            blocks[current] = line
+        elif current is not None and line.startswith("    "):
+            blocks[current] += " " + line.strip()
+        else:
+            current = None
+    return {option: " ".join(block.split()) for option, block in blocks.items()}
+
+
+def test_every_setting_flag_is_in_help_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
+    """Flags are declared on the settings they override; --help shows each with the setting's default."""
+    from ml_arl import cli
+    from ml_arl.settings import RunOptions, cli_flags
+
+    with pytest.raises(SystemExit) as done:
+        cli.main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert "engine configuration (Unity builds):" in out and "torch configuration:" in out
+    blocks = _help_blocks(out)
+    flags = cli_flags(RunOptions)
+    assert {f.option for f in flags} >= {"--env", "--env-args", "--num-envs", "--seed", "--run-id", "--resume", "--force",
+                                         "--initialize-from", "--inference", "--results-dir", "--torch-device", "--debug",
+                                         "--width", "--time-scale", "--no-graphics", "--listen-address"}
+    for flag in flags:
+        model = RunOptions if flag.section == "" else RunOptions.model_fields[flag.section].annotation
+        default = model.model_fields[flag.name].default
+        assert flag.option in blocks, flag.option
+        shown = blocks[flag.option]
+        if flag.switch or default is None:
+            assert "(default: " not in shown or flag.option == "--torch-device", shown
+        else:
+            text = format(default, "g") if isinstance(default, float) else str(default)
+            assert shown.endswith(f"(default: {text})"), shown
+    assert blocks["--time-scale"].endswith("(default: 20)") and blocks["--num-envs"].endswith("(default: 1)")
+
+
+def test_every_setting_flag_sets_its_setting() -> None:
+    """Each flag typed on the command line lands in its section, with the field's type."""
+    from ml_arl.cli import parse_options
+    from ml_arl.settings import RunOptions, cli_flags
+
+    values = {int: ("3", 3), float: ("3.5", 3.5), str: ("cpu", "cpu")}
+    for flag in cli_flags(RunOptions):
+        if flag.name == "env_path":
+            continue
+        if flag.switch:
+            argv, expected = [flag.option], True
+        elif flag.remainder:
+            argv, expected = [flag.option, "a=1", "--not-ours"], ["a=1", "--not-ours"]
+        else:
+            assert flag.type is not None
+            typed, expected = values[flag.type]
+            argv = [flag.option, typed]
+        options = parse_options(["--env", "builtin:Reach", *argv])
+        target = options if flag.section == "" else getattr(options, flag.section)
+        assert getattr(target, flag.name) == expected, flag.option
+        assert options.env_settings.env_path == "builtin:Reach"

@@ -3,6 +3,7 @@ closest key), default_settings merging, and CLI flags overriding only when typed
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import pytest
@@ -273,3 +274,154 @@ def test_objective_role_and_trainer_type_problems() -> None:
     for needle in ("behaviors.A: give either role", "behaviors.B.objective: 'no_such' is neither", "behaviors.C.objective: scaled_sum: bad params",
                    "trainer 'sac' is not supported yet", "behaviors.E.trainer_type: cannot import module", "behaviors.F.role"):
         assert any(needle in p for p in found), (needle, found)
+
+
+# ---------------------------------------------------------------- samplers (a pydantic discriminated union)
+
+
+SAMPLER_DEFAULTS = {
+    "constant": {"value": 0.0, "seed": -1},
+    "uniform": {"min_value": 0.0, "max_value": 1.0, "seed": -1},
+    "gaussian": {"mean": 1.0, "st_dev": 1.0, "seed": -1},
+    "multirangeuniform": {"intervals": [[0.0, 1.0]], "seed": -1},
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SAMPLER_DEFAULTS))
+def test_each_sampler_variant_has_mlagents_defaults(kind: str) -> None:
+    from pydantic import TypeAdapter
+
+    from ml_arl.settings import Sampler
+
+    sampler = TypeAdapter(Sampler).validate_python({"sampler_type": kind})
+    assert sampler.sampler_type == kind
+    assert sampler.sampler_parameters.model_dump() == SAMPLER_DEFAULTS[kind]
+    given = {"sampler_type": kind, "sampler_parameters": {"seed": "7.0"}}
+    assert TypeAdapter(Sampler).validate_python(given).sampler_parameters.seed == 7
+
+
+def test_sampler_parameters_are_typed_per_variant() -> None:
+    from pydantic import TypeAdapter, ValidationError
+
+    from ml_arl.settings import GaussianSampler, MultiRangeUniformSampler, Sampler, UniformSampler
+
+    adapter = TypeAdapter(Sampler)
+    uniform = adapter.validate_python({"sampler_type": "uniform", "sampler_parameters": {"min_value": "2e-1", "max_value": 3}})
+    assert isinstance(uniform, UniformSampler) and (uniform.sampler_parameters.min_value, uniform.sampler_parameters.max_value) == (0.2, 3.0)
+    multi = adapter.validate_python({"sampler_type": "multirangeuniform", "sampler_parameters": {"intervals": [[1, 2], [3, 4]]}})
+    assert isinstance(multi, MultiRangeUniformSampler) and multi.sampler_parameters.intervals == [[1.0, 2.0], [3.0, 4.0]]
+    assert isinstance(adapter.validate_python({"sampler_type": "gaussian", "sampler_parameters": None}), GaussianSampler)
+    for bad in (
+        {"sampler_type": "unifrom"},  # not a variant
+        {"sampler_parameters": {}},  # no sampler_type
+        {"sampler_type": "uniform", "sampler_parameters": {"min_value": 2, "max_value": 1}},  # min > max
+        {"sampler_type": "multirangeuniform", "sampler_parameters": {"intervals": [[3, 1]]}},  # an interval's min > max
+        {"sampler_type": "gaussian", "sampler_parameters": {"mean": 0, "st_dev": 1, "stdev": 1}},  # a key of no variant
+        {"sampler_type": "constant", "sampler_parameters": {"min_value": 1}},  # another variant's key
+        {"sampler_type": "uniform", "sampler_parameters": {"seed": -2}},
+    ):
+        with pytest.raises(ValidationError):
+            adapter.validate_python(bad)
+
+
+@pytest.mark.parametrize(
+    "value,needle",
+    [
+        ({"sampler_type": "unifrom"}, "environment_parameters.p.sampler_type: 'unifrom' is not a sampler; did you mean 'uniform'?"),
+        ({"sampler_type": "box"}, "'box' is not a sampler; expected one of constant, uniform, gaussian, multirangeuniform"),
+        ({"sampler_type": "uniform", "sampler_parameters": {"min_value": 3, "max_value": 1}},
+         "environment_parameters.p.sampler_parameters: min_value 3.0 is larger than max_value 1.0; swap them"),
+        ({"sampler_type": "multirangeuniform", "sampler_parameters": {"intervals": [[0, 1], [5, 2]]}},
+         "environment_parameters.p.sampler_parameters.intervals: [5.0, 2.0] has min > max; swap them"),
+        ({"sampler_type": "multirangeuniform", "sampler_parameters": {"intervals": [0, 1]}},
+         "environment_parameters.p.sampler_parameters.intervals: [0, 1] is invalid; give a list of [min, max] pairs"),
+        ({"sampler_type": "constant", "sampler_parameters": {"value": 1, "min_value": 0}},
+         "environment_parameters.p.sampler_parameters: unknown key 'min_value' for a constant sampler; valid keys: value, seed"),
+        ({"sampler_type": "gaussian", "sampler_parameters": {"mean": "x"}}, "environment_parameters.p.sampler_parameters.mean: 'x' is not a number"),
+        ({"sampler_type": "gaussian", "sampler_parameters": 5}, "environment_parameters.p.sampler_parameters: expected a mapping, got 5"),
+        ({"sampler_type": "uniform", "lessons": []}, "environment_parameters.p: unknown key 'lessons'; a sampler has sampler_type and sampler_parameters"),
+        ({"curriculum": [{"name": "a"}]}, "environment_parameters.p.curriculum: curricula (lessons) are not supported yet"),
+        ([1, 2], "environment_parameters.p: [1, 2] is invalid; give a number or a sampler"),
+        (True, "environment_parameters.p: True is invalid; give a number or a sampler"),
+    ],
+)
+def test_sampler_problems_are_one_line_each(value: object, needle: str) -> None:
+    (found,) = problems({"environment_parameters": {"p": value}})
+    assert needle in found, found
+
+
+def test_environment_parameters_stay_plain_data() -> None:
+    """What workers receive (pickled) and what configuration.yaml shows: floats and dicts, no models."""
+    import pickle
+
+    from ml_arl.settings import resolve_parameter_seeds
+
+    data = {
+        "environment_parameters": {"a": 1, "b": {"sampler_type": "gaussian", "sampler_parameters": {"mean": 2}}},
+        "behaviors": {"A": {}},
+        "phases": [{"name": "p", "max_steps": 5, "environment_parameters": {"b": {"sampler_type": "constant"}}}],
+    }
+    opts = build_run_options(data, {}, "c")
+    assert opts.environment_parameters == {"a": 1.0, "b": {"sampler_type": "gaussian", "sampler_parameters": {"mean": 2.0, "st_dev": 1.0, "seed": -1}}}
+    assert opts.phases is not None
+    assert opts.phases[0].environment_parameters == {"b": {"sampler_type": "constant", "sampler_parameters": {"value": 0.0, "seed": -1}}}
+    assert opts.as_dict()["environment_parameters"] == opts.environment_parameters
+    seeded = resolve_parameter_seeds({**opts.environment_parameters, **opts.phases[0].environment_parameters}, 10)
+    assert seeded == {"a": 1.0, "b": {"sampler_type": "constant", "sampler_parameters": {"value": 0.0, "seed": 10}}}
+    assert "pydantic" not in str(pickle.dumps(seeded)) and "ml_arl" not in str(pickle.dumps(seeded))
+
+
+# ---------------------------------------------------------------- derived defaults: pure validators, effective values
+
+
+def test_derived_defaults_hold_their_effective_values() -> None:
+    data = {
+        "default_settings": {
+            "max_steps": 1000, "keep_checkpoints": 4, "even_checkpoints": True, "self_play": {"save_steps": 30},
+            "hyperparameters": {"learning_rate_schedule": "constant", "epsilon_schedule": "linear"},
+        },
+        "behaviors": {"A": {}, "B": {"max_steps": "9e1", "self_play": {"save_steps": 7, "team_change": 11}}},
+        "phases": [{"name": "p", "max_steps": 5, "behaviors": {"A": {"max_steps": 400}}}],
+    }
+    before = copy.deepcopy(data)
+    opts = build_run_options(data, {}, "c")
+    assert data == before  # the input is not changed
+    a, b = opts.behaviors["A"], opts.behaviors["B"]
+    assert (a.hyperparameters.beta_schedule, a.hyperparameters.epsilon_schedule) == ("constant", "linear")
+    assert a.checkpoint_interval == 250 and b.checkpoint_interval == 22  # max_steps // keep_checkpoints
+    assert a.self_play is not None and a.self_play.team_change == 150  # 5 x save_steps
+    assert b.self_play is not None and b.self_play.team_change == 11  # given
+    assert opts.phases is not None and opts.phase_settings_for("A", opts.phases[0]).checkpoint_interval == 100
+    saved = opts.as_dict()["behaviors"]["A"]
+    assert saved["checkpoint_interval"] == 250 and saved["self_play"]["team_change"] == 150
+    assert saved["hyperparameters"]["beta_schedule"] == "constant"
+    # direct construction derives the same way
+    assert TrainerSettings(max_steps=10, keep_checkpoints=3, even_checkpoints=True).checkpoint_interval == 3
+    from ml_arl.settings import PPOSettings, SelfPlaySettings
+
+    assert PPOSettings(learning_rate_schedule="constant").beta_schedule == "constant"
+    assert SelfPlaySettings(save_steps=4).team_change == 20
+
+
+def test_derived_defaults_come_only_from_valid_inputs() -> None:
+    """A bad input is reported once, not again through the values derived from it; a bad value
+    given for a derived key is reported, not replaced."""
+    (msg,) = problems({"behaviors": {"A": {"hyperparameters": {"learning_rate_schedule": "linar"}}}})
+    assert "learning_rate_schedule" in msg and "did you mean 'linear'" in msg
+    (msg,) = problems({"behaviors": {"A": {"self_play": {"save_steps": -1}}}})
+    assert "self_play.save_steps" in msg
+    (msg,) = problems({"behaviors": {"A": {"even_checkpoints": True, "checkpoint_interval": -5}}})
+    assert "behaviors.A.checkpoint_interval" in msg
+    (msg,) = problems({"behaviors": {"A": {"even_checkpoints": True, "keep_checkpoints": 0}}})
+    assert "behaviors.A.keep_checkpoints" in msg
+
+
+def test_unlisted_behavior_fallback_is_kept_aside_and_shown_in_as_dict() -> None:
+    opts = build_run_options({"behaviors": {"A": {}}}, {}, "c")
+    assert opts.as_dict()["default_settings"] is None
+    fallback = opts.settings_for("Other")
+    assert fallback == TrainerSettings() and opts.settings_for("Other?team=1") is fallback
+    assert opts.default_settings is None  # not written into the options
+    assert opts.as_dict()["default_settings"] == TrainerSettings().model_dump(mode="json")
+    with_defaults = build_run_options({"default_settings": {"max_steps": 10}}, {}, "c")
+    assert with_defaults.settings_for("Other") is with_defaults.default_settings

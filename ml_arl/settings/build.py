@@ -1,0 +1,251 @@
+"""From a config file and typed flags to ``RunOptions``: YAML loading, the CLI merge, and the
+checks that span sections (default_settings merged under each behavior, batch vs buffer size,
+network memory, objectives and trainer classes, phases, environment_parameters). Every problem
+is reported at once, one line each, naming the file, the key path, the bad value and what to
+write instead.
+
+The options are validated first; the final RunOptions is a copy with the merged behaviors and
+the normalised environment_parameters put in (``model_copy``): nothing validated is changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any, Optional
+
+from ml_arl import limits
+from ml_arl.config_file import load_config_file as _read_config_file
+from ml_arl.exceptions import ConfigError
+from ml_arl.import_path import ImportPathError, resolve, split
+from ml_arl.objectives import ObjectiveError, build_objective
+from ml_arl.settings.errors import validate
+from ml_arl.settings.run import RunOptions, phase_settings
+from ml_arl.settings.samplers import check_environment_parameters
+from ml_arl.settings.trainer import PPOSettings, TrainerSettings
+from ml_arl.settings.values import deep_merge, short
+
+logger = logging.getLogger("ml_arl.settings")
+
+
+def load_config_file(path: str) -> dict[str, Any]:
+    """Read a YAML config within the limits of ml_arl.config_file; its warnings are logged."""
+    data, warnings = _read_config_file(path)
+    for warning in warnings:
+        logger.warning("%s", warning)
+    return data
+
+
+def _trainer_problems(settings: TrainerSettings, where: str) -> list[str]:
+    problems = []
+    if settings.role is not None and settings.objective is not None:
+        problems.append(f"{where}: give either role ({settings.role}) or objective, not both; role is shorthand for an objective")
+    name, params = settings.objective_spec()
+    try:
+        build_objective(name, params)
+    except ObjectiveError as err:
+        problems.append(f"{where}.objective: {err}")
+    if settings.trainer_type != "ppo":
+        try:
+            trainer_class = resolve(settings.trainer_type)
+        except ImportPathError as err:
+            problems.append(f"{where}.trainer_type: {err}")
+        else:
+            if not isinstance(trainer_class, type):
+                module_name, name = split(settings.trainer_type)
+                problems.append(f"{where}.trainer_type: module {module_name!r} has no class {name!r}")
+    return problems
+
+
+def _check_phases(
+    base: RunOptions, behaviors: dict[str, TrainerSettings], has_defaults: bool, parameters: list[Any]
+) -> tuple[list[str], list[Optional[dict[str, Any]]]]:
+    """Phase names, lengths, learners, overrides, environment_parameters and brain sources (what
+    can be checked before the environment shows its behaviors; loads from other runs are checked
+    with the results folder). ``parameters``: each phase's raw environment_parameters mapping (or
+    None). Returns the problems and each phase's normalised environment_parameters (or None)."""
+    phases = base.phases or []
+    problems: list[str] = []
+    normalized: list[Optional[dict[str, Any]]] = [None] * len(phases)
+    if not phases:
+        return ["phases: the list is empty; give at least one phase or remove 'phases'"], normalized
+    if base.checkpoint_settings.inference:
+        problems.append("checkpoint_settings.inference: --inference does not run phases; use a phase with mode: test")
+
+    def unknown(name: str) -> bool:
+        return not has_defaults and name not in behaviors
+
+    configured = ", ".join(sorted(behaviors)) or "none"
+    seen: list[str] = []
+    for i, phase in enumerate(phases):
+        where = f"phases.{phase.name}"
+        if phase.name in seen:
+            problems.append(f"{where}: two phases are named '{phase.name}'; phase names must be unique")
+        if (phase.max_steps is None) == (phase.episodes is None):
+            problems.append(f"{where}: give exactly one of max_steps or episodes (the phase's length)")
+        if phase.mode == "test" and phase.learn:
+            problems.append(f"{where}.learn: a test phase never changes weights; remove 'learn' or use mode: train")
+        for name in phase.learn or []:
+            if unknown(name):
+                problems.append(f"{where}.learn: '{name}' is not a configured behavior (configured: {configured})")
+        for name in phase.behaviors:
+            if unknown(name):
+                problems.append(f"{where}.behaviors: '{name}' is not a configured behavior (configured: {configured})")
+                continue
+            if name in behaviors:
+                try:
+                    phase_settings(behaviors[name], phase, name)
+                except ConfigError as err:
+                    problems += err.problems
+        raw = parameters[i] if i < len(parameters) else None
+        if raw is not None:
+            normalized[i], errs = check_environment_parameters(raw, f"{where}.environment_parameters")
+            problems += errs
+        for name, load in phase.load.items():
+            if unknown(name):
+                problems.append(f"{where}.load: '{name}' is not a configured behavior (configured: {configured})")
+            same_run = load.run is None or load.run == base.checkpoint_settings.run_id
+            if same_run and load.phase is not None and load.phase not in seen:
+                earlier = ", ".join(seen) or "none"
+                problems.append(
+                    f"{where}.load.{name}.phase: '{load.phase}' is not an earlier phase of this run (earlier: {earlier})"
+                )
+            elif same_run and load.phase is not None:
+                source = next(p for p in phases if p.name == load.phase)
+                if not source.learns(load.behavior or name):
+                    problems.append(
+                        f"{where}.load.{name}: phase '{load.phase}' does not train '{load.behavior or name}', so it "
+                        "saves no brain of it; name a phase where it learns"
+                    )
+            elif same_run and load.phase is None and i == 0:
+                problems.append(f"{where}.load.{name}: the first phase has no earlier phase to load from; name a run")
+        seen.append(phase.name)
+    return problems, normalized
+
+
+def _take_phase_parameters(data: dict[str, Any]) -> list[Any]:
+    """Each phase's environment_parameters mapping (None where there is none), taken out of
+    ``data`` (a copy): they are checked with the phases, with the phase's name in each message."""
+    phases = data.get("phases")
+    if not isinstance(phases, list):
+        return []
+    taken: list[Any] = []
+    for i, phase in enumerate(phases):
+        if isinstance(phase, dict) and isinstance(phase.get("environment_parameters"), dict):
+            phases[i] = {k: v for k, v in phase.items() if k != "environment_parameters"}
+            taken.append(phase["environment_parameters"])
+        else:
+            taken.append(None)
+    return taken
+
+
+def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]], source: str) -> RunOptions:
+    """Validate a config dict plus typed CLI flags into RunOptions, reporting every problem at once."""
+    data = copy.deepcopy(data)
+    for section, values in cli_overrides.items():
+        if section == "":
+            data.update(values)
+            continue
+        current = data.get(section)
+        if current is None:
+            data[section] = dict(values)
+        elif isinstance(current, dict):
+            current.update(values)
+        # a section of the wrong type (a list, a string...) stays as it is: validation reports it
+
+    problems: list[str] = []
+    behaviors_raw = data.pop("behaviors", None)
+    defaults_raw = data.pop("default_settings", None)
+    if behaviors_raw is None:
+        behaviors_raw = {}
+    elif not isinstance(behaviors_raw, dict):
+        problems.append(f"behaviors: expected a mapping of behavior name to settings, got {short(behaviors_raw)}")
+        behaviors_raw = {}
+    if defaults_raw is not None and not isinstance(defaults_raw, dict):
+        problems.append(f"default_settings: expected a mapping of trainer settings, got {short(defaults_raw)}")
+        defaults_raw = None
+    # environment_parameters mappings are checked on their own (even when other sections fail)
+    parameters_raw = data.pop("environment_parameters") if isinstance(data.get("environment_parameters"), dict) else None
+    phase_parameters_raw = _take_phase_parameters(data)
+
+    base, errs = validate(RunOptions, data, ())
+    problems += errs
+    defaults = None
+    if defaults_raw is not None:
+        defaults, errs = validate(TrainerSettings, defaults_raw, ("default_settings",))
+        problems += errs
+
+    behaviors: dict[str, TrainerSettings] = {}
+    for where, section in [("default_settings", defaults_raw)] + [(f"behaviors.{n}", r) for n, r in behaviors_raw.items()]:
+        if isinstance(section, dict) and "framework" in section:
+            section.pop("framework")  # legacy ML-Agents key; ML-Agents drops it the same way
+            logger.warning("%s: %s.framework is obsolete and was ignored", source, where)
+    for name, raw in behaviors_raw.items():
+        if not isinstance(name, str) or "?" in name or limits.behavior_name_problem(name) is not None:
+            problems.append(
+                f"behaviors: {short(name)} is not a behavior name; use the name the environment gives "
+                "(no '/', '\\', '?', not '.' or '..')"
+            )
+            continue
+        raw = {} if raw is None else raw
+        if not isinstance(raw, dict):
+            problems.append(f"behaviors.{name}: expected a mapping of trainer settings, got {short(raw)}")
+            continue
+        own, errs = validate(TrainerSettings, raw, ("behaviors", name))
+        problems += errs
+        if own is None:
+            continue
+        merged, errs = validate(TrainerSettings, deep_merge(defaults_raw or {}, raw), ("behaviors", name))
+        if merged is not None:
+            behaviors[str(name)] = merged
+        elif defaults is not None:
+            problems += errs
+
+    for name, settings in list(behaviors.items()) + ([("default_settings", defaults)] if defaults else []):
+        where = f"behaviors.{name}" if name != "default_settings" else name
+        hp = settings.hyperparameters
+        if isinstance(hp, PPOSettings) and hp.batch_size > hp.buffer_size:
+            problems.append(
+                f"{where}.hyperparameters.batch_size: {hp.batch_size} is larger than buffer_size "
+                f"({hp.buffer_size}); make batch_size <= buffer_size"
+            )
+        net = settings.network_settings
+        num_envs = base.env_settings.num_envs if base is not None else 1
+        too_big = limits.network_memory_problem(net.hidden_units, net.num_layers, num_envs)
+        if too_big is not None:
+            problems.append(f"{where}.network_settings: {too_big}")
+
+    for name, settings in list(behaviors.items()) + ([("default_settings", defaults)] if defaults else []):
+        where = f"behaviors.{name}" if name != "default_settings" else name
+        problems += _trainer_problems(settings, where)
+
+    phase_parameters: list[Optional[dict[str, Any]]] = []
+    if base is not None and base.phases is not None:
+        errs, phase_parameters = _check_phases(base, behaviors, defaults is not None, phase_parameters_raw)
+        problems += errs
+
+    parameters = None
+    if parameters_raw is not None:
+        parameters, errs = check_environment_parameters(parameters_raw, "environment_parameters")
+        problems += errs
+
+    if base is not None:
+        env = base.env_settings
+        if env.num_envs > 1 and env.env_path is None:
+            problems.append("env_settings.num_envs: num_envs > 1 needs env_settings.env_path (or --env)")
+        if base.checkpoint_settings.resume and base.checkpoint_settings.force:
+            problems.append("checkpoint_settings: resume and force cannot both be set; pick one")
+
+    if problems:
+        raise ConfigError([f"{source}: {p}" for p in problems])
+    assert base is not None
+    update: dict[str, Any] = {"behaviors": behaviors, "default_settings": defaults}
+    if parameters is not None:
+        update["environment_parameters"] = parameters
+    if base.phases is not None:
+        update["phases"] = [
+            phase if params is None else phase.model_copy(update={"environment_parameters": params})
+            for phase, params in zip(base.phases, phase_parameters)
+        ]
+    return base.model_copy(update=update)
+

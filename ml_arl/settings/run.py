@@ -1,0 +1,233 @@
+"""The run options: every section of a run configuration (env_settings, engine_settings,
+checkpoint_settings, torch_settings, phases, results_store ...) with ML-Agents' keys and
+defaults, and ``RunOptions``, which answers the settings of a behavior, in a phase too.
+
+Settings that an ``arl-learn`` flag overrides declare the flag here (``setting(..., flag=...)``);
+ml_arl.cli builds its command line from them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any, Literal, Optional
+
+from pydantic import Field, PrivateAttr, field_validator
+
+from ml_arl import limits
+from ml_arl.exceptions import ConfigError
+from ml_arl.settings.errors import validate
+from ml_arl.settings.flags import section, setting
+from ml_arl.settings.samplers import EnvironmentParameters
+from ml_arl.settings.trainer import TrainerSettings
+from ml_arl.settings.values import Float, Int, RunName, Strict, deep_merge
+
+logger = logging.getLogger("ml_arl.settings")
+
+
+class EnvSettings(Strict):
+    env_path: Optional[str] = setting(
+        None, flag="--env",
+        help="environment: a Unity build (path), builtin:<Name>, gymnasium:<EnvId> or package.module:factory; "
+        "leave out to train in the Unity Editor (port 5004)",
+    )
+    env_args: Optional[list[str]] = setting(
+        None, flag="--env-args", remainder=True,
+        help="everything after it goes to the environment: a Unity build's command line, or key=value for Python envs",
+    )
+    base_port: Int = setting(5005, ge=1, le=65535, flag="--base-port", help="first port for Unity workers")
+    num_envs: Int = setting(
+        1, ge=1, le=limits.MAX_NUM_ENVS, flag="--num-envs", help="number of environment worker processes"
+    )
+    num_areas: Int = setting(
+        1, ge=1, le=limits.MAX_NUM_AREAS, flag="--num-areas",
+        help="training areas per environment instance: more agents per worker",
+    )
+    timeout_wait: Int = setting(
+        60, gt=0, le=86400, flag="--timeout-wait", help="seconds to wait for an environment to start or answer"
+    )
+    seed: Int = setting(
+        -1, ge=-1, le=limits.MAX_SEED, flag="--seed", help="random seed, -1 = random; worker i gets seed + i"
+    )
+    max_lifetime_restarts: Int = setting(
+        10, ge=-1, flag="--max-lifetime-restarts", help="restarts allowed per worker, -1 = unlimited"
+    )
+    restarts_rate_limit_n: Int = setting(
+        1, ge=-1, flag="--restarts-rate-limit-n", help="restarts allowed per worker within the period, -1 = no limit"
+    )
+    restarts_rate_limit_period_s: Int = setting(
+        60, ge=0, flag="--restarts-rate-limit-period-s", help="period of the restart rate limit in seconds"
+    )
+    # ml_arl extensions (not in ML-Agents): how workers run.
+    manager: Literal["subprocess", "inprocess"] = "subprocess"
+    steps_per_message: Int = Field(16, ge=1, le=limits.MAX_STEPS_PER_MESSAGE)
+    worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
+    listen_address: str = setting(
+        "localhost", flag="--listen-address", metavar="ADDR",
+        help="address the port for Unity builds / the Editor listens on; 0.0.0.0 = every interface",
+    )
+    # Unity builds: per-step messages read/written straight from the wire format (false = mlagents-envs' own)
+    fast_bridge: bool = True
+
+
+class EngineSettings(Strict):
+    width: Int = setting(84, gt=0, le=16384, flag="--width", help="window width")
+    height: Int = setting(84, gt=0, le=16384, flag="--height", help="window height")
+    quality_level: Int = setting(5, ge=0, flag="--quality-level", help="quality level")
+    # Unity clamps Time.timeScale to 100
+    time_scale: Float = setting(20.0, gt=0, le=1000, flag="--time-scale", help="time scale")
+    target_frame_rate: Int = setting(
+        -1, ge=-1, flag="--target-frame-rate", help="target frame rate, -1 = as fast as possible"
+    )
+    capture_frame_rate: Int = setting(60, ge=0, flag="--capture-frame-rate", help="capture frame rate, 0 = off")
+    no_graphics: bool = setting(False, flag="--no-graphics", help="run builds without graphics")
+    no_graphics_monitor: bool = setting(False, flag="--no-graphics-monitor", help="graphics only for worker 0")
+
+
+class CheckpointSettings(Strict):
+    run_id: RunName = setting("ppo", flag="--run-id", help="name of the run; results go to <results-dir>/<run-id>")
+    initialize_from: Optional[RunName] = setting(
+        None, flag="--initialize-from", metavar="RUN_ID", help="start from the weights of an earlier run, at step 0"
+    )
+    load_model: bool = False
+    resume: bool = setting(False, flag="--resume", help="continue the run --run-id from its last checkpoint")
+    force: bool = setting(False, flag="--force", help="overwrite the results of an existing --run-id")
+    train_model: bool = False
+    inference: bool = setting(False, flag="--inference", help="act without training (use with --resume)")
+    results_dir: str = setting("results", flag="--results-dir", help="base folder of results")
+
+    @property
+    def write_path(self) -> str:
+        return os.path.join(self.results_dir, self.run_id)
+
+    @property
+    def run_logs_dir(self) -> str:
+        return os.path.join(self.write_path, "run_logs")
+
+
+class TorchSettings(Strict):
+    # cpu, cuda, cuda:N, mps, xpu[:N]; whether it exists is checked when torch is imported
+    device: Optional[str] = setting(
+        None, flag="--torch-device", help="cpu, cuda or cuda:N (default: cuda if available)"
+    )
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and not re.match(r"^(cpu|cuda|mps|xpu)(:[0-9]{1,3})?$", value):
+            raise ValueError("is not a torch device; use cpu, cuda or cuda:N")
+        return value
+
+
+class ResultsStoreSettings(Strict):
+    """The run's SQLite results store (results/<run-id>/results.sqlite)."""
+
+    enabled: bool = True
+    record_steps: bool = False  # one row per agent step as well as per episode
+    batch_size: Int = Field(256, gt=0)  # rows buffered before one write
+
+
+class LoadSettings(Strict):
+    """Where a phase takes a brain from: results/<run>/<phase>/<behavior>/checkpoint.pt."""
+
+    run: Optional[RunName] = None  # default: this run
+    phase: Optional[str] = None  # default: the newest phase (of that run) that saved the behavior
+    behavior: Optional[str] = None  # default: the same behavior
+
+
+class PhaseSettings(Strict):
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    mode: Literal["train", "test"] = "train"
+    max_steps: Optional[Int] = Field(None, gt=0)  # steps of each counting behavior in this phase
+    episodes: Optional[Int] = Field(None, gt=0)  # or episodes each counting behavior finishes
+    learn: Optional[list[str]] = None  # behaviors that learn (train mode); default: all
+    deterministic: bool = False  # act with the most likely action (test phases)
+    environment_parameters: Optional[EnvironmentParameters] = None  # on top of the run's environment_parameters
+    behaviors: dict[str, dict[str, Any]] = Field(default_factory=dict)  # settings overrides per behavior
+    load: dict[str, LoadSettings] = Field(default_factory=dict)  # behavior -> where its brain comes from
+
+    def learns(self, brain: str) -> bool:
+        return self.mode == "train" and (self.learn is None or brain in self.learn)
+
+
+class RunOptions(Strict):
+    behaviors: dict[str, TrainerSettings] = Field(default_factory=dict)  # merged with default_settings
+    default_settings: Optional[TrainerSettings] = None
+    env_settings: EnvSettings = section(lambda: EnvSettings())
+    engine_settings: EngineSettings = section(lambda: EngineSettings(), flag_group="engine configuration (Unity builds)")
+    environment_parameters: Optional[EnvironmentParameters] = None
+    checkpoint_settings: CheckpointSettings = section(lambda: CheckpointSettings())
+    torch_settings: TorchSettings = section(lambda: TorchSettings(), flag_group="torch configuration")
+    debug: bool = setting(False, flag="--debug", help="debug logging")
+    # ml_arl: phases (train, then test, ...) run in order within one arl-learn call
+    phases: Optional[list[PhaseSettings]] = None
+    results_store: ResultsStoreSettings = Field(default_factory=lambda: ResultsStoreSettings())
+    _warned_unlisted: set[str] = PrivateAttr(default_factory=set)  # behaviors already named in a warning
+    _fallback: Optional[TrainerSettings] = PrivateAttr(default=None)  # the defaults, once a behavior needed them
+
+    def settings_for(self, behavior: str) -> TrainerSettings:
+        """Settings of a behavior seen in the environment ("Name?team=1" maps to "Name"). A behavior
+        the config does not name gets default_settings, or the defaults, as in ML-Agents; the first
+        time, one warning line names it."""
+        name = behavior.split("?", 1)[0]
+        if name in self.behaviors:
+            return self.behaviors[name]
+        source = "default_settings" if self.default_settings is not None else "the default settings"
+        if name not in self._warned_unlisted:
+            self._warned_unlisted.add(name)
+            logger.warning(
+                "Behavior '%s' is not in the config's behaviors; it trains with %s (add 'behaviors: {%s: ...}' to set it)",
+                name, source, name,
+            )
+        if self.default_settings is not None:
+            return self.default_settings
+        if self._fallback is None:
+            self._fallback = TrainerSettings()
+        return self._fallback
+
+    def phase_settings_for(self, behavior: str, phase: Optional[PhaseSettings]) -> TrainerSettings:
+        """A behavior's settings in a phase: its settings with the phase's overrides merged in."""
+        base = self.settings_for(behavior)
+        if phase is None:
+            return base
+        return phase_settings(base, phase, behavior.split("?", 1)[0])
+
+    def as_dict(self) -> dict[str, Any]:
+        """The options as plain data (configuration.yaml). Once a behavior the config does not name
+        trained with the defaults, default_settings shows them."""
+        data = self.model_dump(mode="json")
+        if self.default_settings is None and self._fallback is not None:
+            data["default_settings"] = self._fallback.model_dump(mode="json")
+        return data
+
+
+def phase_settings(base: TrainerSettings, phase: PhaseSettings, name: str) -> TrainerSettings:
+    """Behavior ``name``'s settings ``base`` with ``phase``'s overrides merged in; ConfigError if
+    they are invalid or change what cannot change between phases."""
+    override = phase.behaviors.get(name)
+    if not override:
+        return base
+    where = f"phases.{phase.name}.behaviors.{name}"
+    merged, problems = validate(TrainerSettings, deep_merge(base.model_dump(), override), ("phases", phase.name, "behaviors", name))
+    if problems:
+        raise ConfigError(problems)
+    problems = _phase_override_problems(base, merged, where)
+    if problems:
+        raise ConfigError(problems)
+    return merged  # type: ignore[no-any-return]
+
+
+def _phase_override_problems(base: TrainerSettings, merged: TrainerSettings, where: str) -> list[str]:
+    """A phase may change hyperparameters, objectives, lengths ..., but not the network's shape or
+    the trainer class: the brain carries over from phase to phase."""
+    problems = []
+    if merged.trainer_type != base.trainer_type:
+        problems.append(f"{where}.trainer_type: a phase cannot change the trainer ({base.trainer_type}); start a new run")
+    shape_keys = ("hidden_units", "num_layers", "vis_encode_type", "normalize", "activation")
+    for key in shape_keys:
+        if getattr(merged.network_settings, key) != getattr(base.network_settings, key):
+            problems.append(
+                f"{where}.network_settings.{key}: a phase cannot change the network's shape; the brain carries over"
+            )
+    return problems
