@@ -139,8 +139,8 @@ def _take_phase_parameters(data: dict[str, Any]) -> list[Any]:
     return taken
 
 
-def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]], source: str) -> RunOptions:
-    """Validate a config dict plus typed CLI flags into RunOptions, reporting every problem at once."""
+def _apply_flags(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """A copy of the config with the typed flags merged into their sections."""
     data = copy.deepcopy(data)
     for section, values in cli_overrides.items():
         if section == "":
@@ -152,8 +152,11 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         elif isinstance(current, dict):
             current.update(values)
         # a section of the wrong type (a list, a string...) stays as it is: validation reports it
+    return data
 
-    problems: list[str] = []
+
+def _take_trainer_sections(data: dict[str, Any], problems: list[str]) -> tuple[dict[Any, Any], Optional[dict[str, Any]]]:
+    """Pop ``behaviors`` and ``default_settings`` out of the config (checked on their own)."""
     behaviors_raw = data.pop("behaviors", None)
     defaults_raw = data.pop("default_settings", None)
     if behaviors_raw is None:
@@ -164,22 +167,19 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
     if defaults_raw is not None and not isinstance(defaults_raw, dict):
         problems.append(f"default_settings: expected a mapping of trainer settings, got {short(defaults_raw)}")
         defaults_raw = None
-    # environment_parameters mappings are checked on their own (even when other sections fail)
-    parameters_raw = data.pop("environment_parameters") if isinstance(data.get("environment_parameters"), dict) else None
-    phase_parameters_raw = _take_phase_parameters(data)
+    return behaviors_raw, defaults_raw
 
-    base, errs = validate(RunOptions, data, ())
-    problems += errs
-    defaults = None
-    if defaults_raw is not None:
-        defaults, errs = validate(TrainerSettings, defaults_raw, ("default_settings",))
-        problems += errs
 
-    behaviors: dict[str, TrainerSettings] = {}
+def _merge_behaviors(
+    behaviors_raw: dict[Any, Any], defaults_raw: Optional[dict[str, Any]], has_defaults: bool, source: str,
+    problems: list[str],
+) -> dict[str, TrainerSettings]:
+    """Each behavior's settings merged over default_settings (as ML-Agents), validated."""
     for where, section in [("default_settings", defaults_raw)] + [(f"behaviors.{n}", r) for n, r in behaviors_raw.items()]:
         if isinstance(section, dict) and "framework" in section:
             section.pop("framework")  # legacy ML-Agents key; ML-Agents drops it the same way
             logger.warning("%s: %s.framework is obsolete and was ignored", source, where)
+    behaviors: dict[str, TrainerSettings] = {}
     for name, raw in behaviors_raw.items():
         if not isinstance(name, str) or "?" in name or limits.behavior_name_problem(name) is not None:
             problems.append(
@@ -198,37 +198,60 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         merged, errs = validate(TrainerSettings, deep_merge(defaults_raw or {}, raw), ("behaviors", name))
         if merged is not None:
             behaviors[str(name)] = merged
-        elif defaults is not None:
+        elif has_defaults:
             problems += errs
+    return behaviors
 
-    for name, settings in list(behaviors.items()) + ([("default_settings", defaults)] if defaults else []):
-        where = f"behaviors.{name}" if name != "default_settings" else name
-        hp = settings.hyperparameters
-        if isinstance(hp, PPOSettings) and hp.batch_size > hp.buffer_size:
-            problems.append(
-                f"{where}.hyperparameters.batch_size: {hp.batch_size} is larger than buffer_size "
-                f"({hp.buffer_size}); make batch_size <= buffer_size"
-            )
-        net = settings.network_settings
-        num_envs = base.env_settings.num_envs if base is not None else 1
-        too_big = limits.network_memory_problem(net.hidden_units, net.num_layers, num_envs)
-        if too_big is not None:
-            problems.append(f"{where}.network_settings: {too_big}")
 
-    for name, settings in list(behaviors.items()) + ([("default_settings", defaults)] if defaults else []):
-        where = f"behaviors.{name}" if name != "default_settings" else name
+def _trainer_section_problems(settings: TrainerSettings, where: str, num_envs: int) -> list[str]:
+    """Checks across a trainer section's keys: batch vs buffer, network size, objective, trainer class."""
+    problems = []
+    hp = settings.hyperparameters
+    if isinstance(hp, PPOSettings) and hp.batch_size > hp.buffer_size:
+        problems.append(
+            f"{where}.hyperparameters.batch_size: {hp.batch_size} is larger than buffer_size "
+            f"({hp.buffer_size}); make batch_size <= buffer_size"
+        )
+    net = settings.network_settings
+    too_big = limits.network_memory_problem(net.hidden_units, net.num_layers, num_envs)
+    if too_big is not None:
+        problems.append(f"{where}.network_settings: {too_big}")
+    return problems
+
+
+def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]], source: str) -> RunOptions:
+    """Validate a config dict plus typed CLI flags into RunOptions, reporting every problem at once."""
+    data = _apply_flags(data, cli_overrides)
+    problems: list[str] = []
+    behaviors_raw, defaults_raw = _take_trainer_sections(data, problems)
+    # environment_parameters mappings are checked on their own (even when other sections fail)
+    parameters_raw = data.pop("environment_parameters") if isinstance(data.get("environment_parameters"), dict) else None
+    phase_parameters_raw = _take_phase_parameters(data)
+
+    base, errs = validate(RunOptions, data, ())
+    problems += errs
+    defaults = None
+    if defaults_raw is not None:
+        defaults, errs = validate(TrainerSettings, defaults_raw, ("default_settings",))
+        problems += errs
+    behaviors = _merge_behaviors(behaviors_raw, defaults_raw, defaults is not None, source, problems)
+
+    sections = [(f"behaviors.{name}", settings) for name, settings in behaviors.items()]
+    sections += [("default_settings", defaults)] if defaults else []
+    num_envs = base.env_settings.num_envs if base is not None else 1
+    for where, settings in sections:
+        problems += _trainer_section_problems(settings, where, num_envs)
+    for where, settings in sections:
         problems += _trainer_problems(settings, where)
 
     phase_parameters: list[Optional[dict[str, Any]]] = []
     if base is not None and base.phases is not None:
         errs, phase_parameters = _check_phases(base, behaviors, defaults is not None, phase_parameters_raw)
         problems += errs
-
     parameters = None
     if parameters_raw is not None:
         parameters, errs = check_environment_parameters(parameters_raw, "environment_parameters")
         problems += errs
-
     if base is not None:
         env = base.env_settings
         if env.num_envs > 1 and env.env_path is None:
@@ -248,4 +271,3 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
             for phase, params in zip(base.phases, phase_parameters)
         ]
     return base.model_copy(update=update)
-
