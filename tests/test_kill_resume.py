@@ -30,7 +30,7 @@ import torch
 import yaml
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
-from .conftest import ROOT, arl_learn, arl_learn_here, tiny_config, write_config
+from .conftest import ROOT, arl_learn_here, tiny_config, write_config
 
 RESUMED = re.compile(r"Resuming (\S+) from (\S+) at step (\d+)")
 
@@ -429,7 +429,7 @@ def test_resume_skips_missing_and_damaged_checkpoints_and_tidies_a_killed_run(tm
     event.write_bytes(whole + header + struct.pack("<I", masked_crc32c(header)) + b"only part of the data")
     config["default_settings"]["max_steps"] = 2500
     write_config(cfg, config)
-    proc = arl_learn([str(cfg), "--run-id", "c", "--seed", "3", "--resume"], cwd=tmp_path)
+    proc = arl_learn_here([str(cfg), "--run-id", "c", "--seed", "3", "--resume"], cwd=tmp_path)  # killed runs resume through the command above
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out
     assert re.search(r"WARNING\] --resume: \S*results/c/Reach/checkpoint.pt cannot be read .*trying an older checkpoint", out), out
