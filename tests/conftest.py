@@ -43,6 +43,45 @@ def arl_learn(args: list[str], cwd: Path, timeout: float = 120, **popen: Any) ->
     )
 
 
+def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``arl_learn`` without a new interpreter: arl-learn's ``main(args)`` in this process, in
+    ``cwd``, with its stdout and stderr captured (torch and the rest are imported once per test
+    session, not once per run). The same exit code and console lines as the command; what differs
+    is only what needs a process of its own (signals, workers' own output), which the tests that
+    check it run through ``arl_learn``. Logging, the SIGTERM handler and the cwd are restored."""
+    import contextlib
+    import io
+    import logging
+    import signal
+
+    from ml_arl import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    sigterm = signal.getsignal(signal.SIGTERM)
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main([str(a) for a in args])
+            except SystemExit as exit:  # argparse's errors and --help
+                code = exit.code if isinstance(exit.code, int) else 1
+    finally:
+        os.chdir(here)
+        signal.signal(signal.SIGTERM, sigterm)
+        for handler in root.handlers[:]:
+            if handler not in handlers:
+                root.removeHandler(handler)
+                handler.close()
+        for handler in handlers:
+            if handler not in root.handlers:
+                root.addHandler(handler)
+        root.setLevel(level)
+    return subprocess.CompletedProcess(["arl-learn", *map(str, args)], code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     return tmp_path

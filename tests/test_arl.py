@@ -27,7 +27,7 @@ from ml_arl.settings import build_run_options
 from ml_arl.store import STORE_FILENAME
 from ml_arl.trainer_controller import TrainerController
 
-from .conftest import ROOT, arl_learn, write_config
+from .conftest import ROOT, arl_learn, arl_learn_here, write_config
 
 GRID_PPO: dict[str, Any] = {
     "trainer_type": "ppo",
@@ -220,7 +220,9 @@ def test_phases_carry_weights_and_test_phases_change_none(grid_run: tuple[Path, 
     assert len(test_env) >= 64
 
 
-def test_store_rows_match_tensorboard_and_report_writes_png(grid_run: tuple[Path, TrainerController, Any]) -> None:
+def test_store_rows_match_tensorboard_and_report_writes_png(
+    grid_run: tuple[Path, TrainerController, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
     run_dir, _, _ = grid_run
     for phase in ("defend", "attack", "test"):
         for brain in ("Defender", "Attacker"):
@@ -230,17 +232,37 @@ def test_store_rows_match_tensorboard_and_report_writes_png(grid_run: tuple[Path
     assert {"Objective/Cumulative Objective", "Environment/Cumulative Reward"} <= {
         tag for tag in EventAccumulator(glob.glob(str(run_dir / "attack" / "Attacker" / "events.out.tfevents.*"))[0]).Reload().Tags()["scalars"]
     }
-    proc = subprocess.run(
-        [sys.executable, "-m", "ml_arl.report", str(run_dir)], capture_output=True, text=True, timeout=60,
-        env=dict(os.environ, PYTHONPATH=str(ROOT)),
-    )
-    assert proc.returncode == 0, proc.stderr
-    assert "defend" in proc.stdout and "Attacker" in proc.stdout
+    from ml_arl.report import main as report_main  # in this process; `python -m ml_arl.report`: tests/test_store.py
+
+    capsys.readouterr()
+    code = report_main([str(run_dir)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "defend" in out and "Attacker" in out
     assert (run_dir / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_load_from_another_run(grid_run: tuple[Path, TrainerController, Any], tmp_path: Path) -> None:
-    run_dir, _, _ = grid_run
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished run "grid" for the phases' ``load``: the layout of the grid run (phases defend and
+    attack, each saving the brain it trains, run_logs/phases.json), from a few hundred steps with
+    a small buffer (some updates, so its weights are not the ones a fresh run starts with), in
+    this process, and with another seed than the runs that load from it."""
+    results = tmp_path_factory.mktemp("small")
+    phases = [{"name": "defend", "mode": "train", "learn": ["Defender"], "max_steps": 600},
+              {"name": "attack", "mode": "train", "learn": ["Attacker"], "max_steps": 600}]
+    config = grid_config(results, "grid", phases, num_envs=1, manager="inprocess", seed=11)
+    config["default_settings"] = dict(GRID_PPO, hyperparameters=dict(GRID_PPO["hyperparameters"], batch_size=64, buffer_size=256))
+    run(config)
+    run_dir = results / "grid"
+    assert json.loads((run_dir / "run_logs" / "phases.json").read_text())["phases"].keys() == {"defend", "attack"}
+    for phase, brain in (("defend", "Defender"), ("attack", "Attacker")):
+        assert torch.load(run_dir / phase / brain / "checkpoint.pt", weights_only=True)["global_step"] >= 600
+    return run_dir
+
+
+def test_load_from_another_run(small_run: Path) -> None:
+    run_dir = small_run
     results = run_dir.parent
     phases = [{"name": "eval", "mode": "test", "episodes": 16,
                "load": {"Defender": {"run": "grid", "phase": "defend"}, "Attacker": {"run": "grid"}}}]
@@ -252,20 +274,21 @@ def test_load_from_another_run(grid_run: tuple[Path, TrainerController, Any], tm
 
 
 @pytest.mark.parametrize(
-    "load,needle",
+    "load,needle,command",
     [
-        ({"run": "no-such-run", "phase": "defend"}, "no run 'no-such-run'"),
-        ({"run": "grid", "phase": "no-such-phase"}, "has no phase 'no-such-phase'"),
-        ({"run": "grid", "phase": "defend", "behavior": "Nobody"}, "saved no behavior 'Nobody'"),
+        ({"run": "no-such-run", "phase": "defend"}, "no run 'no-such-run'", False),
+        ({"run": "grid", "phase": "no-such-phase"}, "has no phase 'no-such-phase'", False),
+        ({"run": "grid", "phase": "defend", "behavior": "Nobody"}, "saved no behavior 'Nobody'", True),
     ],
 )
 def test_broken_load_is_a_one_line_error_before_anything_starts(
-    grid_run: tuple[Path, TrainerController, Any], load: dict[str, str], needle: str
+    small_run: Path, load: dict[str, str], needle: str, command: bool
 ) -> None:
-    results = grid_run[0].parent
+    """One case through the command itself, the others through its main() in this process."""
+    results = small_run.parent
     config = grid_config(results, "broken", [{"name": "eval", "mode": "test", "episodes": 4, "load": {"Defender": load}}])
     cfg = write_config(results / "broken.yaml", config)
-    proc = arl_learn([str(cfg)], cwd=results, timeout=60)
+    proc = (arl_learn if command else arl_learn_here)([str(cfg)], cwd=results)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     errors = [line for line in (proc.stdout + proc.stderr).splitlines() if line.strip()]
     assert len(errors) == 1 and needle in errors[0] and "phases.eval.load.Defender" in errors[0], errors
@@ -285,8 +308,9 @@ def tag_config(results: Path, run_id: str, max_steps: int) -> dict[str, Any]:
 
 
 def test_selfplay_elo_rises_and_survives_resume(tmp_path: Path) -> None:
+    """arl-learn's main() in this process (self-play through the command: tests/test_faults.py)."""
     cfg = write_config(tmp_path / "tag.yaml", tag_config(tmp_path, "tag", 40000))
-    proc = arl_learn([str(cfg)], cwd=tmp_path, timeout=180)
+    proc = arl_learn_here([str(cfg)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "team 1 learns now" in proc.stdout
     elo = [v for _, v in scalars(tmp_path / "tag" / "Tag", "Self-play/ELO")]
@@ -297,7 +321,7 @@ def test_selfplay_elo_rises_and_survives_resume(tmp_path: Path) -> None:
     before = len(glob.glob(str(tmp_path / "tag" / "Tag" / "events.out.tfevents.*")))
 
     cfg = write_config(tmp_path / "tag.yaml", tag_config(tmp_path, "tag", 50000))
-    proc = arl_learn([str(cfg), "--resume"], cwd=tmp_path, timeout=180)
+    proc = arl_learn_here([str(cfg), "--resume"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"continues at ELO {saved_elo:.1f}" in proc.stdout
     newest = sorted(glob.glob(str(tmp_path / "tag" / "Tag" / "events.out.tfevents.*")), key=os.path.getmtime)
@@ -372,7 +396,7 @@ def test_user_trainer_never_learns_and_acts_randomly(tmp_path: Path) -> None:
 def test_user_trainer_that_is_not_a_trainer_is_a_config_error(tmp_path: Path) -> None:
     config = grid_config(tmp_path, "notatrainer", num_envs=1)
     config["behaviors"]["Attacker"] = {"trainer_type": "tests.plugins:RandomMuscle"}
-    proc = arl_learn([str(write_config(tmp_path / "c.yaml", config))], cwd=tmp_path, timeout=60)
+    proc = arl_learn_here([str(write_config(tmp_path / "c.yaml", config))], cwd=tmp_path)
     assert proc.returncode == 2 and "not a subclass of ml_arl.trainers.base.Trainer" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
@@ -381,7 +405,7 @@ def test_user_trainer_that_is_not_a_trainer_is_a_config_error(tmp_path: Path) ->
 
 
 def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> None:
-    phases = [{"name": "warmup", "learn": ["Defender"], "max_steps": 4000},
+    phases = [{"name": "warmup", "learn": ["Defender"], "max_steps": 2000},
               {"name": "long", "learn": ["Defender"], "max_steps": 10_000_000}]
     cfg = write_config(tmp_path / "grid.yaml", grid_config(tmp_path, "stop", phases, num_envs=1))
     env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -392,7 +416,7 @@ def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> 
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if "Defender. Step: 10000" in line or time.monotonic() > deadline:
+        if "Defender. Step: 5000" in line or time.monotonic() > deadline:
             break
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
@@ -401,16 +425,16 @@ def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> 
     assert log["phases"]["warmup"]["state"] == "done" and log["phases"]["long"]["state"] == "running"
     stopped = torch.load(tmp_path / "stop" / "long" / "Defender" / "checkpoint.pt", weights_only=True)["global_step"]
 
-    phases[1]["max_steps"] = 12000  # finish the long phase sooner
+    phases[1]["max_steps"] = 6000  # finish the long phase sooner
     cfg = write_config(tmp_path / "grid.yaml", grid_config(tmp_path, "stop", phases, num_envs=1))
-    resumed = arl_learn([str(cfg), "--resume"], cwd=tmp_path, timeout=120)
+    resumed = arl_learn_here([str(cfg), "--resume"], cwd=tmp_path)  # stopped by Ctrl-C in the command, resumed in main()
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Phase warmup is done already" in resumed.stdout
     assert f"Resuming Defender from {os.path.join('results', 'stop', 'long', 'Defender', 'checkpoint.pt')}" in resumed.stdout or \
         "long/Defender/checkpoint.pt" in resumed.stdout
     final = torch.load(tmp_path / "stop" / "long" / "Defender" / "checkpoint.pt", weights_only=True)["global_step"]
     origin = json.loads((tmp_path / "stop" / "run_logs" / "phases.json").read_text())["phases"]["long"]["origin"]["Defender"]
-    assert final >= origin + 12000 > stopped >= origin + 6000 and origin >= 4000
+    assert final >= origin + 6000 > stopped >= origin + 3000 and origin >= 2000
 
 
 def test_per_step_records_only_when_asked(tmp_path: Path) -> None:

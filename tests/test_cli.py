@@ -12,7 +12,7 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from .conftest import ROOT, arl_learn, tiny_config, write_config
+from .conftest import ROOT, arl_learn, arl_learn_here, tiny_config, write_config
 
 EXPECTED_TAGS = {
     "Environment/Cumulative Reward",
@@ -67,13 +67,13 @@ def test_tiny_run_writes_results_layout_and_tags(run_dir: tuple[Path, Path]) -> 
 
 
 def test_resume_continues_step_count(run_dir: tuple[Path, Path]) -> None:
-    tmp, cfg = run_dir
-    assert arl_learn([str(cfg), "--run-id", "r"], cwd=tmp).returncode == 0
+    tmp, cfg = run_dir  # arl-learn's main() in this process; --resume through the command: test_kill_resume, test_faults
+    assert arl_learn_here([str(cfg), "--run-id", "r"], cwd=tmp).returncode == 0
     first = json.loads((tmp / "results/r/run_logs/training_status.json").read_text())["Reach"]["final_checkpoint"]["steps"]
     config = yaml.safe_load(cfg.read_text())
     config["default_settings"]["max_steps"] = 5000
     write_config(cfg, config)
-    proc = arl_learn([str(cfg), "--run-id", "r", "--resume"], cwd=tmp)
+    proc = arl_learn_here([str(cfg), "--run-id", "r", "--resume"], cwd=tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"at step {first}" in proc.stdout
     second = json.loads((tmp / "results/r/run_logs/training_status.json").read_text())["Reach"]["final_checkpoint"]["steps"]
@@ -82,38 +82,38 @@ def test_resume_continues_step_count(run_dir: tuple[Path, Path]) -> None:
 
 
 def test_reuse_force_and_initialize_from(run_dir: tuple[Path, Path]) -> None:
-    tmp, cfg = run_dir
-    assert arl_learn([str(cfg), "--run-id", "x"], cwd=tmp).returncode == 0
+    tmp, cfg = run_dir  # main() in this process; --force through the command: test_hostile_input
+    assert arl_learn_here([str(cfg), "--run-id", "x"], cwd=tmp).returncode == 0
     before = (tmp / "results/x/Reach/checkpoint.pt").stat().st_mtime
-    reuse = arl_learn([str(cfg), "--run-id", "x"], cwd=tmp)
+    reuse = arl_learn_here([str(cfg), "--run-id", "x"], cwd=tmp)
     assert reuse.returncode == 2
     assert "previous data from this run ID was found" in reuse.stdout + reuse.stderr
     assert (tmp / "results/x/Reach/checkpoint.pt").stat().st_mtime == before  # nothing touched
-    missing = arl_learn([str(cfg), "--run-id", "nope", "--resume"], cwd=tmp)
+    missing = arl_learn_here([str(cfg), "--run-id", "nope", "--resume"], cwd=tmp)
     assert missing.returncode == 2 and "was not found" in missing.stdout + missing.stderr
-    init = arl_learn([str(cfg), "--run-id", "y", "--initialize-from", "x"], cwd=tmp)
+    init = arl_learn_here([str(cfg), "--run-id", "y", "--initialize-from", "x"], cwd=tmp)
     assert init.returncode == 0 and "Initialized Reach from" in init.stdout
-    bad_force = arl_learn([str(cfg), "--run-id", "x", "--force", "--env", "builtin:Nope"], cwd=tmp)
+    bad_force = arl_learn_here([str(cfg), "--run-id", "x", "--force", "--env", "builtin:Nope"], cwd=tmp)
     assert bad_force.returncode == 2 and (tmp / "results/x/Reach/checkpoint.pt").is_file()  # nothing deleted
-    forced = arl_learn([str(cfg), "--run-id", "x", "--force"], cwd=tmp)
+    forced = arl_learn_here([str(cfg), "--run-id", "x", "--force"], cwd=tmp)
     assert forced.returncode == 0, forced.stdout + forced.stderr
 
 
 def test_resume_with_a_different_network_is_a_one_line_error(run_dir: tuple[Path, Path]) -> None:
     tmp, cfg = run_dir
-    assert arl_learn([str(cfg), "--run-id", "n"], cwd=tmp).returncode == 0
+    assert arl_learn_here([str(cfg), "--run-id", "n"], cwd=tmp).returncode == 0
     config = yaml.safe_load(cfg.read_text())
     config["default_settings"]["network_settings"]["hidden_units"] = 48
     config["default_settings"]["max_steps"] = 6000
     write_config(cfg, config)
-    proc = arl_learn([str(cfg), "--run-id", "n", "--resume"], cwd=tmp)
+    proc = arl_learn_here([str(cfg), "--run-id", "n", "--resume"], cwd=tmp)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "cannot load this checkpoint" in output and "Traceback" not in output
 
 
 def test_inference_acts_without_training(run_dir: tuple[Path, Path]) -> None:
     tmp, cfg = run_dir
-    assert arl_learn([str(cfg), "--run-id", "inf"], cwd=tmp).returncode == 0
+    assert arl_learn_here([str(cfg), "--run-id", "inf"], cwd=tmp).returncode == 0
     before = (tmp / "results/inf/Reach/checkpoint.pt").read_bytes()
     proc = arl_learn([str(cfg), "--run-id", "inf", "--resume", "--inference"], cwd=tmp)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -124,18 +124,19 @@ def test_inference_acts_without_training(run_dir: tuple[Path, Path]) -> None:
 
 
 @pytest.mark.parametrize(
-    "text,needles",
+    "text,needles,command",
     [
-        ("behaviors:\n  Reach:\n    hyperparameters:\n      learnin_rate: 0.1\n", ["learnin_rate", "did you mean 'learning_rate'"]),
-        ("behaviors:\n  Reach:\n    max_steps: many\n    time_horizon: -1\n", ["max_steps", "'many'", "time_horizon"]),
-        ("behaviors: [1, 2\n", ["YAML syntax error", "line"]),
-        ("env_settings:\n  num_envs: 2\n  env_path: null\n", ["num_envs"]),
+        ("behaviors:\n  Reach:\n    hyperparameters:\n      learnin_rate: 0.1\n", ["learnin_rate", "did you mean 'learning_rate'"], False),
+        ("behaviors:\n  Reach:\n    max_steps: many\n    time_horizon: -1\n", ["max_steps", "'many'", "time_horizon"], True),
+        ("behaviors: [1, 2\n", ["YAML syntax error", "line"], False),
+        ("env_settings:\n  num_envs: 2\n  env_path: null\n", ["num_envs"], False),
     ],
 )
-def test_malformed_configs_give_one_line_errors(tmp_path: Path, text: str, needles: list[str]) -> None:
+def test_malformed_configs_give_one_line_errors(tmp_path: Path, text: str, needles: list[str], command: bool) -> None:
+    """One case through the command itself, the others through its main() in this process."""
     cfg = tmp_path / "bad.yaml"
     cfg.write_text(text)
-    proc = arl_learn([str(cfg), "--run-id", "bad"], cwd=tmp_path, timeout=60)
+    proc = (arl_learn if command else arl_learn_here)([str(cfg), "--run-id", "bad"], cwd=tmp_path)
     assert proc.returncode == 2
     output = proc.stdout + proc.stderr
     assert "Traceback" not in output
@@ -146,18 +147,19 @@ def test_malformed_configs_give_one_line_errors(tmp_path: Path, text: str, needl
 
 
 @pytest.mark.parametrize(
-    "args,needle",
+    "args,needle,command",
     [
-        (["--env", "builtin:Nope"], "no built-in environment 'Nope'"),
-        (["--env", "gymnasium:NotAnEnv-v0"], "gymnasium has no environment id"),
-        (["--env", "no_such_module:make"], "cannot import module 'no_such_module'"),
-        (["--num-envs", "zero"], "invalid int value"),
-        (["--torch-device", "tpu"], "torch_settings.device"),
+        (["--env", "builtin:Nope"], "no built-in environment 'Nope'", False),
+        (["--env", "gymnasium:NotAnEnv-v0"], "gymnasium has no environment id", False),
+        (["--env", "no_such_module:make"], "cannot import module 'no_such_module'", False),
+        (["--num-envs", "zero"], "invalid int value", True),
+        (["--torch-device", "tpu"], "torch_settings.device", False),
     ],
 )
-def test_bad_flags_give_one_line_errors(run_dir: tuple[Path, Path], args: list[str], needle: str) -> None:
+def test_bad_flags_give_one_line_errors(run_dir: tuple[Path, Path], args: list[str], needle: str, command: bool) -> None:
+    """One case through the command itself, the others through its main() in this process."""
     tmp, cfg = run_dir
-    proc = arl_learn([str(cfg), "--run-id", "bad", *args], cwd=tmp, timeout=60)
+    proc = (arl_learn if command else arl_learn_here)([str(cfg), "--run-id", "bad", *args], cwd=tmp)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2, output
     assert needle in output and "Traceback" not in output
@@ -170,9 +172,9 @@ def test_help_shows_examples() -> None:
 
 def test_resume_with_a_corrupt_status_file_is_a_one_line_error(run_dir: tuple[Path, Path]) -> None:
     tmp, cfg = run_dir
-    assert arl_learn([str(cfg), "--run-id", "c"], cwd=tmp).returncode == 0
+    assert arl_learn_here([str(cfg), "--run-id", "c"], cwd=tmp).returncode == 0
     (tmp / "results/c/run_logs/training_status.json").write_text("{broken")
-    proc = arl_learn([str(cfg), "--run-id", "c", "--resume"], cwd=tmp)
+    proc = arl_learn_here([str(cfg), "--run-id", "c", "--resume"], cwd=tmp)
     output = proc.stdout + proc.stderr
     assert proc.returncode == 2 and "cannot read the run status" in output and "Traceback" not in output
 

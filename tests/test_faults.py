@@ -28,6 +28,8 @@ from ml_arl.envs.env_manager import WORKER_ERRORS_LOG, EnvManager, RestartQuota,
 from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
 from ml_arl.settings import EnvSettings
 
+from .conftest import arl_learn_here
+
 REPO = Path(__file__).resolve().parent.parent
 ENV = "tests.fault_envs:make_env"
 BEHAVIOR = "Reach"
@@ -306,9 +308,13 @@ def test_sigint_saves_checkpoint_and_resume_continues(tmp_path: Path) -> None:
     assert Path(saved["file_path"]).name == f"{BEHAVIOR}-{n}.pt"
 
     config2 = write_config(tmp_path, max_steps=n + 2000, name="config2.yaml")
-    resumed = run_to_end(tmp_path, config2, "intr", "--resume", num_envs=2, tag="resume")
-    out = resumed.output()
-    assert resumed.proc.returncode == 0, out
+    resumed = arl_learn_here(  # the same command line, through main() in this process (resumes through the command: test_kill_resume)
+        [str(config2), "--run-id", "intr", "--results-dir", str(tmp_path / "results"), "--num-envs", "2", "--seed", "1",
+         "--torch-device", "cpu", "--resume", "--env", ENV],
+        cwd=REPO,
+    )
+    out = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, out
     m = re.search(rf"Resuming {BEHAVIOR} from \S+ at step (\d+)", resumed.stdout)
     assert m is not None, out
     assert int(m.group(1)) == n, out

@@ -19,7 +19,7 @@ from ml_arl import cli
 from ml_arl.config_file import MAX_DEPTH, load_config_file
 from ml_arl.exceptions import ConfigError
 
-from .conftest import ROOT, arl_learn, tiny_config, write_config
+from .conftest import ROOT, arl_learn, arl_learn_here, tiny_config, write_config
 from .hostile_corpus import CORPUS, VALID, Case
 
 
@@ -191,17 +191,17 @@ def test_force_removes_only_folders_arl_learn_wrote(tmp_path: Path) -> None:
     os.symlink(elsewhere, results / "linked")
     before = snapshot(tmp_path)
     for run_id, needle in (("mine", "not a run folder written by arl-learn"), ("linked", "symbolic link")):
-        proc = arl_learn([str(cfg), "--run-id", run_id, "--force"], cwd=tmp_path, timeout=60)
+        proc = arl_learn_here([str(cfg), "--run-id", run_id, "--force"], cwd=tmp_path)
         output = proc.stdout + proc.stderr
         assert proc.returncode == 2 and needle in output and "Traceback" not in output, output
         assert len([line for line in output.splitlines() if line.strip()]) == 1, output
     assert snapshot(tmp_path) == before
     # a run arl-learn wrote is replaced by --force
-    assert arl_learn([str(cfg), "--run-id", "ours"], cwd=tmp_path).returncode == 0
+    assert arl_learn_here([str(cfg), "--run-id", "ours"], cwd=tmp_path).returncode == 0
     marker = results / "ours" / "run_logs" / "arl-run.json"
     assert marker.is_file()
     (results / "ours" / "stale.txt").write_text("old run")
-    proc = arl_learn([str(cfg), "--run-id", "ours", "--force"], cwd=tmp_path)
+    proc = arl_learn([str(cfg), "--run-id", "ours", "--force"], cwd=tmp_path)  # --force through the command itself
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert not (results / "ours" / "stale.txt").exists() and marker.is_file()
 
@@ -211,7 +211,7 @@ def test_force_on_a_run_of_an_older_version_without_marker(tmp_path: Path) -> No
     old = tmp_path / "results" / "old"
     (old / "run_logs").mkdir(parents=True)
     (old / "run_logs" / "training_status.json").write_text("{}")
-    proc = arl_learn([str(cfg), "--run-id", "old", "--force"], cwd=tmp_path)
+    proc = arl_learn_here([str(cfg), "--run-id", "old", "--force"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
@@ -246,7 +246,7 @@ def test_check_prints_the_merged_configuration_and_writes_nothing(
 def test_config_less_run_trains_with_default_settings(tmp_path: Path) -> None:
     """As `mlagents-learn --env X --run-id Y`: no config file; every behavior gets the defaults
     (max_steps 500000, so the run is stopped with SIGINT once it trains, which saves a checkpoint)."""
-    proc = arl_learn(["--env", "builtin:Reach", "--run-id", "nocfg", "--check"], cwd=tmp_path, timeout=60)
+    proc = arl_learn_here(["--env", "builtin:Reach", "--run-id", "nocfg", "--check"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert yaml.safe_load(proc.stdout)["behaviors"] == {}
     assert not (tmp_path / "results").exists()
@@ -255,13 +255,18 @@ def test_config_less_run_trains_with_default_settings(tmp_path: Path) -> None:
         [sys.executable, "-m", "ml_arl.cli", "--env", "builtin:Reach", "--run-id", "nocfg"],
         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     ) as run:
+        assert run.stdout is not None
         configuration = tmp_path / "results" / "nocfg" / "configuration.yaml"
         deadline = time.monotonic() + 60
-        while not configuration.exists() and time.monotonic() < deadline and run.poll() is None:
-            time.sleep(0.2)
-        time.sleep(2.0)  # some training steps
+        seen = []
+        for line in run.stdout:  # until the trainer of Reach exists (its hyperparameters are logged)
+            seen.append(line)
+            if "Hyperparameters for behavior name Reach" in line or time.monotonic() > deadline:
+                break
+        time.sleep(0.5)  # some training steps
         run.send_signal(signal.SIGINT)
-        output, _ = run.communicate(timeout=60)
+        rest, _ = run.communicate(timeout=60)
+        output = "".join(seen) + rest
     assert run.returncode == 0, output
     assert "'Reach' is not in the config's behaviors; it trains with the default settings" in output
     assert (tmp_path / "results" / "nocfg" / "Reach" / "checkpoint.pt").is_file()
@@ -273,7 +278,7 @@ def test_behavior_missing_from_config_trains_with_default_settings(tmp_path: Pat
     config = tiny_config("builtin:Reach", max_steps=600)
     config["behaviors"] = {"SomethingElse": {"max_steps": 5}}
     cfg = write_config(tmp_path / "c.yaml", config)
-    proc = arl_learn([str(cfg), "--run-id", "partial"], cwd=tmp_path)
+    proc = arl_learn_here([str(cfg), "--run-id", "partial"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     warnings = [line for line in proc.stdout.splitlines() if "'Reach' is not in the config" in line]
     assert len(warnings) == 1 and "default_settings" in warnings[0]
@@ -284,6 +289,6 @@ def test_behavior_missing_from_config_trains_with_default_settings(tmp_path: Pat
 def test_empty_config_file_is_a_config_less_run_with_a_warning(tmp_path: Path) -> None:
     cfg = tmp_path / "empty.yaml"
     cfg.write_text("# nothing here yet\n")
-    proc = arl_learn([str(cfg), "--env", "builtin:Reach", "--run-id", "e", "--check"], cwd=tmp_path, timeout=60)
+    proc = arl_learn_here([str(cfg), "--env", "builtin:Reach", "--run-id", "e", "--check"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "the config is empty" in proc.stderr

@@ -30,7 +30,7 @@ import torch
 import yaml
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
-from .conftest import ROOT, arl_learn, tiny_config, write_config
+from .conftest import ROOT, arl_learn_here, tiny_config, write_config
 
 RESUMED = re.compile(r"Resuming (\S+) from (\S+) at step (\d+)")
 
@@ -221,7 +221,7 @@ def test_killed_ten_times_resumes_from_the_last_checkpoint(tmp_path: Path) -> No
     last = max(newest.values())
     config["default_settings"]["max_steps"] = last + 400
     write_config(cfg, config)
-    proc = arl_learn([str(cfg), "--run-id", "k", "--seed", "5", "--resume"], cwd=tmp_path)
+    proc = arl_learn_here([str(cfg), "--run-id", "k", "--seed", "5", "--resume"], cwd=tmp_path)  # main() in this process
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert "Traceback" not in out, out
@@ -255,7 +255,7 @@ def test_killed_phased_run_resumes_in_its_phase(tmp_path: Path) -> None:
     }
     cfg = write_config(tmp_path / "grid.yaml", config)
     kill_and_resume(tmp_path, cfg, "g", kills=4, seed=29, late_s=0.6, finishes=True)
-    proc = arl_learn([str(cfg), "--run-id", "g", "--seed", "5", "--resume"], cwd=tmp_path)
+    proc = arl_learn_here([str(cfg), "--run-id", "g", "--seed", "5", "--resume"], cwd=tmp_path)  # main() in this process
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out
     run = tmp_path / "results" / "g"
@@ -299,7 +299,7 @@ def test_killed_at_the_worst_moment_of_a_save(tmp_path: Path, point: str) -> Non
         assert list((run / "Reach").glob(".tmp-*")), "the kill point was not inside a write"
     config["default_settings"]["max_steps"] = 1500
     write_config(cfg, config)
-    again = arl_learn([str(cfg), "--run-id", "w", "--seed", "3", "--resume"], cwd=tmp_path)
+    again = arl_learn_here([str(cfg), "--run-id", "w", "--seed", "3", "--resume"], cwd=tmp_path)  # main() in this process
     out = again.stdout + again.stderr
     assert again.returncode == 0 and "Traceback" not in out, out
     match = RESUMED.search(out)
@@ -330,7 +330,7 @@ def one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
 def test_full_disk_during_a_save_is_one_line_and_keeps_earlier_checkpoints(tmp_path: Path) -> None:
     config = reach_config(max_steps=1000, summary_freq=500, checkpoint_interval=500, network_settings={"hidden_units": 128, "num_layers": 2})
     cfg = write_config(tmp_path / "reach.yaml", config)
-    first = arl_learn([str(cfg), "--run-id", "d", "--seed", "3"], cwd=tmp_path)
+    first = arl_learn_here([str(cfg), "--run-id", "d", "--seed", "3"], cwd=tmp_path)  # main() in this process
     assert first.returncode == 0, first.stdout + first.stderr
     run = tmp_path / "results" / "d"
     before = snapshot(run, (".pt", ".onnx"))
@@ -347,7 +347,7 @@ def test_full_disk_during_a_save_is_one_line_and_keeps_earlier_checkpoints(tmp_p
     check_intact(run, tmp_path)
     assert not list(run.rglob(".tmp-*")), "a failed write left its temporary file"
     # space again: the run goes on from the last checkpoint that was saved
-    again = arl_learn([str(cfg), "--run-id", "d", "--seed", "3", "--resume"], cwd=tmp_path)
+    again = arl_learn_here([str(cfg), "--run-id", "d", "--seed", "3", "--resume"], cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert json.loads((run / "run_logs" / "training_status.json").read_text())["Reach"]["final_checkpoint"]["steps"] >= 3000
 
@@ -392,7 +392,7 @@ tempfile.mkstemp = read_only
 
 def test_resume_into_a_read_only_results_folder_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "reach.yaml", reach_config(max_steps=1000, summary_freq=500, checkpoint_interval=500))
-    first = arl_learn([str(cfg), "--run-id", "ro", "--seed", "3"], cwd=tmp_path)
+    first = arl_learn_here([str(cfg), "--run-id", "ro", "--seed", "3"], cwd=tmp_path)  # main() in this process
     assert first.returncode == 0, first.stdout + first.stderr
     run = tmp_path / "results" / "ro"
     before = snapshot(run)
@@ -410,7 +410,7 @@ def test_resume_into_a_read_only_results_folder_is_one_line_and_changes_nothing(
 def test_resume_skips_missing_and_damaged_checkpoints_and_tidies_a_killed_run(tmp_path: Path) -> None:
     config = reach_config(max_steps=1500, summary_freq=500, checkpoint_interval=500, keep_checkpoints=3)
     cfg = write_config(tmp_path / "reach.yaml", config)
-    first = arl_learn([str(cfg), "--run-id", "c", "--seed", "3"], cwd=tmp_path)
+    first = arl_learn_here([str(cfg), "--run-id", "c", "--seed", "3"], cwd=tmp_path)  # main() in this process
     assert first.returncode == 0, first.stdout + first.stderr
     run = tmp_path / "results" / "c"
     listed = json.loads((run / "run_logs" / "training_status.json").read_text())["Reach"]["checkpoints"]
@@ -429,7 +429,7 @@ def test_resume_skips_missing_and_damaged_checkpoints_and_tidies_a_killed_run(tm
     event.write_bytes(whole + header + struct.pack("<I", masked_crc32c(header)) + b"only part of the data")
     config["default_settings"]["max_steps"] = 2500
     write_config(cfg, config)
-    proc = arl_learn([str(cfg), "--run-id", "c", "--seed", "3", "--resume"], cwd=tmp_path)
+    proc = arl_learn_here([str(cfg), "--run-id", "c", "--seed", "3", "--resume"], cwd=tmp_path)  # killed runs resume through the command above
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out
     assert re.search(r"WARNING\] --resume: \S*results/c/Reach/checkpoint.pt cannot be read .*trying an older checkpoint", out), out
@@ -443,7 +443,7 @@ def test_resume_skips_missing_and_damaged_checkpoints_and_tidies_a_killed_run(tm
     damaged = list((run / "Reach").glob("*.pt"))
     for path in damaged:
         path.write_bytes(b"not a checkpoint")
-    proc = arl_learn([str(cfg), "--run-id", "c", "--seed", "3", "--resume"], cwd=tmp_path)
+    proc = arl_learn_here([str(cfg), "--run-id", "c", "--seed", "3", "--resume"], cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout + proc.stderr
     line = one_error_line(proc)
     assert f"no checkpoint of behavior 'Reach' can be read ({len(damaged)} tried)" in line, line

@@ -19,7 +19,7 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from .conftest import ROOT, arl_learn
+from .conftest import ROOT, arl_learn, arl_learn_here
 from .unity_standin import free_base_port, make_build, start_editor
 
 
@@ -114,10 +114,10 @@ def test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_s
 @pytest.mark.slow
 def test_two_behaviors_with_masks_and_images(tmp_path: Path, build: Path) -> None:
     cfg = config(tmp_path, max_steps=3000, behaviors=("Seeker", "Picker"))
-    proc = arl_learn(
+    proc = arl_learn_here(  # main() in this process (the build in its worker); through the command: the test above
         [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", "two",
          "--env-args", "--behaviors", "Seeker,Picker", "--visual", "--agents", "4"],
-        cwd=tmp_path, timeout=240,
+        cwd=tmp_path,
     )
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
@@ -258,14 +258,14 @@ def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path) -
 
 
 def test_missing_and_non_executable_builds_are_one_line_errors(tmp_path: Path) -> None:
-    cfg = config(tmp_path)
+    cfg = config(tmp_path)  # the first through the command itself, the others through its main() in this process
     line = one_line_error(arl_learn([str(cfg), "--env", "builds/Nothing.x86_64", "--run-id", "x"], cwd=tmp_path))
     assert "builds/Nothing.x86_64" in line and "no Unity build found" in line, line
     plain = tmp_path / "Plain.x86_64"
     plain.write_text("not a program")
-    line = one_line_error(arl_learn([str(cfg), "--env", str(plain), "--run-id", "x"], cwd=tmp_path))
+    line = one_line_error(arl_learn_here([str(cfg), "--env", str(plain), "--run-id", "x"], cwd=tmp_path))
     assert "not executable" in line and "chmod +x" in line, line
-    line = one_line_error(arl_learn([str(cfg), "--num-envs", "2", "--run-id", "x"], cwd=tmp_path))
+    line = one_line_error(arl_learn_here([str(cfg), "--num-envs", "2", "--run-id", "x"], cwd=tmp_path))
     assert "num_envs" in line, line
     assert not (tmp_path / "results" / "x").exists()
 
@@ -276,8 +276,8 @@ def test_busy_port_is_a_one_line_error(tmp_path: Path, build: Path) -> None:
     with socket.socket() as blocker:
         blocker.bind(("localhost", base + 1))
         blocker.listen()
-        line = one_line_error(
-            arl_learn([str(cfg), "--env", str(build), "--num-envs", "2", "--base-port", str(base), "--run-id", "x"], cwd=tmp_path)
+        line = one_line_error(  # checked in the main process before any worker starts: main() in this process
+            arl_learn_here([str(cfg), "--env", str(build), "--num-envs", "2", "--base-port", str(base), "--run-id", "x"], cwd=tmp_path)
         )
     assert f"port {base + 1} (worker 1) is already in use" in line and "--base-port" in line, line
 

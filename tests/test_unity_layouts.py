@@ -40,7 +40,7 @@ from ml_arl.envs.unity_env import UnityBuildEnv
 from tests.unity_standin import free_base_port, make_build
 from tests.unity_standin import standin as S
 
-from .conftest import arl_learn
+from .conftest import arl_learn, arl_learn_here
 
 UNSPEC, NONE, TE = DimensionProperty.UNSPECIFIED, DimensionProperty.NONE, DimensionProperty.TRANSLATIONAL_EQUIVARIANCE
 PROPS = {HWC: (TE, TE, NONE), CHW: (NONE, TE, TE)}
@@ -406,11 +406,10 @@ def test_arl_learn_trains_from_pixels_in_either_layout(tmp_path: Path, build: Pa
     }
     cfg = tmp_path / "config.yaml"
     cfg.write_text(yaml.safe_dump({"behaviors": {"Seeker": settings}}))
-    proc = arl_learn(
-        [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", layout, "--seed", "3",
-         "--env-args", "--visual-only", "--visual-layout", layout, "--image-size", "6x11", "--agents", "16"],
-        cwd=tmp_path, timeout=240,
-    )
+    args = [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", layout, "--seed", "3",
+            "--env-args", "--visual-only", "--visual-layout", layout, "--image-size", "6x11", "--agents", "16"]
+    # HWC through the command itself, CHW through its main() in this process (the build in its worker either way)
+    proc = arl_learn(args, cwd=tmp_path, timeout=240) if layout == "hwc" else arl_learn_here(args, cwd=tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     run = tmp_path / "results" / layout
