@@ -109,10 +109,50 @@ def test_scientific_notation_steps() -> None:
     assert opts.behaviors["A"].hyperparameters.learning_rate == pytest.approx(3e-4)
 
 
-def test_unsupported_features_say_so() -> None:
-    found = problems({"behaviors": {"A": {"reward_signals": {"curiosity": {}}, "behavioral_cloning": {}}}})
-    assert any("curiosity" in p and "not supported yet" in p for p in found)
-    assert any("behavioral_cloning" in p and "not supported yet" in p for p in found)
+def test_sac_hyperparameters_have_mlagents_defaults() -> None:
+    opts = build_run_options({"behaviors": {"A": {"trainer_type": "sac"},
+                                            "B": {"trainer_type": "sac", "hyperparameters": {"steps_per_update": 4}}}}, {}, "c")
+    hp = opts.behaviors["A"].hyperparameters
+    assert (hp.batch_size, hp.buffer_size, hp.buffer_init_steps, hp.learning_rate_schedule) == (128, 50000, 0, "constant")
+    assert (hp.tau, hp.steps_per_update, hp.init_entcoef, hp.save_replay_buffer) == (0.005, 1.0, 1.0, False)
+    assert hp.reward_signal_steps_per_update == 1.0
+    assert opts.behaviors["B"].hyperparameters.reward_signal_steps_per_update == 4.0  # follows steps_per_update
+
+
+def test_sac_refuses_ppo_keys_and_small_buffers() -> None:
+    found = problems({"behaviors": {"A": {"trainer_type": "sac", "hyperparameters": {"num_epoch": 3}},
+                                    "B": {"trainer_type": "sac", "hyperparameters": {"batch_size": 256, "buffer_size": 100}}}})
+    assert any("behaviors.A.hyperparameters.num_epoch: unknown key" in p for p in found), found
+    assert any("behaviors.B.hyperparameters.batch_size: 256 is larger than buffer_size" in p for p in found), found
+
+
+def test_reward_signals_as_mlagents_has_them() -> None:
+    opts = build_run_options({"behaviors": {
+        "Plain": {},
+        "Curious": {"reward_signals": {"curiosity": {"strength": 0.02, "encoding_size": 64}}},
+        "Imitator": {"reward_signals": {"gail": {"demo_path": "x.demo"}, "rnd": {}},
+                     "behavioral_cloning": {"demo_path": "x.demo", "strength": 0.5}},
+    }}, {}, "c")
+    assert [n for n, _ in opts.behaviors["Plain"].reward_signals.items()] == ["extrinsic"]
+    curious = opts.behaviors["Curious"].reward_signals
+    assert [n for n, _ in curious.items()] == ["curiosity"]  # only the signals given, as ML-Agents
+    assert curious.curiosity is not None and curious.curiosity.network_settings.hidden_units == 64  # encoding_size alias
+    assert curious.curiosity.learning_rate == 3e-4
+    imitator = opts.behaviors["Imitator"]
+    assert imitator.reward_signals.rnd is not None and imitator.reward_signals.rnd.learning_rate == 1e-4
+    gail = imitator.reward_signals.gail
+    assert gail is not None and (gail.use_actions, gail.use_vail, gail.gamma) == (False, False, 0.99)
+    bc = imitator.behavioral_cloning
+    assert bc is not None and (bc.steps, bc.strength, bc.samples_per_update, bc.num_epoch, bc.batch_size) == (0, 0.5, 0, None, None)
+
+
+def test_reward_signal_problems() -> None:
+    found = problems({"behaviors": {"A": {"reward_signals": {"gail": {}}}, "B": {"behavioral_cloning": {"strength": 1}},
+                                    "C": {"reward_signals": {"curiousity": {}}}, "D": {"reward_signals": {}}}})
+    assert any("behaviors.A.reward_signals.gail.demo_path: required key is missing" in p for p in found), found
+    assert any("behaviors.B.behavioral_cloning.demo_path: required key is missing" in p for p in found), found
+    assert any("behaviors.C.reward_signals.curiousity: unknown key 'curiousity'; did you mean 'curiosity'?" in p for p in found), found
+    assert any("behaviors.D.reward_signals" in p and "no reward signal given" in p for p in found), found
 
 
 def test_cli_overrides_only_typed_flags(tmp_path: Path) -> None:
@@ -267,12 +307,12 @@ def test_objective_role_and_trainer_type_problems() -> None:
         "A": {"role": "attacker", "objective": {"name": "reward"}},
         "B": {"objective": {"name": "no_such"}},
         "C": {"objective": {"name": "scaled_sum", "params": {"nope": 1}}},
-        "D": {"trainer_type": "sac"},
+        "D": {"trainer_type": "poca"},
         "E": {"trainer_type": "no_such_pkg.mod:Trainer"},
         "F": {"role": "spy"},
     }})
     for needle in ("behaviors.A: give either role", "behaviors.B.objective: 'no_such' is neither", "behaviors.C.objective: scaled_sum: bad params",
-                   "trainer 'sac' is not supported yet", "behaviors.E.trainer_type: cannot import module", "behaviors.F.role"):
+                   "behaviors.D.trainer_type: 'poca' is invalid: trainer 'poca' is not supported yet", "behaviors.E.trainer_type: cannot import module", "behaviors.F.role"):
         assert any(needle in p for p in found), (needle, found)
 
 

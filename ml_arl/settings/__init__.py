@@ -37,12 +37,18 @@ from ml_arl.settings.samplers import (
     resolve_parameter_seeds,
 )
 from ml_arl.settings.trainer import (
+    BehavioralCloningSettings,
+    CuriositySettings,
+    GAILSettings,
+    LearnedSignalSettings,
     MemorySettings,
     NetworkSettings,
     ObjectiveSettings,
     PPOSettings,
     RewardSignals,
     RewardSignalSettings,
+    RNDSettings,
+    SACSettings,
     ScheduleType,
     SelfPlaySettings,
     TrainerSettings,
@@ -50,6 +56,12 @@ from ml_arl.settings.trainer import (
 from ml_arl.settings.values import Float, Int, RunName, check_run_name
 
 __all__ = [
+    "BehavioralCloningSettings",
+    "CuriositySettings",
+    "GAILSettings",
+    "LearnedSignalSettings",
+    "RNDSettings",
+    "SACSettings",
     "CheckpointSettings",
     "CliFlag",
     "ConstantSampler",

@@ -22,7 +22,7 @@ from ml_arl.objectives import ObjectiveError, build_objective
 from ml_arl.settings.errors import validate
 from ml_arl.settings.run import RunOptions, phase_settings
 from ml_arl.settings.samplers import check_environment_parameters
-from ml_arl.settings.trainer import PPOSettings, TrainerSettings
+from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, PPOSettings, SACSettings, TrainerSettings
 from ml_arl.settings.values import deep_merge, short
 
 logger = logging.getLogger("ml_arl.settings")
@@ -45,7 +45,7 @@ def _trainer_problems(settings: TrainerSettings, where: str) -> list[str]:
         build_objective(name, params)
     except ObjectiveError as err:
         problems.append(f"{where}.objective: {err}")
-    if settings.trainer_type != "ppo":
+    if settings.trainer_type not in HYPERPARAMETER_MODELS:
         try:
             trainer_class = resolve(settings.trainer_type)
         except ImportPathError as err:
@@ -207,7 +207,7 @@ def _trainer_section_problems(settings: TrainerSettings, where: str, num_envs: i
     """Checks across a trainer section's keys: batch vs buffer, network size, objective, trainer class."""
     problems = []
     hp = settings.hyperparameters
-    if isinstance(hp, PPOSettings) and hp.batch_size > hp.buffer_size:
+    if isinstance(hp, (PPOSettings, SACSettings)) and hp.batch_size > hp.buffer_size:
         problems.append(
             f"{where}.hyperparameters.batch_size: {hp.batch_size} is larger than buffer_size "
             f"({hp.buffer_size}); make batch_size <= buffer_size"

@@ -16,10 +16,6 @@ from ml_arl.settings.values import key_text, short
 # Keys of untyped fields (Any) that follow a model: for the "did you mean" hint.
 _UNTYPED_FIELD_MODELS: dict[str, type[BaseModel]] = {"hyperparameters": PPOSettings}
 
-_UNSUPPORTED = {
-    "reward_signals": {"curiosity", "gail", "rnd"},
-    "": {"behavioral_cloning"},
-}
 
 
 def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
@@ -62,11 +58,6 @@ def describe(error: Any, prefix: tuple[Any, ...], model: type[BaseModel]) -> str
     value = error.get("input")
     if kind == "extra_forbidden":
         key = str(clean[-1])
-        parent = clean[:-1]
-        if key in _UNSUPPORTED["reward_signals"] and parent and parent[-1] == "reward_signals":
-            return f"{path}: reward signal '{key}' is not supported yet; only 'extrinsic' is available"
-        if key in _UNSUPPORTED[""]:
-            return f"{path}: '{key}' is not supported yet by ml_arl; remove it"
         valid = _fields_at(model, rel[:-1])
         close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
         hint = f"; did you mean '{close[0]}'?" if close else (f"; valid keys: {', '.join(valid)}" if valid else "")

@@ -11,6 +11,7 @@ validated model is never changed afterwards.
 from __future__ import annotations
 
 import difflib
+import logging
 from typing import Any, Literal, Optional
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
@@ -19,6 +20,8 @@ from ml_arl import limits
 from ml_arl.import_path import is_import_path
 from ml_arl.objectives import ROLE_OBJECTIVES
 from ml_arl.settings.values import Float, Int, Strict, valid_input
+
+logger = logging.getLogger(__name__)
 
 ScheduleType = Literal["linear", "constant"]
 
@@ -55,6 +58,33 @@ class PPOSettings(Strict):
         }
 
 
+class SACSettings(Strict):
+    """ML-Agents' SAC hyperparameters and defaults (sac/optimizer_torch.py: SACSettings)."""
+
+    batch_size: Int = Field(128, gt=0)
+    buffer_size: Int = Field(50000, gt=0)
+    buffer_init_steps: Int = Field(0, ge=0)
+    learning_rate: Float = Field(3.0e-4, gt=0)
+    learning_rate_schedule: ScheduleType = "constant"
+    tau: Float = Field(0.005, gt=0, le=1)
+    steps_per_update: Float = Field(1.0, gt=0)
+    save_replay_buffer: bool = False
+    init_entcoef: Float = Field(1.0, gt=0)
+    reward_signal_steps_per_update: Optional[Float] = Field(None, gt=0)  # default: steps_per_update
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reward_signal_steps(cls, data: Any) -> Any:
+        # As in ML-Agents: reward signals update as often as the policy unless told otherwise.
+        if not isinstance(data, dict) or data.get("reward_signal_steps_per_update") is not None:
+            return data
+        ok, steps = valid_input(cls, "steps_per_update", data)
+        return {**data, "reward_signal_steps_per_update": steps} if ok else data
+
+
+HYPERPARAMETER_MODELS: dict[str, type[Strict]] = {"ppo": PPOSettings, "sac": SACSettings}
+
+
 class MemorySettings(Strict):
     sequence_length: Int = Field(64, gt=0)
     memory_size: Int = Field(128, gt=0)
@@ -85,8 +115,72 @@ class RewardSignalSettings(Strict):
     network_settings: NetworkSettings = Field(default_factory=lambda: NetworkSettings())
 
 
+class LearnedSignalSettings(RewardSignalSettings):
+    """A reward signal with a network of its own (curiosity, RND, GAIL)."""
+
+    learning_rate: Float = Field(3.0e-4, gt=0)
+    # ML-Agents' deprecated alias of network_settings.hidden_units; moved there when given
+    encoding_size: Optional[Int] = Field(None, gt=0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _encoding_size(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("encoding_size") is None:
+            return data
+        ok, size = valid_input(cls, "encoding_size", data)
+        if not ok:
+            return data
+        network = data.get("network_settings") or {}
+        if not isinstance(network, dict):
+            return data
+        logger.warning("reward signal key 'encoding_size' is deprecated; use network_settings.hidden_units (set to %d)", size)
+        return {**data, "network_settings": {**network, "hidden_units": size}}
+
+
+class CuriositySettings(LearnedSignalSettings):
+    pass
+
+
+class RNDSettings(LearnedSignalSettings):
+    learning_rate: Float = Field(1.0e-4, gt=0)
+
+
+class GAILSettings(LearnedSignalSettings):
+    demo_path: str = Field(min_length=1)
+    use_actions: bool = False
+    use_vail: bool = False
+
+
 class RewardSignals(Strict):
-    extrinsic: RewardSignalSettings = Field(default_factory=lambda: RewardSignalSettings())
+    """The reward signals a behavior learns from. Without ``reward_signals`` in the config a
+    behavior has the extrinsic signal alone; with it, exactly the signals listed (ML-Agents)."""
+
+    extrinsic: Optional[RewardSignalSettings] = None
+    curiosity: Optional[CuriositySettings] = None
+    gail: Optional[GAILSettings] = None
+    rnd: Optional[RNDSettings] = None
+
+    @model_validator(mode="after")
+    def _at_least_one(self) -> RewardSignals:
+        if not self.items():
+            raise ValueError("no reward signal given; add at least one of extrinsic, curiosity, gail, rnd")
+        return self
+
+    def items(self) -> list[tuple[str, RewardSignalSettings]]:
+        """(name, settings) of each signal given, in ML-Agents' order."""
+        named = [("extrinsic", self.extrinsic), ("curiosity", self.curiosity), ("gail", self.gail), ("rnd", self.rnd)]
+        return [(name, signal) for name, signal in named if signal is not None]
+
+
+class BehavioralCloningSettings(Strict):
+    """ML-Agents' behavioral_cloning: imitate the demonstrations in demo_path alongside the RL loss."""
+
+    demo_path: str = Field(min_length=1)
+    steps: Int = Field(0, ge=0)  # 0: constant strength; otherwise it decays linearly to 0 over this many steps
+    strength: Float = Field(1.0, ge=0)  # BC learning rate = the policy's learning rate x strength
+    samples_per_update: Int = Field(0, ge=0)  # 0: every demonstration sample each update
+    num_epoch: Optional[Int] = Field(None, gt=0)  # default: the trainer's num_epoch (1 for SAC)
+    batch_size: Optional[Int] = Field(None, gt=0)  # default: the trainer's batch_size
 
 
 class ObjectiveSettings(Strict):
@@ -126,7 +220,7 @@ class TrainerSettings(Strict):
     hyperparameters: Any = Field(default=None, validate_default=True)
     checkpoint_interval: Int = Field(500000, gt=0)  # with even_checkpoints: max_steps // keep_checkpoints
     network_settings: NetworkSettings = Field(default_factory=lambda: NetworkSettings())
-    reward_signals: RewardSignals = Field(default_factory=lambda: RewardSignals())
+    reward_signals: RewardSignals = Field(default_factory=lambda: RewardSignals(extrinsic=RewardSignalSettings()))
     init_path: Optional[str] = None
     keep_checkpoints: Int = Field(5, ge=1)
     even_checkpoints: bool = False
@@ -135,6 +229,7 @@ class TrainerSettings(Strict):
     summary_freq: Int = Field(50000, gt=0)
     threaded: bool = False
     self_play: Optional[SelfPlaySettings] = None
+    behavioral_cloning: Optional[BehavioralCloningSettings] = None
     # ml_arl (Adversarial Resilience Learning): what the agents maximise. role is shorthand:
     # attacker = the negated environment reward, defender = the environment reward.
     objective: Optional[ObjectiveSettings] = None
@@ -159,18 +254,20 @@ class TrainerSettings(Strict):
     @field_validator("trainer_type")
     @classmethod
     def _trainer_type(cls, value: str) -> str:
-        if value in ("sac", "poca"):
-            raise ValueError(f"trainer '{value}' is not supported yet; use ppo or a trainer class pkg.module:Class")
-        if value != "ppo" and not is_import_path(value):
-            hint = "did you mean 'ppo'? " if difflib.get_close_matches(value, ["ppo"], n=1, cutoff=0.5) else ""
-            raise ValueError(f"{hint}expected 'ppo' or the import path of a trainer class, pkg.module:Class")
+        if value == "poca":
+            raise ValueError("trainer 'poca' is not supported yet; use ppo, sac or a trainer class pkg.module:Class")
+        if value not in HYPERPARAMETER_MODELS and not is_import_path(value):
+            close = difflib.get_close_matches(value, list(HYPERPARAMETER_MODELS), n=1, cutoff=0.5)
+            hint = f"did you mean '{close[0]}'? " if close else ""
+            raise ValueError(f"{hint}expected 'ppo', 'sac' or the import path of a trainer class, pkg.module:Class")
         return value
 
     @field_validator("hyperparameters", mode="before")
     @classmethod
     def _hyperparameters(cls, value: Any, info: ValidationInfo) -> Any:
-        if info.data.get("trainer_type", "ppo") == "ppo":
-            return value if isinstance(value, PPOSettings) else PPOSettings.model_validate(value or {})
+        model = HYPERPARAMETER_MODELS.get(info.data.get("trainer_type", "ppo"))
+        if model is not None:
+            return value if isinstance(value, model) else model.model_validate(value or {})
         if value is not None and not isinstance(value, dict):
             raise ValueError("expected a mapping of hyperparameters for the trainer class")
         return dict(value or {})

@@ -151,8 +151,9 @@ class PPOTrainer(Trainer):
             raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self.buffer = PPOBuffer()
-        self.gamma = settings.reward_signals.extrinsic.gamma
-        self.strength = settings.reward_signals.extrinsic.strength
+        extrinsic = settings.reward_signals.extrinsic
+        self.gamma = extrinsic.gamma if extrinsic is not None else 0.99
+        self.strength = extrinsic.strength if extrinsic is not None else 0.0
 
     def policy_snapshot(self) -> PolicySnapshot:
         return PolicySnapshot(self.policy_version, self.network.muscle_weights())
