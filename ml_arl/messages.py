@@ -113,6 +113,10 @@ class ActorWeights:
     encoders: tuple[VisualEncoderWeights, ...] = ()
     norm_mean: Optional[np.ndarray] = None  # observation normalisation of the vector part
     norm_std: Optional[np.ndarray] = None
+    # SAC's actor (ML-Agents' conditional_sigma and tanh_squash): log std = clamp(hidden @ log_sigma, -20, 2)
+    # instead of log_std, and actions tanh(sample), sent to the env as they are
+    log_sigma: Optional[Dense] = None
+    tanh_squash: bool = False
 
 
 # --------------------------------------------------------------------------- policies

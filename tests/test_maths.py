@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 import torch
@@ -80,6 +82,46 @@ def test_muscle_agrees_with_torch(env, activation: str) -> None:  # noqa: ANN001
     np.testing.assert_allclose(info.log_prob, log_prob.detach().numpy(), atol=1e-5)
     np.testing.assert_allclose(info.entropy, entropy.detach().numpy(), atol=1e-5)
     np.testing.assert_allclose(info.env_action.continuous, np.clip(info.continuous, -3, 3) / 3, atol=1e-7)
+
+
+@pytest.mark.parametrize("env", [Reach("continuous"), Reach("hybrid"), Trivial()])
+def test_sac_muscle_agrees_with_torch(env) -> None:  # noqa: ANN001
+    """SAC's actor (state-dependent sigma, tanh-squashed actions): same log-probabilities and
+    entropy in numpy as in torch, and the squashed action is what the env receives."""
+    env.reset()
+    name = list(env.behavior_specs)[0]
+    spec = env.behavior_specs[name]
+    net = ActorCritic(spec, NetworkSettings(hidden_units=16), conditional_sigma=True, tanh_squash=True)
+    with torch.no_grad():
+        assert net.log_sigma is not None and net.mu is not None
+        net.log_sigma.weight.normal_(0, 0.5)  # sigma that differs from row to row
+        net.mu.weight.normal_(0, 0.5)
+    muscle = Muscle(net.muscle_weights(), seed=5)
+    decision, _ = env.get_steps(name)
+    allowed = masks_allowed(decision.action_mask, len(decision), muscle.branches)
+    info = muscle.act(decision.obs, allowed)
+    assert np.all(np.abs(info.continuous) < 1.0)
+    np.testing.assert_array_equal(info.env_action.continuous, info.continuous)
+    obs = [torch.as_tensor(decision.obs[0])]
+    dist = net.distribution(obs, torch.as_tensor(allowed) if allowed is not None else None)
+    log_prob = dist.log_prob(torch.as_tensor(info.continuous), torch.as_tensor(info.discrete).long())
+    np.testing.assert_allclose(info.log_prob, log_prob.detach().numpy(), atol=2e-4)
+    np.testing.assert_allclose(info.entropy, dist.entropy().detach().numpy(), atol=1e-5)
+    deterministic = Muscle(net.muscle_weights(), deterministic=True).act(decision.obs, allowed)
+    assert dist.mu is not None
+    np.testing.assert_allclose(deterministic.continuous, torch.tanh(dist.mu).detach().numpy(), atol=1e-6)
+
+
+def test_tanh_squashed_log_prob_by_hand() -> None:
+    """log p(a) of a = tanh(u), u ~ N(mu, sigma): log N(u) - log(1 - a^2 + eps), by hand."""
+    from ml_arl.policy.networks import ActionDistribution
+
+    mu, std = torch.tensor([[0.3]]), torch.tensor([[0.5]])
+    dist = ActionDistribution(mu, std, [], tanh_squash=True)
+    a = torch.tensor([[0.6]])
+    u = math.atanh(0.6)
+    expected = -0.5 * ((u - 0.3) / 0.5) ** 2 - math.log(0.5) - 0.5 * math.log(2 * math.pi) - math.log(1 - 0.36 + 1e-6)
+    assert float(dist.continuous_log_probs(a)) == pytest.approx(expected, abs=1e-5)
 
 
 def test_masked_actions_are_never_sampled() -> None:

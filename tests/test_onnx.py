@@ -280,3 +280,34 @@ def test_check_onnx_rejects_broken_models(exported: Exported, tmp_path: Path) ->
     (tmp_path / "junk.onnx").write_bytes(b"not a model")
     with pytest.raises(ValueError, match="not a readable ONNX model"):
         check_onnx(str(tmp_path / "junk.onnx"))
+
+
+@pytest.mark.parametrize("case", ["continuous", "hybrid"])
+def test_sac_actor_exports_within_the_contract(case: str, tmp_path: Path) -> None:
+    """SAC's actor (log sigma from its own head, tanh-squashed actions) exports under the same
+    contract; the deterministic action is tanh(mu) and samples spread as the state's sigma says."""
+    shapes, actions, settings = CASES[case]
+    torch.manual_seed(0)
+    net = ActorCritic(_spec(shapes, actions), NetworkSettings(hidden_units=32, **settings),
+                      conditional_sigma=True, tanh_squash=True)
+    with torch.no_grad():
+        for p in net.parameters():
+            p.add_(torch.randn_like(p) * 0.3)
+    path = tmp_path / "sac.onnx"
+    export_onnx(net, str(path))
+    check_onnx(str(path))
+    session = _session(path)
+    names = [o.name for o in session.get_outputs()]
+    obs, feed, _ = _inputs(net, seed=1)
+    runs = [dict(zip(names, session.run(None, feed))) for _ in range(200)]
+    with torch.no_grad():
+        dist = net.distribution([torch.as_tensor(o) for o in obs], None)
+        assert dist.mu is not None and dist.std is not None
+        mu, std = dist.mu.numpy(), dist.std.numpy()
+    np.testing.assert_allclose(runs[0]["deterministic_continuous_actions"], np.tanh(mu), atol=1e-5)
+    samples = np.stack([r["continuous_actions"] for r in runs])
+    assert np.all(np.abs(samples) <= 1.0 + 1e-6)  # onnxruntime's tanh may round a hair past 1
+    inside = np.abs(samples).max(axis=0) < 0.999  # entries whose samples never saturate float32's tanh
+    assert inside.sum() >= 2
+    raw_std = np.arctanh(samples).std(axis=0)
+    np.testing.assert_allclose(raw_std[inside], std[inside], rtol=0.25)  # the state-dependent sigma

@@ -20,12 +20,12 @@ _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 
 
 class ActionInfo(NamedTuple):
-    continuous: np.ndarray  # [B, n_cont] float32, raw Gaussian sample (what the trainer scores)
+    continuous: np.ndarray  # [B, n_cont] float32: the raw Gaussian sample, or tanh of it with tanh_squash (what the trainer scores)
     discrete: np.ndarray  # [B, n_branches] int32
     log_prob: np.ndarray  # [B] float32, joint log-probability of the action
     entropy: np.ndarray  # [B] float32
     allowed: Optional[np.ndarray]  # [B, sum(branches)] action masks used (True = allowed), None if no branches
-    env_action: ActionTuple  # sent to the env: continuous clamp(a, -3, 3) / 3, as ML-Agents does
+    env_action: ActionTuple  # sent to the env: continuous clamp(a, -3, 3) / 3 (tanh-squashed: as is), as ML-Agents does
 
 
 def masks_allowed(action_mask: Optional[list[np.ndarray]], n: int, branches: tuple[int, ...]) -> Optional[np.ndarray]:
@@ -79,6 +79,8 @@ class Muscle:
         scale = 0.5 if self.swish else 1.0
         self.layers = [(scale * layer.w, scale * layer.b) for layer in w.body]
         self.mu_w, self.mu_b = w.mu.w, w.mu.b
+        self.log_sigma = (w.log_sigma.w, w.log_sigma.b) if w.log_sigma is not None else None
+        self.tanh_squash = w.tanh_squash
         self.log_std = w.log_std
         self.std = np.exp(self.log_std)
         self.logits_w, self.logits_b = w.logits.w, w.logits.b
@@ -113,21 +115,24 @@ class Muscle:
         if self.n_cont:
             mu = h @ self.mu_w
             mu += self.mu_b
-            if self.deterministic:
-                cont = mu
-                log_prob = np.full(batch, self._cont_logp_const, np.float32)
+            if self.log_sigma is not None:
+                cont, log_prob, entropy, clipped = self._act_conditional(h, mu)
             else:
-                noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
-                cont = noise * self.std
-                cont += mu
-                # (cont - mu) / std is the noise itself
-                log_prob = np.einsum("ij,ij->i", noise, noise)
-                log_prob *= -0.5
-                log_prob += self._cont_logp_const
-            entropy = np.full(batch, self._cont_entropy, np.float32)
-            clipped = np.minimum(cont, 3.0)
-            np.maximum(clipped, -3.0, out=clipped)
-            clipped /= 3.0
+                if self.deterministic:
+                    cont = mu
+                    log_prob = np.full(batch, self._cont_logp_const, np.float32)
+                else:
+                    noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
+                    cont = noise * self.std
+                    cont += mu
+                    # (cont - mu) / std is the noise itself
+                    log_prob = np.einsum("ij,ij->i", noise, noise)
+                    log_prob *= -0.5
+                    log_prob += self._cont_logp_const
+                entropy = np.full(batch, self._cont_entropy, np.float32)
+                clipped = np.minimum(cont, 3.0)
+                np.maximum(clipped, -3.0, out=clipped)
+                clipped /= 3.0
         else:
             cont = clipped = np.zeros((batch, 0), np.float32)
             log_prob = np.zeros(batch, np.float32)
@@ -154,6 +159,26 @@ class Muscle:
                 entropy -= np.sum(np.where(p > 0, p * logp, 0.0), axis=1)
         env_action = ActionTuple(continuous=clipped, discrete=disc)
         return ActionInfo(cont, disc, log_prob, entropy, allowed if self.branches else None, env_action)
+
+    def _act_conditional(self, h: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """SAC's actor: log std from its own head (clamped to [-20, 2]); with tanh_squash the action
+        is tanh(sample), stored and sent as it is. Returns (stored, log_prob, entropy, sent)."""
+        assert self.log_sigma is not None
+        log_std = np.clip(h @ self.log_sigma[0] + self.log_sigma[1], -20.0, 2.0)
+        entropy = np.mean(0.5 + _LOG_SQRT_2PI + log_std, axis=1).astype(np.float32)
+        if self.deterministic:
+            raw = mu
+            noise = np.zeros_like(mu)
+        else:
+            noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
+            raw = mu + noise * np.exp(log_std)
+        log_prob = (-0.5 * np.einsum("ij,ij->i", noise, noise) - np.sum(log_std + _LOG_SQRT_2PI, axis=1)).astype(np.float32)
+        if not self.tanh_squash:
+            sent = np.clip(raw, -3.0, 3.0) / 3.0
+            return raw.astype(np.float32), log_prob, entropy, sent.astype(np.float32)
+        action = np.tanh(raw).astype(np.float32)
+        log_prob -= np.sum(np.log(1.0 - action * action + 1e-6), axis=1).astype(np.float32)
+        return action, log_prob, entropy, action
 
     def _normalized(self, x: np.ndarray) -> np.ndarray:
         if self.norm is not None:

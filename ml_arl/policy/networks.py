@@ -16,6 +16,7 @@ channels-first, as in the exported ONNX model; ``encode`` transposes the env's l
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Optional
 
 import numpy as np
@@ -190,8 +191,89 @@ def _head(in_size: int, out_size: int, gain: float) -> nn.Linear:
     return lin
 
 
+LOG_SIGMA_MIN, LOG_SIGMA_MAX = -20.0, 2.0  # ML-Agents' clamp of a state-dependent log sigma
+TANH_EPSILON = 1e-6  # log(1 - tanh(u)^2 + eps): the change of variables of a squashed Gaussian
+
+
+class ActionDistribution:
+    """The actor's distribution over one batch: a Gaussian over the continuous actions (squashed
+    by tanh for SAC, as ML-Agents' ``tanh_squash``) and a masked categorical per discrete branch.
+
+    Continuous actions are what the trainer stores: the raw sample for PPO (the env receives
+    ``clamp(a, -3, 3) / 3``), the tanh-squashed sample for SAC (the env receives it as is)."""
+
+    def __init__(self, mu: Optional[torch.Tensor], std: Optional[torch.Tensor], branch_logits: list[torch.Tensor], tanh_squash: bool):
+        self.mu = mu
+        self.std = std
+        self.branch_logits = branch_logits
+        self.tanh_squash = tanh_squash
+        self.normal = torch.distributions.Normal(mu, std) if mu is not None and std is not None else None
+        self._branch_log_probs: Optional[list[torch.Tensor]] = None
+
+    def branch_log_probs(self) -> list[torch.Tensor]:
+        """log-softmax of each discrete branch: [B, size] per branch."""
+        if self._branch_log_probs is None:
+            self._branch_log_probs = [torch.log_softmax(logits, dim=-1) for logits in self.branch_logits]
+        return self._branch_log_probs
+
+    def continuous_log_probs(self, continuous: torch.Tensor) -> torch.Tensor:
+        """Per-dimension log-densities [B, n_cont] of stored continuous actions."""
+        assert self.normal is not None
+        if not self.tanh_squash:
+            return self.normal.log_prob(continuous)
+        capped = torch.clamp(continuous, -1.0 + TANH_EPSILON, 1.0 - TANH_EPSILON)
+        return self.normal.log_prob(torch.atanh(capped)) - torch.log(1.0 - capped.pow(2) + TANH_EPSILON)
+
+    def sample_continuous(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """A reparameterised sample (squashed for SAC) and its per-dimension log-densities."""
+        assert self.normal is not None
+        raw = self.normal.rsample()
+        log_probs = self.normal.log_prob(raw)
+        if not self.tanh_squash:
+            return raw, log_probs
+        action = torch.tanh(raw)
+        return action, log_probs - torch.log(1.0 - action.pow(2) + TANH_EPSILON)
+
+    def sample_discrete(self) -> torch.Tensor:
+        """One action per branch, [B, n_branches] int64."""
+        picks = [torch.multinomial(lp.exp(), 1) for lp in self.branch_log_probs()]
+        return torch.cat(picks, dim=1) if picks else torch.zeros((0, 0), dtype=torch.int64)
+
+    def log_prob(self, continuous: torch.Tensor, discrete: torch.Tensor) -> torch.Tensor:
+        """Joint log-probability [B] of stored actions."""
+        log_probs: list[torch.Tensor] = []
+        if self.normal is not None:
+            log_probs.append(self.continuous_log_probs(continuous).sum(-1))
+        for i, logp in enumerate(self.branch_log_probs()):
+            log_probs.append(logp.gather(1, discrete[:, i : i + 1].long()).squeeze(1))
+        return log_probs[0] if len(log_probs) == 1 else torch.stack(log_probs).sum(0)
+
+    def entropy(self) -> torch.Tensor:
+        """[B]: the Gaussian's (before squashing) averaged over continuous dimensions, as ML-Agents,
+        plus each branch's."""
+        entropies: list[torch.Tensor] = []
+        if self.normal is not None:
+            entropies.append(self.normal.entropy().mean(-1))
+        for logp in self.branch_log_probs():
+            entropies.append(-(logp.exp() * logp).sum(-1))
+        return entropies[0] if len(entropies) == 1 else torch.stack(entropies).sum(0)
+
+
 class ActorCritic(nn.Module):
-    def __init__(self, spec: BehaviorSpec, settings: NetworkSettings, shared_critic: bool = False):
+    """The actor (encoder, MLP body, action heads) and a critic with one value head per reward
+    stream. PPO uses a state-independent log std; SAC (``conditional_sigma``, ``tanh_squash``)
+    a log-sigma head and tanh-squashed actions, as ML-Agents' actors."""
+
+    def __init__(
+        self,
+        spec: BehaviorSpec,
+        settings: NetworkSettings,
+        shared_critic: bool = False,
+        *,
+        streams: Sequence[str] = ("extrinsic",),
+        conditional_sigma: bool = False,
+        tanh_squash: bool = False,
+    ):
         super().__init__()
         problem = check_visual_support(spec, settings)
         if problem is not None:
@@ -203,6 +285,8 @@ class ActorCritic(nn.Module):
         self.normalizer = Normalizer(vector_size(spec))
         h = settings.hidden_units
         self.activation = settings.activation
+        self.streams = tuple(streams)
+        self.tanh_squash = tanh_squash
         self.encoder = ObservationEncoder(spec, settings, self.normalizer)
         self.in_size = self.encoder.out_size
         self.body = _mlp(self.in_size, h, settings.num_layers, settings.activation)
@@ -212,16 +296,29 @@ class ActorCritic(nn.Module):
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
         self.mu = _head(h, self.n_cont, gain=0.01) if self.n_cont else None
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
+        self.log_sigma = _head(h, self.n_cont, gain=0.01) if self.n_cont and conditional_sigma else None
         self.logits = _head(h, sum(self.branches), gain=0.01) if self.branches else None
-        self.value_head = _head(h, 1, gain=1.0)
+        self.value_head = _head(h, len(self.streams), gain=1.0)
+
+    def actor_parameters(self) -> list[nn.Parameter]:
+        """The parameters of what the workers act with (encoder, body, heads)."""
+        heads = [m for m in (self.mu, self.log_sigma, self.logits) if m is not None]
+        params = list(self.encoder.parameters()) + list(self.body.parameters())
+        params += [p for m in heads for p in m.parameters()]
+        return params + ([self.log_std] if self.n_cont and self.log_sigma is None else [])
 
     # ------------------------------------------------------------------ pieces
     def vector_part(self, obs: list[torch.Tensor]) -> Optional[torch.Tensor]:
         """The flattened vector observations (what the normalizer sees), None if there are none."""
         return self.encoder.vector_part(obs) if self.encoder.vector else None
 
+    def values(self, obs: list[torch.Tensor]) -> torch.Tensor:
+        """[B, streams]: the critic's value of each reward stream."""
+        return self.value_head(self.critic_body(self.critic_encoder(obs)))
+
     def value(self, obs: list[torch.Tensor]) -> torch.Tensor:
-        return self.value_head(self.critic_body(self.critic_encoder(obs))).squeeze(-1)
+        """[B]: the first stream's value."""
+        return self.values(obs)[:, 0]
 
     def _branch_logits(self, hidden: torch.Tensor, masks: Optional[torch.Tensor]) -> list[torch.Tensor]:
         assert self.logits is not None
@@ -230,6 +327,21 @@ class ActorCritic(nn.Module):
             logits = torch.where(masks, logits, torch.full_like(logits, MASK_LOGIT))
         return list(torch.split(logits, list(self.branches), dim=1))
 
+    def _distribution(self, hidden: torch.Tensor, masks: Optional[torch.Tensor]) -> ActionDistribution:
+        mu = std = None
+        if self.mu is not None:
+            mu = self.mu(hidden)
+            if self.log_sigma is not None:
+                std = torch.clamp(self.log_sigma(hidden), LOG_SIGMA_MIN, LOG_SIGMA_MAX).exp()
+            else:
+                std = self.log_std.exp().expand_as(mu)
+        logits = self._branch_logits(hidden, masks) if self.branches else []
+        return ActionDistribution(mu, std, logits, self.tanh_squash)
+
+    def distribution(self, obs: list[torch.Tensor], masks: Optional[torch.Tensor]) -> ActionDistribution:
+        """The actor's action distribution for a batch of observations."""
+        return self._distribution(self.body(self.encoder(obs)), masks)
+
     def evaluate(
         self,
         obs: list[torch.Tensor],
@@ -237,25 +349,12 @@ class ActorCritic(nn.Module):
         continuous: torch.Tensor,
         discrete: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probability and entropy of given actions, and the value, in one pass."""
+        """Log-probability and entropy of given actions, and the first stream's value, in one pass."""
         hidden = self.body(self.encoder(obs))
-        log_probs: list[torch.Tensor] = []
-        entropies: list[torch.Tensor] = []
-        if self.mu is not None:
-            mu = self.mu(hidden)
-            dist = torch.distributions.Normal(mu, self.log_std.exp().expand_as(mu))
-            log_probs.append(dist.log_prob(continuous).sum(-1))
-            entropies.append(dist.entropy().mean(-1))  # ML-Agents: mean over continuous dimensions
-        if self.branches:
-            for i, logits in enumerate(self._branch_logits(hidden, masks)):
-                logp = torch.log_softmax(logits, dim=-1)
-                log_probs.append(logp.gather(1, discrete[:, i : i + 1].long()).squeeze(1))
-                entropies.append(-(logp.exp() * logp).sum(-1))
-        log_prob = log_probs[0] if len(log_probs) == 1 else torch.stack(log_probs).sum(0)
-        entropy = entropies[0] if len(entropies) == 1 else torch.stack(entropies).sum(0)
+        dist = self._distribution(hidden, masks)
         critic_hidden = hidden if self.shared_critic else self.critic_body(self.critic_encoder(obs))
-        value = self.value_head(critic_hidden).squeeze(-1)
-        return log_prob, entropy, value
+        value = self.value_head(critic_hidden)[:, 0]
+        return dist.log_prob(continuous, discrete), dist.entropy(), value
 
     def muscle_weights(self) -> ActorWeights:
         """The actor as numpy arrays (float32), for ml_arl.policy.muscle.Muscle."""
@@ -282,6 +381,8 @@ class ActorCritic(nn.Module):
             activation=self.activation,  # type: ignore[arg-type]
             mu=dense(self.mu) if self.mu is not None else empty,
             log_std=np32(self.log_std),
+            log_sigma=dense(self.log_sigma) if self.log_sigma is not None else None,
+            tanh_squash=self.tanh_squash,
             logits=dense(self.logits) if self.logits is not None else empty,
             branches=self.branches,
             visual=tuple(self.encoder.visual),

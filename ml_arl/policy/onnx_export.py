@@ -11,7 +11,8 @@ follow ML-Agents' export contract exactly:
 * outputs, in this order: ``version_number`` ([3.0]; Unity accepts 2..3), ``memory_size``
   ([0.0]; no recurrent policy), then for continuous actions ``continuous_actions`` (a
   sample, clamped to [-3, 3] and divided by 3, as the workers act),
-  ``continuous_action_output_shape`` ([n_cont]) and ``deterministic_continuous_actions``,
+  ``continuous_action_output_shape`` ([n_cont]) and ``deterministic_continuous_actions``
+  (a SAC actor: tanh of the sample and of the mean, its log sigma from its own head),
   then for discrete actions ``discrete_actions`` (int64 sample per branch of the masked
   softmax), ``discrete_action_output_shape`` ([[size of each branch]]) and
   ``deterministic_discrete_actions`` (int64 argmax). Unity probes the constant outputs as
@@ -38,7 +39,7 @@ from onnx import TensorProto, numpy_helper
 from torch import nn
 
 from ml_arl.checkpoints import atomic_write
-from ml_arl.policy.networks import ActorCritic
+from ml_arl.policy.networks import LOG_SIGMA_MAX, LOG_SIGMA_MIN, ActorCritic
 
 OPSET = 9
 MODEL_EXPORT_VERSION = 3.0  # ML-Agents' ModelApiVersion.MLAgents2_0
@@ -118,6 +119,8 @@ class _ExportActor(nn.Module):
         self.encoders = _frozen_copy(encoder.encoders)
         self.body = _frozen_copy(network.body)
         self.mu = None if network.mu is None else _frozen_copy(network.mu)
+        self.log_sigma = None if network.log_sigma is None else _frozen_copy(network.log_sigma)
+        self.tanh_squash = bool(network.tanh_squash)
         self.logits = None if network.logits is None else _frozen_copy(network.logits)
         self.branches = tuple(network.branches)
         self.n_cont = int(network.n_cont)
@@ -151,14 +154,18 @@ class _ExportActor(nn.Module):
         outputs: list[torch.Tensor] = [self.version_number, self.memory_size]
         if self.mu is not None:
             mu = self.mu(hidden)
-            # mu * 0 + log_std broadcasts without Expand (older Sentis versions lack it), as ML-Agents does
-            std = torch.exp(mu * 0.0 + self.log_std)
+            if self.log_sigma is not None:  # SAC: a state-dependent log sigma, clamped as in training
+                std = torch.exp(torch.clamp(self.log_sigma(hidden), LOG_SIGMA_MIN, LOG_SIGMA_MAX))
+            else:
+                # mu * 0 + log_std broadcasts without Expand (older Sentis versions lack it), as ML-Agents does
+                std = torch.exp(mu * 0.0 + self.log_std)
             sample = mu + torch.randn_like(mu) * std
-            outputs += [
-                torch.clamp(sample, -ACTION_CLAMP, ACTION_CLAMP) / ACTION_CLAMP,
-                self.continuous_action_output_shape,
-                torch.clamp(mu, -ACTION_CLAMP, ACTION_CLAMP) / ACTION_CLAMP,
-            ]
+            if self.tanh_squash:  # SAC's actions are tanh-squashed and sent as they are
+                sent, greedy_sent = torch.tanh(sample), torch.tanh(mu)
+            else:
+                sent = torch.clamp(sample, -ACTION_CLAMP, ACTION_CLAMP) / ACTION_CLAMP
+                greedy_sent = torch.clamp(mu, -ACTION_CLAMP, ACTION_CLAMP) / ACTION_CLAMP
+            outputs += [sent, self.continuous_action_output_shape, greedy_sent]
         if self.logits is not None:
             masks = inputs[self.n_obs]
             # logits * mask - 1e8 * (1 - mask), with (1 - mask) as -1 * mask + 1 (ML-Agents: Sentis may swap a Sub)
