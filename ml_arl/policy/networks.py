@@ -273,6 +273,7 @@ class ActorCritic(nn.Module):
         streams: Sequence[str] = ("extrinsic",),
         conditional_sigma: bool = False,
         tanh_squash: bool = False,
+        critic: bool = True,
     ):
         super().__init__()
         problem = check_visual_support(spec, settings)
@@ -291,14 +292,15 @@ class ActorCritic(nn.Module):
         self.in_size = self.encoder.out_size
         self.body = _mlp(self.in_size, h, settings.num_layers, settings.activation)
         self.shared_critic = shared_critic
-        self.critic_encoder = self.encoder if shared_critic else ObservationEncoder(spec, settings, self.normalizer)
-        self.critic_body = self.body if shared_critic else _mlp(self.in_size, h, settings.num_layers, settings.activation)
+        # SAC (critic=False) keeps its value and Q networks apart (ml_arl.trainers.sac_networks)
+        self.critic_encoder = self.encoder if shared_critic or not critic else ObservationEncoder(spec, settings, self.normalizer)
+        self.critic_body = self.body if shared_critic or not critic else _mlp(self.in_size, h, settings.num_layers, settings.activation)
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
         self.mu = _head(h, self.n_cont, gain=0.01) if self.n_cont else None
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
         self.log_sigma = _head(h, self.n_cont, gain=0.01) if self.n_cont and conditional_sigma else None
         self.logits = _head(h, sum(self.branches), gain=0.01) if self.branches else None
-        self.value_head = _head(h, len(self.streams), gain=1.0)
+        self.value_head = _head(h, len(self.streams), gain=1.0) if critic else None
 
     def actor_parameters(self) -> list[nn.Parameter]:
         """The parameters of what the workers act with (encoder, body, heads)."""
@@ -314,6 +316,7 @@ class ActorCritic(nn.Module):
 
     def values(self, obs: list[torch.Tensor]) -> torch.Tensor:
         """[B, streams]: the critic's value of each reward stream."""
+        assert self.value_head is not None, "this network has no critic"
         return self.value_head(self.critic_body(self.critic_encoder(obs)))
 
     def value(self, obs: list[torch.Tensor]) -> torch.Tensor:
@@ -352,6 +355,7 @@ class ActorCritic(nn.Module):
         """Log-probability and entropy of given actions, and the first stream's value, in one pass."""
         hidden = self.body(self.encoder(obs))
         dist = self._distribution(hidden, masks)
+        assert self.value_head is not None, "this network has no critic"
         critic_hidden = hidden if self.shared_critic else self.critic_body(self.critic_encoder(obs))
         value = self.value_head(critic_hidden)[:, 0]
         return dist.log_prob(continuous, discrete), dist.entropy(), value

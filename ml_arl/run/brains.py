@@ -28,14 +28,17 @@ from ml_arl.settings import RunOptions, TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.ppo import PPOTrainer
+from ml_arl.trainers.sac import SACTrainer
 
 logger = logging.getLogger(__name__)
 
 
 def trainer_class(settings: TrainerSettings, brain: str) -> type[Trainer]:
-    """PPO, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
+    """PPO, SAC, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
     if settings.trainer_type == "ppo":
         return PPOTrainer
+    if settings.trainer_type == "sac":
+        return SACTrainer
     where = f"behaviors.{brain}.trainer_type: {settings.trainer_type}"
     try:
         cls = resolve_class(settings.trainer_type, Trainer)

@@ -1,0 +1,366 @@
+"""Soft Actor-Critic as ML-Agents defines it (sac/trainer.py, sac/optimizer_torch.py).
+
+- The actor is ml_arl's ``ActorCritic`` without its critic, with a state-dependent log sigma and
+  tanh-squashed continuous actions (what the workers act with and what ONNX exports).
+- Critics (``sac_networks``): a value network V with a target copy moved by soft updates
+  (``tau``), and twin Q networks; each has one output per reward stream, and with discrete
+  actions one per action of every branch.
+- The entropy coefficient is learned: one for the continuous actions, one per discrete branch,
+  towards ML-Agents' target entropies (-1 x the continuous size; 0.2 x log(branch size)).
+- Experience goes into a replay buffer (``buffer_size``, the newest kept). Once it holds
+  ``batch_size`` experiences and ``buffer_init_steps`` were taken, the trainer takes one gradient
+  step per ``steps_per_update`` environment steps (catching up in a burst after a pause, as
+  ML-Agents does), and the workers get the new actor after each burst.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import math
+import os
+from collections import defaultdict
+from typing import Any, NamedTuple, Optional
+
+import torch
+from mlagents_envs.base_env import BehaviorSpec
+
+from ml_arl.checkpoints import CheckpointManager
+from ml_arl.exceptions import ConfigError
+from ml_arl.messages import PolicySnapshot, Trajectory
+from ml_arl.policy.networks import ActorCritic
+from ml_arl.settings import TrainerSettings
+from ml_arl.stats import StatsReporter
+from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.replay_buffer import ReplayBatch, ReplayBuffer
+from ml_arl.trainers.sac_networks import Critic, soft_update
+
+logger = logging.getLogger(__name__)
+
+DISCRETE_TARGET_ENTROPY_SCALE = 0.2  # ML-Agents' fixed SAC internals
+CONTINUOUS_TARGET_ENTROPY_SCALE = 1.0
+REPLAY_BUFFER_FILE = "last_replay_buffer.npz"
+
+
+class SACLoss(NamedTuple):
+    q1: torch.Tensor
+    q2: torch.Tensor
+    value: torch.Tensor
+    policy: torch.Tensor
+    entropy: torch.Tensor
+
+
+def _branch_sums(x: torch.Tensor, branches: tuple[int, ...]) -> torch.Tensor:
+    """[B, ..., sum(branches)] -> [B, ..., n_branches]: the sum over each branch's actions."""
+    return torch.stack([part.sum(-1) for part in torch.split(x, list(branches), dim=-1)], dim=-1)
+
+
+def sac_losses(
+    q1: torch.Tensor,
+    q2: torch.Tensor,
+    target_values: torch.Tensor,
+    rewards: torch.Tensor,
+    dones: torch.Tensor,
+    gammas: torch.Tensor,
+    use_dones: torch.Tensor,
+    values: torch.Tensor,
+    q1_policy: torch.Tensor,
+    q2_policy: torch.Tensor,
+    cont_log_probs: Optional[torch.Tensor],
+    disc_log_probs: Optional[torch.Tensor],
+    branches: tuple[int, ...],
+    log_alpha_cont: Optional[torch.Tensor],
+    log_alpha_disc: Optional[torch.Tensor],
+    target_entropy_cont: float,
+    target_entropy_disc: Optional[torch.Tensor],
+) -> SACLoss:
+    """ML-Agents' SAC losses for one minibatch of B experiences and S reward streams.
+
+    ``q1``/``q2`` [B, S]: Q of the stored actions (with discrete actions, of the taken action,
+    averaged over branches); ``target_values`` [B, S]: the target V of the next observations;
+    ``values`` [B, S]: V of the observations; ``q1_policy``/``q2_policy`` [B, S, A]: Q with the
+    actor's fresh continuous sample, one column per discrete action (A = 1 without discrete
+    actions); ``cont_log_probs`` [B, n_cont] per-dimension log-densities of that sample;
+    ``disc_log_probs`` [B, sum(branches)] log-softmax of every branch."""
+    # Q losses: one-step backups through the target V; signals that ignore dones (curiosity, RND) always bootstrap
+    with torch.no_grad():
+        backup = rewards + (1.0 - use_dones[None, :] * dones[:, None]) * gammas[None, :] * target_values
+    q1_loss = (0.5 * ((backup - q1) ** 2).mean(0)).mean()
+    q2_loss = (0.5 * ((backup - q2) ** 2).mean(0)).mean()
+
+    alpha_cont = log_alpha_cont.exp().detach() if log_alpha_cont is not None else None
+    alpha_disc = log_alpha_disc.exp().detach() if log_alpha_disc is not None else None
+    # V's target: the smaller Q of the actor's own action (expected over discrete actions), minus the entropy terms
+    with torch.no_grad():
+        if disc_log_probs is None:
+            min_policy_q = torch.min(q1_policy[..., 0], q2_policy[..., 0])
+        else:
+            probs = disc_log_probs.exp()[:, None, :]
+            min_policy_q = torch.min(
+                _branch_sums(q1_policy * probs, branches).mean(-1), _branch_sums(q2_policy * probs, branches).mean(-1)
+            )
+        v_backup = min_policy_q
+        if disc_log_probs is not None:
+            assert alpha_disc is not None
+            neg_entropy = _branch_sums(disc_log_probs * disc_log_probs.exp(), branches)  # [B, n_branches]
+            v_backup = v_backup - (alpha_disc[None, :] * neg_entropy).mean(-1, keepdim=True)
+        if cont_log_probs is not None:
+            assert alpha_cont is not None
+            v_backup = v_backup - (alpha_cont * cont_log_probs).sum(-1, keepdim=True)
+    value_loss = (0.5 * ((values - v_backup) ** 2).mean(0)).mean()
+
+    # the actor: maximise Q (the first Q network, averaged over streams) plus entropy
+    mean_q1 = q1_policy.mean(1)  # [B, A]
+    policy_terms = torch.zeros(q1_policy.shape[0], device=q1_policy.device)
+    if disc_log_probs is not None:
+        assert alpha_disc is not None
+        probs = disc_log_probs.exp()
+        per_branch = _branch_sums(disc_log_probs * probs, branches) * alpha_disc[None, :] - _branch_sums(mean_q1 * probs, branches)
+        policy_terms = policy_terms + per_branch.sum(-1)
+        expected_q1 = (probs * mean_q1).sum(-1)
+    else:
+        expected_q1 = mean_q1[:, 0]
+    if cont_log_probs is not None:
+        assert alpha_cont is not None
+        policy_terms = policy_terms + (alpha_cont * cont_log_probs - expected_q1[:, None]).mean(-1)
+    policy_loss = policy_terms.mean()
+
+    # the entropy coefficients (as logs), towards the target entropies
+    entropy_loss = torch.zeros((), device=q1.device)
+    if disc_log_probs is not None:
+        assert log_alpha_disc is not None and target_entropy_disc is not None
+        with torch.no_grad():
+            diff = _branch_sums(disc_log_probs * disc_log_probs.exp(), branches) + target_entropy_disc[None, :]
+        entropy_loss = entropy_loss - (log_alpha_disc[None, :] * diff).mean(-1).mean()
+    if cont_log_probs is not None:
+        assert log_alpha_cont is not None
+        with torch.no_grad():
+            diff_c = cont_log_probs.sum(-1) + target_entropy_cont
+        entropy_loss = entropy_loss - (log_alpha_cont * diff_c).mean()
+    return SACLoss(q1_loss, q2_loss, value_loss, policy_loss, entropy_loss)
+
+
+def condense_q(q: torch.Tensor, discrete: torch.Tensor, branches: tuple[int, ...]) -> torch.Tensor:
+    """[B, S, sum(branches)] -> [B, S]: the Q of the taken action of each branch, averaged over branches."""
+    picked = []
+    start = 0
+    for i, size in enumerate(branches):
+        picked.append(q[:, :, start : start + size].gather(2, discrete[:, None, i : i + 1].expand(-1, q.shape[1], 1)))
+        start += size
+    return torch.cat(picked, dim=2).mean(2)
+
+
+class SACTrainer(Trainer):
+    def __init__(
+        self,
+        behavior: str,
+        settings: TrainerSettings,
+        spec: BehaviorSpec,
+        stats: StatsReporter,
+        checkpoints: Optional[CheckpointManager],
+        device: torch.device,
+        training: bool = True,
+        seed: int = 0,
+    ):
+        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
+        signals = settings.reward_signals.items()
+        self.streams = [name for name, _ in signals]
+        unsupported = [name for name in self.streams if name != "extrinsic"]
+        if unsupported:
+            raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.reward_signals.{unsupported[0]}: not available with SAC yet"])
+        net = settings.network_settings
+        try:
+            self.network = ActorCritic(spec, net, conditional_sigma=True, tanh_squash=True, critic=False).to(device)
+        except ValueError as err:  # the behavior's observations do not fit network_settings
+            raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
+        self.branches = tuple(int(b) for b in spec.action_spec.discrete_branches)
+        self.n_cont = int(spec.action_spec.continuous_size)
+        n_streams = len(self.streams)
+        q_outputs = sum(self.branches) if self.branches else 1
+        normalizer = self.network.normalizer
+        self.value_net = Critic(spec, net, normalizer, n_streams).to(device)
+        self.target_net = copy.deepcopy(self.value_net)
+        self.target_net.encoder._normalizer = [normalizer]  # the copy reads the live normalizer
+        self.q1 = Critic(spec, net, normalizer, n_streams, self.n_cont, q_outputs).to(device)
+        self.q2 = Critic(spec, net, normalizer, n_streams, self.n_cont, q_outputs).to(device)
+        self.gammas = torch.tensor([s.gamma for _, s in signals], dtype=torch.float32, device=device)
+        self.strengths = torch.tensor([s.strength for _, s in signals], dtype=torch.float32, device=device)
+        self.use_dones = torch.ones(n_streams, device=device)
+        init = math.log(self.hp.init_entcoef)
+        self.log_alpha_cont = torch.full((1,), init, device=device, requires_grad=True) if self.n_cont else None
+        self.log_alpha_disc = (
+            torch.full((len(self.branches),), init, device=device, requires_grad=True) if self.branches else None
+        )
+        self.target_entropy_cont = -CONTINUOUS_TARGET_ENTROPY_SCALE * float(self.n_cont)
+        self.target_entropy_disc = torch.tensor(
+            [DISCRETE_TARGET_ENTROPY_SCALE * math.log(b) for b in self.branches], dtype=torch.float32, device=device
+        )
+        lr = self.hp.learning_rate
+        self.policy_optimizer = Adam(self.network.actor_parameters(), lr=lr)
+        self.value_optimizer = Adam(
+            list(self.q1.parameters()) + list(self.q2.parameters()) + list(self.value_net.parameters()), lr=lr
+        )
+        alphas = [a for a in (self.log_alpha_cont, self.log_alpha_disc) if a is not None]
+        self.entropy_optimizer = Adam(alphas, lr=lr)
+        obs_shapes = [tuple(int(d) for d in o.shape) for o in spec.observation_specs]
+        self.replay = ReplayBuffer(self.hp.buffer_size, obs_shapes, self.n_cont, self.branches, device)
+        self.update_steps = 1  # gradient steps taken + 1, as ML-Agents counts them
+
+    # ------------------------------------------------------------------ acting side
+    def policy_snapshot(self) -> PolicySnapshot:
+        return PolicySnapshot(self.policy_version, self.network.muscle_weights())
+
+    def add_experience(self, traj: Trajectory) -> None:
+        obs = [torch.as_tensor(o, device=self.device) for o in traj.obs]
+        if self.network.normalize:
+            vectors = self.network.vector_part(obs)
+            if vectors is not None:
+                self.network.normalizer.update(vectors)
+        with torch.no_grad():
+            values = self.value_net(obs)[:, :, 0].mean(0)
+        for name, value in zip(self.streams, values.tolist()):
+            self.stats.add_stat(f"Policy/{name.capitalize()} Value", value)
+        self.replay.add(traj)
+
+    def on_new_phase(self) -> None:
+        """A new phase may change the objective: stored rewards would mean something else."""
+        obs_shapes = [tuple(int(d) for d in o.shape) for o in self.spec.observation_specs]
+        self.replay = ReplayBuffer(self.hp.buffer_size, obs_shapes, self.n_cont, self.branches, self.device)
+
+    def _updates_due(self) -> bool:
+        hp = self.hp
+        return (self.step - hp.buffer_init_steps) / self.update_steps > hp.steps_per_update
+
+    def ready_to_update(self) -> bool:
+        hp = self.hp
+        return len(self.replay) >= hp.batch_size and self.step >= hp.buffer_init_steps and self._updates_due()
+
+    # ------------------------------------------------------------------ the update
+    def update(self) -> None:
+        hp = self.hp
+        lr = self.scheduled(hp.learning_rate, 1e-10, hp.learning_rate_schedule)
+        for optimizer in (self.policy_optimizer, self.value_optimizer, self.entropy_optimizer):
+            optimizer.lr = lr
+        totals: dict[str, list[torch.Tensor]] = defaultdict(list)
+        while self._updates_due():
+            batch = self.replay.sample(hp.batch_size, self.rng)
+            for name, value in self._gradient_step(batch).items():
+                totals[name].append(value)
+            self.update_steps += 1
+        for name, values in totals.items():
+            self.stats.add_stat(name, float(torch.stack(values).mean()))
+        self.stats.add_stat("Policy/Learning Rate", lr)
+
+    def _gradient_step(self, batch: ReplayBatch) -> dict[str, torch.Tensor]:
+        rewards = batch.rewards[:, None] * self.strengths[None, :]
+        dist = self.network.distribution(batch.obs, batch.allowed)
+        cont_sample = cont_log_probs = None
+        if self.n_cont:
+            cont_sample, cont_log_probs = dist.sample_continuous()
+        disc_log_probs = torch.cat(dist.branch_log_probs(), dim=1) if self.branches else None
+        # each Q network scores the actor's fresh sample and the stored action in one pass of 2B rows
+        n = len(batch)
+        both_obs = [torch.cat([o, o]) for o in batch.obs]
+        policy_actions = cont_sample if cont_sample is not None else batch.continuous
+        both_actions = torch.cat([policy_actions, batch.continuous])
+        q1_policy, q1 = self.q1(both_obs, both_actions).split(n)
+        q2_policy, q2 = self.q2(both_obs, both_actions).split(n)
+        if self.branches:
+            q1, q2 = condense_q(q1, batch.discrete, self.branches), condense_q(q2, batch.discrete, self.branches)
+        else:
+            q1, q2 = q1[..., 0], q2[..., 0]
+        values = self.value_net(batch.obs)[..., 0]
+        with torch.no_grad():
+            target_values = self.target_net(batch.next_obs)[..., 0]
+        loss = sac_losses(
+            q1, q2, target_values, rewards, batch.dones, self.gammas, self.use_dones, values,
+            q1_policy, q2_policy, cont_log_probs, disc_log_probs, self.branches,
+            self.log_alpha_cont, self.log_alpha_disc, self.target_entropy_cont,
+            self.target_entropy_disc if self.branches else None,
+        )
+        self.policy_optimizer.zero_grad()
+        loss.policy.backward(retain_graph=True)  # the Q passes are shared with the value losses
+        self.policy_optimizer.step()
+        self.value_optimizer.zero_grad()
+        (loss.q1 + loss.q2 + loss.value).backward()
+        self.value_optimizer.step()
+        self.entropy_optimizer.zero_grad()
+        loss.entropy.backward()
+        self.entropy_optimizer.step()
+        soft_update(self.value_net, self.target_net, self.hp.tau)
+        out = {
+            "Losses/Policy Loss": loss.policy.detach(),
+            "Losses/Value Loss": loss.value.detach(),
+            "Losses/Q1 Loss": loss.q1.detach(),
+            "Losses/Q2 Loss": loss.q2.detach(),
+        }
+        if self.log_alpha_cont is not None:
+            out["Policy/Continuous Entropy Coeff"] = self.log_alpha_cont.detach().exp().mean()
+        if self.log_alpha_disc is not None:
+            out["Policy/Discrete Entropy Coeff"] = self.log_alpha_disc.detach().exp().mean()
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def state(self) -> dict[str, Any]:
+        alphas = {}
+        if self.log_alpha_cont is not None:
+            alphas["continuous"] = self.log_alpha_cont.detach().clone()
+        if self.log_alpha_disc is not None:
+            alphas["discrete"] = self.log_alpha_disc.detach().clone()
+        return {
+            "Policy": self.network.state_dict(),
+            "Value": self.value_net.state_dict(),
+            "TargetValue": self.target_net.state_dict(),
+            "Q1": self.q1.state_dict(),
+            "Q2": self.q2.state_dict(),
+            "LogEntropyCoef": alphas,
+            "Optimizer": {
+                "policy": self.policy_optimizer.state_dict(),
+                "value": self.value_optimizer.state_dict(),
+                "entropy": self.entropy_optimizer.state_dict(),
+            },
+            "global_step": self.step,
+            "policy_version": self.policy_version,
+            "update_steps": self.update_steps,
+        }
+
+    def load_state(self, state: dict[str, Any], resume: bool) -> None:
+        self.network.load_state_dict(state["Policy"])
+        self.value_net.load_state_dict(state["Value"])
+        self.target_net.load_state_dict(state["TargetValue"])
+        self.q1.load_state_dict(state["Q1"])
+        self.q2.load_state_dict(state["Q2"])
+        with torch.no_grad():
+            for key, alpha in (("continuous", self.log_alpha_cont), ("discrete", self.log_alpha_disc)):
+                if alpha is not None:
+                    alpha.copy_(state["LogEntropyCoef"][key])
+        if resume:
+            optimizers = state["Optimizer"]
+            self.policy_optimizer.load_state_dict(optimizers["policy"])
+            self.value_optimizer.load_state_dict(optimizers["value"])
+            self.entropy_optimizer.load_state_dict(optimizers["entropy"])
+            self.step = int(state["global_step"])
+            self.policy_version = int(state.get("policy_version", 0))
+            self.update_steps = int(state.get("update_steps", 1))
+
+    def load(self, path: str, resume: bool) -> None:
+        super().load(path, resume)
+        if resume and self.hp.save_replay_buffer:
+            buffer_path = os.path.join(os.path.dirname(path), REPLAY_BUFFER_FILE)
+            if os.path.isfile(buffer_path):
+                self.replay.load(buffer_path)
+            else:
+                logger.warning("%s: no saved replay buffer; it refills from new experience", buffer_path)
+
+    def save_checkpoint(self, final: bool = False) -> Optional[str]:
+        path = super().save_checkpoint(final)
+        if path is not None and self.checkpoints is not None and self.hp.save_replay_buffer:
+            self.replay.save(os.path.join(self.checkpoints.folder, REPLAY_BUFFER_FILE))
+        return path
+
+    def export_onnx(self, path: str) -> None:  # type: ignore[override]
+        """The actor as an ONNX model Unity runs (ml_arl.policy.onnx_export)."""
+        from ml_arl.policy.onnx_export import export_onnx
+
+        export_onnx(self.network, path)

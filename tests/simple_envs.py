@@ -1,0 +1,157 @@
+"""Learning-test tasks in the manner of ML-Agents' own (ml-agents' tests/simple_test_envs.py),
+written here for ml_arl's tests.
+
+``GoalReach``: each agent has one position per action dimension (continuous actions and
+discrete branches of two actions each), starting at 0 on [-1, 1]. A goal of -1 or +1 is drawn
+per episode and shown in every observation (a vector filled with it, or images filled with it).
+Each step moves every position by the action clamped to [-step_size, step_size] (a discrete
+action moves by -step_size or +step_size). The episode ends once every position is at -1 or +1,
+with the reward ``SUCCESS_REWARD * mean(position * goal)``; every other step costs 0.01.
+The best return is about 1.0 and a run succeeds when the mean of its last 5 episode returns is
+above 0.9 (ML-Agents' criterion). Episodes longer than ``max_episode_steps`` are cut (interrupted).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+from mlagents_envs.base_env import (
+    ActionSpec,
+    ActionTuple,
+    BaseEnv,
+    BehaviorMapping,
+    BehaviorSpec,
+    DecisionSteps,
+    DimensionProperty,
+    ObservationSpec,
+    ObservationType,
+    TerminalSteps,
+)
+
+STEP_SIZE = 0.2
+TIME_PENALTY = 0.01
+MIN_STEPS = int(1.0 / STEP_SIZE) + 1
+SUCCESS_REWARD = 1.0 + MIN_STEPS * TIME_PENALTY
+SUCCESS_THRESHOLD = 0.9  # mean of the last 5 episode returns
+IMAGE_SIZE = (20, 20, 3)
+
+
+def last5(returns: list[float]) -> float:
+    return float(np.mean(returns[-5:])) if len(returns) >= 5 else float("-inf")
+
+
+class GoalReach(BaseEnv):
+    def __init__(
+        self,
+        continuous: int = 1,
+        discrete: int = 0,
+        step_size: float = STEP_SIZE,
+        vectors: int = 1,
+        images: int = 0,
+        image_size: tuple[int, int, int] = IMAGE_SIZE,
+        n_agents: int = 1,
+        max_episode_steps: int = 100,
+        seed: int = 0,
+        name: str = "GoalReach",
+    ):
+        self.name = name
+        self.n_agents = n_agents
+        self.step_size = step_size
+        self.dims = continuous + discrete
+        self.max_episode_steps = max_episode_steps
+        shapes: list[tuple[int, ...]] = [(1,)] * vectors + [tuple(image_size)] * images
+        obs_specs = [
+            ObservationSpec(shape, (DimensionProperty.NONE,) * len(shape), ObservationType.DEFAULT, f"obs_{i}")
+            for i, shape in enumerate(shapes)
+        ]
+        self.shapes = shapes
+        self.spec = BehaviorSpec(obs_specs, ActionSpec(continuous, (2,) * discrete))
+        self.rng = np.random.default_rng(seed)
+        self.ids = np.arange(n_agents, dtype=np.int32)
+        self.next_id = n_agents
+        self.pos = np.zeros((n_agents, self.dims), np.float32)
+        self.goal = np.ones(n_agents, np.float32)
+        self.t = np.zeros(n_agents, np.int32)
+        self.action: Optional[ActionTuple] = None
+        self.result: tuple[DecisionSteps, TerminalSteps] = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
+
+    def _observe(self, goal: np.ndarray) -> list[np.ndarray]:
+        return [np.ones((len(goal), *shape), np.float32) * goal.reshape((-1,) + (1,) * len(shape)) for shape in self.shapes]
+
+    def _masks(self, n: int) -> Optional[list[np.ndarray]]:
+        branches = self.spec.action_spec.discrete_branches
+        return [np.zeros((n, b), bool) for b in branches] if branches else None
+
+    @staticmethod
+    def _groups(n: int) -> tuple[np.ndarray, np.ndarray]:
+        return np.zeros(n, np.int32), np.zeros(n, np.float32)  # no groups
+
+    def _reset(self, idx: np.ndarray) -> None:
+        self.pos[idx] = 0.0
+        self.goal[idx] = self.rng.choice([-1.0, 1.0], len(idx))
+        self.t[idx] = 0
+
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        return BehaviorMapping({self.name: self.spec})
+
+    def reset(self) -> None:
+        self._reset(np.arange(self.n_agents))
+        n = self.n_agents
+        self.result = (
+            DecisionSteps(self._observe(self.goal), np.zeros(n, np.float32), self.ids.copy(), self._masks(n), *self._groups(n)),
+            TerminalSteps.empty(self.spec),
+        )
+
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        self.action = action
+
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
+        raise NotImplementedError
+
+    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+        return self.result
+
+    def step(self) -> None:
+        action = self.action or self.spec.action_spec.empty_action(self.n_agents)
+        self.action = None
+        deltas = []
+        if self.spec.action_spec.continuous_size:
+            deltas.append(np.asarray(action.continuous, np.float32))
+        if self.spec.action_spec.discrete_branches:
+            deltas.append(np.where(np.asarray(action.discrete) > 0, 1.0, -1.0).astype(np.float32))
+        delta = np.clip(np.concatenate(deltas, axis=1), -self.step_size, self.step_size)
+        self.pos = np.clip(self.pos + delta, -1.0, 1.0)
+        self.t += 1
+        finished = np.all(np.abs(self.pos) >= 1.0, axis=1)
+        cut = ~finished & (self.t >= self.max_episode_steps)
+        reward = np.where(finished, SUCCESS_REWARD * (self.pos * self.goal[:, None]).mean(axis=1), -TIME_PENALTY).astype(np.float32)
+        ended = np.nonzero(finished | cut)[0]
+        terminal = TerminalSteps.empty(self.spec)
+        if len(ended):
+            terminal = TerminalSteps(
+                self._observe(self.goal[ended]), reward[ended], cut[ended], self.ids[ended].copy(), *self._groups(len(ended))
+            )
+            self._reset(ended)
+            self.ids[ended] = np.arange(self.next_id, self.next_id + len(ended), dtype=np.int32)  # a new agent, as ML-Agents' env
+            self.next_id += len(ended)
+            reward[ended] = 0.0
+        decision = DecisionSteps(self._observe(self.goal), reward, self.ids.copy(), self._masks(self.n_agents), *self._groups(self.n_agents))
+        self.result = (decision, terminal)
+
+    def close(self) -> None:
+        pass
+
+
+def goal_reach(
+    seed: Optional[int] = None,
+    continuous: int = 1,
+    discrete: int = 0,
+    step_size: float = STEP_SIZE,
+    vectors: int = 1,
+    images: int = 0,
+    n_agents: int = 1,
+) -> GoalReach:
+    """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant)."""
+    return GoalReach(continuous, discrete, step_size, vectors, images, n_agents=n_agents, seed=seed or 0)
