@@ -216,7 +216,7 @@ def test_visual_muscle_agrees_with_torch(encoder: str) -> None:
         torch.as_tensor(info.continuous), torch.as_tensor(info.discrete).long(),
     )
     np.testing.assert_allclose(info.log_prob, log_prob.detach().numpy(), atol=1e-4)
-    assert value.shape == (7,)
+    assert value.shape == (7, 1)  # one value per reward stream
 
 
 def test_simple_encoder_rejects_small_images() -> None:

@@ -352,13 +352,12 @@ class ActorCritic(nn.Module):
         continuous: torch.Tensor,
         discrete: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probability and entropy of given actions, and the first stream's value, in one pass."""
+        """Log-probability and entropy of given actions, and the values [B, streams], in one pass."""
         hidden = self.body(self.encoder(obs))
         dist = self._distribution(hidden, masks)
         assert self.value_head is not None, "this network has no critic"
         critic_hidden = hidden if self.shared_critic else self.critic_body(self.critic_encoder(obs))
-        value = self.value_head(critic_hidden)[:, 0]
-        return dist.log_prob(continuous, discrete), dist.entropy(), value
+        return dist.log_prob(continuous, discrete), dist.entropy(), self.value_head(critic_hidden)
 
     def muscle_weights(self) -> ActorWeights:
         """The actor as numpy arrays (float32), for ml_arl.policy.muscle.Muscle."""

@@ -26,6 +26,7 @@ from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.common import gae
 from ml_arl.trainers.optim import Adam, clip_grad_norm
+from ml_arl.trainers.streams import RewardStreams
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +41,9 @@ class PPOBatch:
     continuous: torch.Tensor  # [N, n_cont]
     discrete: torch.Tensor  # [N, n_branches]
     log_prob: torch.Tensor  # [N] under the acting policy
-    values: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N] the critic's, before the update
-    advantages: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N]
-    returns: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N] advantages + values
+    values: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N, streams] the critic's, before the update
+    advantages: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N] the mean over streams
+    returns: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N, streams] advantages + values
 
     def __len__(self) -> int:
         return int(self.log_prob.shape[0])
@@ -68,10 +69,12 @@ class PPOBuffer:
 
     def __init__(self) -> None:
         self.trajectories: list[Trajectory] = []
+        self.stream_rewards: list[np.ndarray] = []  # per trajectory, [T, streams] with each signal's strength
         self.size = 0
 
-    def add(self, traj: Trajectory) -> None:
+    def add(self, traj: Trajectory, stream_rewards: np.ndarray) -> None:
         self.trajectories.append(traj)
+        self.stream_rewards.append(stream_rewards)
         self.size += len(traj)
 
     def batch(self, device: torch.device) -> tuple[PPOBatch, list[torch.Tensor]]:
@@ -97,6 +100,7 @@ class PPOBuffer:
 
     def clear(self) -> None:
         self.trajectories = []
+        self.stream_rewards = []
         self.size = 0
 
 
@@ -119,8 +123,9 @@ def ppo_loss(
     clip_value_loss: bool = True,
 ) -> PPOLoss:
     """ML-Agents' PPO loss: clipped surrogate, value loss (clipped to +-epsilon around the old
-    values unless ``clip_value_loss`` is off), and the entropy bonus:
-    ``policy + 0.5 * value - beta * mean(entropy)``."""
+    values unless ``clip_value_loss`` is off; with several reward streams, ``value``,
+    ``old_values`` and ``returns`` are [N, streams] and the loss is the mean over streams), and
+    the entropy bonus: ``policy + 0.5 * value - beta * mean(entropy)``."""
     ratio = torch.exp(log_prob - old_log_prob)
     surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
     policy_loss = -surrogate.mean()
@@ -145,15 +150,13 @@ class PPOTrainer(Trainer):
         seed: int = 0,
     ):
         super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
+        self.streams = RewardStreams(behavior, settings, spec, device)
         try:
-            self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic).to(device)
+            self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings
             raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self.buffer = PPOBuffer()
-        extrinsic = settings.reward_signals.extrinsic
-        self.gamma = extrinsic.gamma if extrinsic is not None else 0.99
-        self.strength = extrinsic.strength if extrinsic is not None else 0.0
 
     def policy_snapshot(self) -> PolicySnapshot:
         return PolicySnapshot(self.policy_version, self.network.muscle_weights())
@@ -163,7 +166,7 @@ class PPOTrainer(Trainer):
             vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
             if vectors is not None:
                 self.network.normalizer.update(vectors)
-        self.buffer.add(traj)
+        self.buffer.add(traj, self.streams.rewards(traj, self.stats))
 
     def ready_to_update(self) -> bool:
         return self.buffer.size >= self.hp.buffer_size
@@ -195,9 +198,9 @@ class PPOTrainer(Trainer):
                 perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
                 minibatches = [data.select(perm[i : i + batch]) for i in range(0, n - batch + 1, batch)]
             for mb in minibatches:
-                log_prob, entropy, value = net.evaluate(mb.obs, mb.allowed, mb.continuous, mb.discrete)
+                log_prob, entropy, values = net.evaluate(mb.obs, mb.allowed, mb.continuous, mb.discrete)
                 loss = ppo_loss(
-                    log_prob, mb.log_prob, mb.advantages, value, mb.values, mb.returns, entropy,
+                    log_prob, mb.log_prob, mb.advantages, values, mb.values, mb.returns, entropy,
                     epsilon, beta, hp.clip_value_loss,
                 )
                 self.optimizer.zero_grad()
@@ -215,23 +218,28 @@ class PPOTrainer(Trainer):
         self.stats.add_stat("Policy/Beta", beta)
 
     def _with_advantages(self) -> PPOBatch:
-        """The buffer as one batch with values, GAE advantages (per trajectory) and returns; the
-        value after a trajectory is 0 only at a true termination."""
+        """The buffer as one batch with values, GAE advantages (per trajectory and reward stream,
+        averaged over streams, as ML-Agents) and returns per stream; the value after a trajectory
+        is 0 only at a true termination, and never for streams that ignore dones (curiosity, RND)."""
         data, next_obs = self.buffer.batch(self.device)
         with torch.no_grad():
-            values = self.network.value(data.obs).cpu().numpy()
-            next_values = self.network.value(next_obs).cpu().numpy()
+            values = self.network.values(data.obs).cpu().numpy()
+            next_values = self.network.values(next_obs).cpu().numpy()
+        streams = self.streams
         advantages = np.empty_like(values)
         start = 0
-        for i, traj in enumerate(self.buffer.trajectories):
+        for i, (traj, rewards) in enumerate(zip(self.buffer.trajectories, self.buffer.stream_rewards)):
             end = start + len(traj)
-            value_next = 0.0 if (traj.done and not traj.interrupted) else float(next_values[i])
-            advantages[start:end] = gae(traj.rewards * self.strength, values[start:end], value_next, self.gamma, self.hp.lambd)
-            self.stats.add_stat("Policy/Extrinsic Value Estimate", float(values[start:end].mean()))
+            terminal = traj.done and not traj.interrupted
+            for k in range(len(streams.names)):
+                value_next = 0.0 if terminal and not streams.ignore_done[k] else float(next_values[i, k])
+                advantages[start:end, k] = gae(rewards[:, k], values[start:end, k], value_next, streams.gammas[k], self.hp.lambd)
             start = end
+        for k, tag in enumerate(streams.tags):
+            self.stats.add_stat(f"Policy/{tag} Value Estimate", float(values[:, k].mean()))
         data.values = torch.as_tensor(values, device=self.device)
-        data.advantages = torch.as_tensor(advantages, device=self.device)
-        data.returns = data.advantages + data.values
+        data.returns = torch.as_tensor(advantages, device=self.device) + data.values
+        data.advantages = torch.as_tensor(advantages.mean(axis=1), device=self.device)
         return data
 
     # ------------------------------------------------------------------ persistence
