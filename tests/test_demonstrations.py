@@ -206,6 +206,10 @@ def test_bytes_are_what_ml_agents_loader_reads(tmp_path: Path) -> None:
     discrete = brain_parameters("D", ActionSpec(0, (3, 2)))  # older loaders read the deprecated fields
     assert discrete.vector_action_space_type_deprecated == 0 and list(discrete.vector_action_size_deprecated) == [3, 2]
     hybrid = brain_parameters("H", ActionSpec(2, (3,)))  # which have no hybrid form
+    header = meta_header("Ä" * 40, 2**31 - 1, 10**6, 1.5)  # a long name is shortened to fit 33 bytes
+    long_size, long_pos = _DecodeVarint32(header, 0)
+    long = DemonstrationMetaProto.FromString(header[long_pos : long_pos + long_size])
+    assert len(header) == META_BYTES and long.number_steps == 2**31 - 1 and set(long.demonstration_name) == {"Ä"}
     assert list(hybrid.action_spec.discrete_branch_sizes) == [3] and not hybrid.vector_action_size_deprecated
     pos += size
     records = []

@@ -84,7 +84,8 @@ class DemoRecorder:
 
     def _open(self, behavior: str, spec: BehaviorSpec) -> DemoWriter:
         path = free_demo_path(self.folder, demo_file_stem(behavior), {w.path for w in self.writers.values()})
-        writer = self.writers[behavior] = DemoWriter(path, behavior, spec)
+        name = os.path.basename(path)[: -len(DEMO_SUFFIX)]  # as Unity names a demonstration after its file
+        writer = self.writers[behavior] = DemoWriter(path, behavior, spec, name)
         self._sent[behavior] = sent_continuous(self.options.settings_for(behavior).trainer_type)
         logger.info("Recording the episodes of %s to %s", behavior, path)
         return writer
