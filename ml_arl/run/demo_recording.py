@@ -4,8 +4,9 @@
 it and closes the recorder at shutdown (Ctrl-C and errors too), so each file is complete: the
 episodes that finished, none half.
 
-A file that exists is never overwritten: the next free name is taken (``Reach_1.demo``, ...), as
-Unity's Demonstration Recorder does, so several recordings into one folder add up.
+A file that exists is never overwritten: when a behavior's recording starts (its first trajectory),
+the next free name is taken (``Reach_1.demo``, ...), as Unity's Demonstration Recorder does, so
+several recordings into one folder add up.
 
 What is recorded are the actions the environment received, not the raw samples a trajectory
 holds: ``sent_continuous`` says, per trainer type, how one becomes the other.
