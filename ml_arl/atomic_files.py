@@ -31,13 +31,16 @@ _FILE_MODE = 0o666 & ~_umask()
 TEMP_PREFIX = ".tmp-"  # atomic_write's temporary files; a killed run may leave some (removed on --resume)
 
 
-def write_error(path: str, err: OSError) -> ResultsWriteError:
-    """The one-line error for a file of the run that could not be written."""
+RESULTS_ADVICE = (
+    "the files saved before are intact. Free disk space or make the results folder writable (or pick another "
+    "--results-dir), then continue with --resume"
+)
+
+
+def write_error(path: str, err: OSError, advice: str = RESULTS_ADVICE) -> ResultsWriteError:
+    """The one-line error for a file of the run that could not be written; ``advice`` says what to do."""
     reason = err.strerror or str(err) or type(err).__name__
-    return ResultsWriteError(
-        f"{path}: cannot write ({reason}); the files saved before are intact. Free disk space or make the "
-        "results folder writable (or pick another --results-dir), then continue with --resume"
-    )
+    return ResultsWriteError(f"{path}: cannot write ({reason}); {advice}")
 
 
 def _fsync_dir(folder: str) -> None:
@@ -79,6 +82,47 @@ def atomic_write(path: str, write: Callable[[Any], None], mode: str = "wb") -> N
                 os.remove(tmp)
             except OSError:
                 pass  # a read-only folder: --resume removes it later
+
+
+class AtomicFile:
+    """A binary file written over time and put in place whole: ``file`` is a temporary file next to
+    ``path`` (named with TEMP_PREFIX) until ``commit()`` fsyncs it and renames it to ``path``;
+    ``discard()`` removes it. A reader never sees a part of it. OSErrors of opening and committing
+    become a ResultsWriteError naming ``path`` with ``advice``; writes to ``file`` are the caller's."""
+
+    def __init__(self, path: str, advice: str = RESULTS_ADVICE):
+        self.path = path
+        self.advice = advice
+        self._folder = os.path.dirname(os.path.abspath(path))
+        try:
+            os.makedirs(self._folder, exist_ok=True)
+            fd, self.temp_path = tempfile.mkstemp(prefix=TEMP_PREFIX, dir=self._folder)
+        except OSError as err:
+            raise write_error(path, err, advice) from None
+        self.file = os.fdopen(fd, "w+b")
+        os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results are ordinary files
+
+    def commit(self) -> None:
+        try:
+            self.file.flush()
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.temp_path, self.path)
+        except OSError as err:
+            self.discard()
+            raise write_error(self.path, err, self.advice) from None
+        _fsync_dir(self._folder)
+
+    def discard(self) -> None:
+        """Close and remove the temporary file (best effort: a read-only folder keeps it)."""
+        try:
+            self.file.close()
+        except OSError:
+            pass
+        try:
+            os.remove(self.temp_path)
+        except OSError:
+            pass
 
 
 def write_bytes(path: str, data: bytes) -> None:

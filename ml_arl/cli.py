@@ -35,6 +35,7 @@ examples:
   arl-learn config/ppo/CartPole.yaml --run-id cp --resume       # continue at the saved step
   arl-learn config/ppo/Reach.yaml --run-id reach2 --initialize-from reach
   arl-learn config/ppo/Reach.yaml --env builtin:ReachDiscrete --run-id rd --force
+  arl-learn config/ppo/Reach.yaml --run-id reach --resume --inference --record-demo demos   # .demo files
   arl-learn my.yaml --env mypkg.envs:make_env --env-args size=8   # your own BaseEnv factory
   arl-learn config/ppo/Ball.yaml --env ./builds/Ball.x86_64 --num-envs 4 --no-graphics --run-id ball
   arl-learn config/ppo/Ball.yaml --run-id editor-run              # then press Play in the Unity Editor

@@ -1,4 +1,4 @@
-"""Checks and preparation of results/<run-id> before a run starts, and the run seed.
+"""Checks and preparation of results/<run-id> (and of the --record-demo folder) before a run starts, and the run seed.
 Kept free of torch so the CLI can do this (and start workers) while torch imports.
 
 A run id is a name (settings.check_run_name), so <results-dir>/<run-id> is always one folder
@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -95,6 +96,10 @@ def validate_run_directories(options: RunOptions) -> None:
     if exists and cp.force:
         _check_force_target(path)
     validate_phase_loads(options)
+    if cp.record_demo is not None:
+        problem = record_demo_problem(cp.record_demo)
+        if problem is not None:
+            raise RunDirectoryError(problem)
     if cp.initialize_from is not None:
         init_dir = os.path.join(cp.results_dir, cp.initialize_from)
         if not os.path.isdir(init_dir):
@@ -102,6 +107,22 @@ def validate_run_directories(options: RunOptions) -> None:
                 f"{init_dir}: could not initialize from run '{cp.initialize_from}'; make sure models "
                 "have been saved with that run ID"
             )
+
+
+def record_demo_problem(folder: str) -> Optional[str]:
+    """Why ``folder`` cannot take demonstrations (a file, under a file, not writable), or None.
+    A folder that does not exist yet is fine: it is created."""
+    if os.path.lexists(folder) and not os.path.isdir(folder):
+        return f"--record-demo {folder}: exists and is not a folder; pass a folder (it is created if missing)"
+    existing = os.path.abspath(folder)
+    while not os.path.lexists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        return f"--record-demo {folder}: {existing} is a file, so the folder cannot be created; pass another folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        what = "folder" if existing == os.path.abspath(folder) else f"folder is under {existing}, which"
+        return f"--record-demo {folder}: the {what} is not writable; pass a folder you can write to"
+    return None
 
 
 def prepare_results_dir(options: RunOptions) -> None:

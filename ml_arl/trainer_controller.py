@@ -26,6 +26,7 @@ from ml_arl.exceptions import ConfigError
 from ml_arl.messages import StepBatch, Trajectory
 from ml_arl.results_dir import resolve_seed
 from ml_arl.run.brains import Brains
+from ml_arl.run.demo_recording import DemoRecorder
 from ml_arl.run.outputs import ProgressBar, RunOutputs
 from ml_arl.run.phases import PhaseSchedule
 from ml_arl.run.policies import PolicyRouter
@@ -77,6 +78,8 @@ class TrainerController:
         self.threads = TrainerThreads(self.timers)
         self.managers: dict[str, AgentManager] = {}
         self.progress = ProgressBar()
+        demo_dir = options.checkpoint_settings.record_demo
+        self.demos = DemoRecorder(demo_dir, options) if demo_dir is not None else None
 
     @property
     def trainers(self) -> dict[str, Trainer]:
@@ -122,7 +125,11 @@ class TrainerController:
                 self.env_manager.close()
             except Exception:  # noqa: BLE001 - the run's own outcome matters more than a close error
                 logger.warning("closing the environments raised", exc_info=True)
-            self.outputs.close()
+            try:
+                self.outputs.close()
+            finally:
+                if self.demos is not None:
+                    self.demos.close()  # each .demo file holds every episode that finished
 
     def _elos(self) -> dict[str, float]:
         """ELO of the self-play brains that save checkpoints (kept in training_status.json)."""
@@ -239,6 +246,8 @@ class TrainerController:
         record_steps = self.outputs.records_steps
         for traj in batch.trajectories:
             brain = brain_of[traj.behavior]
+            if self.demos is not None:
+                self.demos.record(traj, self.trainers[brain].spec)
             if record_steps:
                 self.outputs.record_steps(schedule.name, brain, traj, batch.worker_id)
             if self.train_model and (not self.trainers[brain].learning or not selfplay.is_learning(brain, traj.behavior)):

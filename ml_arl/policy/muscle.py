@@ -17,6 +17,15 @@ from mlagents_envs.base_env import ActionTuple
 from ml_arl.messages import ActorWeights, VisualEncoderWeights
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+CONTINUOUS_CLIP = 3.0  # a raw Gaussian sample is clamped to [-3, 3], then scaled to [-1, 1] (as ML-Agents' PPO)
+
+
+def env_continuous(raw: np.ndarray) -> np.ndarray:
+    """The continuous actions the environment receives for raw samples: clamp(a, -3, 3) / 3 (a new array)."""
+    sent = np.minimum(raw, CONTINUOUS_CLIP)
+    np.maximum(sent, -CONTINUOUS_CLIP, out=sent)
+    sent /= CONTINUOUS_CLIP
+    return sent
 
 
 class ActionInfo(NamedTuple):
@@ -130,9 +139,7 @@ class Muscle:
                     log_prob *= -0.5
                     log_prob += self._cont_logp_const
                 entropy = np.full(batch, self._cont_entropy, np.float32)
-                clipped = np.minimum(cont, 3.0)
-                np.maximum(clipped, -3.0, out=clipped)
-                clipped /= 3.0
+                clipped = env_continuous(cont)
         else:
             cont = clipped = np.zeros((batch, 0), np.float32)
             log_prob = np.zeros(batch, np.float32)
@@ -174,8 +181,8 @@ class Muscle:
             raw = mu + noise * np.exp(log_std)
         log_prob = (-0.5 * np.einsum("ij,ij->i", noise, noise) - np.sum(log_std + _LOG_SQRT_2PI, axis=1)).astype(np.float32)
         if not self.tanh_squash:
-            sent = np.clip(raw, -3.0, 3.0) / 3.0
-            return raw.astype(np.float32), log_prob, entropy, sent.astype(np.float32)
+            raw = raw.astype(np.float32)
+            return raw, log_prob, entropy, env_continuous(raw)
         action = np.tanh(raw).astype(np.float32)
         log_prob -= np.sum(np.log(1.0 - action * action + 1e-6), axis=1).astype(np.float32)
         return action, log_prob, entropy, action

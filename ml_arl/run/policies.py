@@ -35,6 +35,7 @@ class PolicyRouter:
         self.env_manager = env_manager
         self.train_model = not options.checkpoint_settings.inference
         self.record_steps = options.results_store.record_steps
+        self.record_demo = options.checkpoint_settings.record_demo is not None
         self.live: dict[str, PolicySnapshot] = {}  # brain -> the newest policy its trainer published
 
     def push(self, trainer: Trainer, behavior_ids: list[str], phase: Optional[PhaseSettings], selfplay: SelfPlay) -> None:
@@ -48,7 +49,8 @@ class PolicyRouter:
                 continue
             learning_team = selfplay.is_learning(brain, behavior_id)
             # trajectories are built for a team that learns, with --inference (what was acted is
-            # counted) and when the store records every step; never for a self-play opponent
-            collect = learning_team and (trainer.learning or not self.train_model or self.record_steps)
+            # counted), when the store records every step and with --record-demo (a frozen brain's
+            # episodes too); never for a self-play opponent
+            collect = learning_team and (trainer.learning or not self.train_model or self.record_steps or self.record_demo)
             self.env_manager.set_policy(behavior_id, policy_message(snapshot, trainer.settings, phase, collect))
 

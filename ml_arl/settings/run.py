@@ -95,6 +95,12 @@ class CheckpointSettings(Strict):
     force: bool = setting(False, flag="--force", help="overwrite the results of an existing --run-id")
     train_model: bool = False
     inference: bool = setting(False, flag="--inference", help="act without training (use with --resume)")
+    # ml_arl: acted episodes as Unity ML-Agents demonstrations (for behavioral_cloning / gail demo_path)
+    record_demo: Optional[str] = setting(
+        None, flag="--record-demo", metavar="DIR",
+        help="write every behavior's finished episodes to DIR/<behavior>.demo (ML-Agents' .demo format), "
+        "e.g. with --inference; DIR is created if missing",
+    )
     results_dir: str = setting("results", flag="--results-dir", help="base folder of results")
 
     @property
