@@ -80,3 +80,32 @@ class ClippedReward:
 
     def __call__(self, batch: ObjectiveBatch) -> np.ndarray:
         return np.clip(batch.reward, self.low, self.high) + self.terminal_bonus * batch.terminated
+
+
+class GoalExpertMuscle:
+    """The expert of tests.simple_envs.GoalReach: every action moves towards the goal its
+    observations show (the first observation's mean is the goal's sign). Continuous actions are
+    kept as 3 x the sent action, as ml_arl's muscle keeps raw samples whose clamp(a, -3, 3) / 3 is sent."""
+
+    def __init__(self, weights: dict[str, np.ndarray], deterministic: bool, seed: int):
+        self.set_weights(weights)
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        self.n_cont = int(weights["n_cont"])
+        self.branches = tuple(int(b) for b in weights["branches"])
+
+    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
+        n = obs[0].shape[0]
+        goal = np.sign(obs[0].reshape(n, -1).mean(axis=1)).astype(np.float32)
+        sent = np.repeat(goal[:, None], self.n_cont, axis=1)
+        disc = np.repeat((goal[:, None] > 0).astype(np.int32), len(self.branches), axis=1)
+        zeros = np.zeros(n, np.float32)
+        return ActionInfo(3.0 * sent, disc, zeros, zeros, allowed, ActionTuple(continuous=sent, discrete=disc))
+
+
+class GoalExpertTrainer(RandomTrainer):
+    """Acts with GoalExpertMuscle; never learns."""
+
+    def policy_snapshot(self) -> PolicySnapshot:
+        snapshot = super().policy_snapshot()
+        return PolicySnapshot(snapshot.version, snapshot.weights, muscle="tests.plugins:GoalExpertMuscle")

@@ -19,6 +19,7 @@ from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl import limits
 from ml_arl.checkpoints import CheckpointManager, TrainingStatus, checkpoint_problem, resume_candidates
+from ml_arl.demo import check_demonstrations
 from ml_arl.exceptions import ConfigError, RunDirectoryError
 from ml_arl.import_path import ImportPathError, resolve_class
 from ml_arl.policy.networks import check_visual_support
@@ -76,6 +77,12 @@ class Brains:
         problem = check_visual_support(spec, settings.network_settings)
         if problem is not None:
             raise ConfigError([f"behaviors.{brain}.{problem}"])
+        demos = [("reward_signals.gail.demo_path", settings.reward_signals.gail), ("behavioral_cloning.demo_path", settings.behavioral_cloning)]
+        for key, section in demos:
+            if section is not None:
+                problem = check_demonstrations(section.demo_path, spec, f"behaviors.{brain}.{key}", brain)
+                if problem is not None:
+                    raise ConfigError([problem])
         net = settings.network_settings
         too_big = limits.behavior_memory_problem(spec, net.hidden_units, net.num_layers, self.options.env_settings.num_envs)
         if too_big is not None:

@@ -20,12 +20,15 @@ from mlagents_envs.base_env import BehaviorSpec
 from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot, Trajectory
+from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.common import gae
 from ml_arl.trainers.optim import Adam, clip_grad_norm
+from ml_arl.trainers.reward_signals import SignalBatch
 from ml_arl.trainers.streams import RewardStreams
 
 logger = logging.getLogger(__name__)
@@ -150,13 +153,17 @@ class PPOTrainer(Trainer):
         seed: int = 0,
     ):
         super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, device)
+        self.streams = RewardStreams(behavior, settings, spec, env_continuous)
         try:
             self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings
             raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self.buffer = PPOBuffer()
+        self.bc = make_behavioral_cloning(
+            behavior, settings.behavioral_cloning, self.network, self.hp.learning_rate, self.hp.batch_size,
+            self.hp.num_epoch, device, self.rng,
+        )
 
     def policy_snapshot(self) -> PolicySnapshot:
         return PolicySnapshot(self.policy_version, self.network.muscle_weights())
@@ -185,6 +192,8 @@ class PPOTrainer(Trainer):
         self.optimizer.lr = lr
 
         data = self._with_advantages()
+        signal_data = self._signal_batch(data) if self.streams.learned else None
+        signal_stats: dict[str, list[float]] = {}
         n = len(data)
         if n > 1:
             adv = data.advantages
@@ -194,10 +203,12 @@ class PPOTrainer(Trainer):
         for _ in range(hp.num_epoch):
             if batch == n:  # one minibatch per epoch: its order does not matter, skip the shuffle
                 minibatches = [data]
+                rows: list[Any] = [slice(None)]
             else:
                 perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
-                minibatches = [data.select(perm[i : i + batch]) for i in range(0, n - batch + 1, batch)]
-            for mb in minibatches:
+                rows = [perm[i : i + batch] for i in range(0, n - batch + 1, batch)]
+                minibatches = [data.select(idx) for idx in rows]
+            for mb, idx in zip(minibatches, rows):
                 log_prob, entropy, values = net.evaluate(mb.obs, mb.allowed, mb.continuous, mb.discrete)
                 loss = ppo_loss(
                     log_prob, mb.log_prob, mb.advantages, values, mb.values, mb.returns, entropy,
@@ -210,12 +221,31 @@ class PPOTrainer(Trainer):
                 self.optimizer.step()
                 policy_losses.append(loss.policy.detach())
                 value_losses.append(loss.value.detach())
+                if signal_data is not None:  # ML-Agents: the reward signals learn from the same minibatches
+                    for tag, number in self.streams.update(signal_data.select(idx)).items():
+                        signal_stats.setdefault(tag, []).append(number)
         self.buffer.clear()
+        for tag, numbers in signal_stats.items():
+            self.stats.add_stat(tag, float(np.mean(numbers)))
+        if self.bc is not None:
+            for tag, number in self.bc.update(self.step).items():
+                self.stats.add_stat(tag, number)
         self.stats.add_stat("Losses/Policy Loss", float(torch.stack(policy_losses).mean()))
         self.stats.add_stat("Losses/Value Loss", float(torch.stack(value_losses).mean()))
         self.stats.add_stat("Policy/Learning Rate", lr)
         self.stats.add_stat("Policy/Epsilon", epsilon)
         self.stats.add_stat("Policy/Beta", beta)
+
+    def _signal_batch(self, data: PPOBatch) -> SignalBatch:
+        """The buffer as the reward providers read it (actions as the env received them)."""
+        trajs = self.buffer.trajectories
+        next_obs = [
+            torch.as_tensor(np.concatenate([np.concatenate([t.obs[k][1:], np.asarray(t.next_obs[k])[None]]) for t in trajs]), device=self.device)
+            for k in range(len(data.obs))
+        ]
+        dones = np.concatenate([np.eye(1, len(t), len(t) - 1, dtype=np.float32)[0] * float(t.done and not t.interrupted) for t in trajs])
+        continuous = torch.as_tensor(env_continuous(data.continuous.cpu().numpy()), device=self.device)
+        return SignalBatch(data.obs, next_obs, continuous, data.discrete, torch.as_tensor(dones, device=self.device))
 
     def _with_advantages(self) -> PPOBatch:
         """The buffer as one batch with values, GAE advantages (per trajectory and reward stream,
@@ -244,12 +274,17 @@ class PPOTrainer(Trainer):
 
     # ------------------------------------------------------------------ persistence
     def state(self) -> dict[str, Any]:
-        return {
+        state: dict[str, Any] = {
             "Policy": self.network.state_dict(),
             "Optimizer": self.optimizer.state_dict(),
             "global_step": self.step,
             "policy_version": self.policy_version,
         }
+        if self.streams.learned:
+            state["RewardSignals"] = self.streams.state()
+        if self.bc is not None:
+            state["BehavioralCloning"] = self.bc.state()
+        return state
 
     def export_onnx(self, path: str) -> None:  # type: ignore[override]
         """The actor as an ONNX model Unity runs (ml_arl.policy.onnx_export)."""
@@ -259,7 +294,10 @@ class PPOTrainer(Trainer):
 
     def load_state(self, state: dict[str, Any], resume: bool) -> None:
         self.network.load_state_dict(state["Policy"])
+        self.streams.load_state(state.get("RewardSignals"))
         if resume:
             self.optimizer.load_state_dict(state["Optimizer"])
+            if self.bc is not None:
+                self.bc.load_state(state.get("BehavioralCloning"))
             self.step = int(state["global_step"])
             self.policy_version = int(state.get("policy_version", 0))

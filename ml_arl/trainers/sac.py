@@ -22,6 +22,7 @@ import os
 from collections import defaultdict
 from typing import Any, NamedTuple, Optional
 
+import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
@@ -32,9 +33,12 @@ from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.replay_buffer import ReplayBatch, ReplayBuffer
+from ml_arl.trainers.reward_signals import SignalBatch
 from ml_arl.trainers.sac_networks import Critic, soft_update
+from ml_arl.trainers.streams import RewardStreams
 
 logger = logging.getLogger(__name__)
 
@@ -164,11 +168,7 @@ class SACTrainer(Trainer):
         seed: int = 0,
     ):
         super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        signals = settings.reward_signals.items()
-        self.streams = [name for name, _ in signals]
-        unsupported = [name for name in self.streams if name != "extrinsic"]
-        if unsupported:
-            raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.reward_signals.{unsupported[0]}: not available with SAC yet"])
+        self.streams = RewardStreams(behavior, settings, spec, lambda actions: actions)  # stored = sent, tanh-squashed
         net = settings.network_settings
         try:
             self.network = ActorCritic(spec, net, conditional_sigma=True, tanh_squash=True, critic=False).to(device)
@@ -176,7 +176,7 @@ class SACTrainer(Trainer):
             raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
         self.branches = tuple(int(b) for b in spec.action_spec.discrete_branches)
         self.n_cont = int(spec.action_spec.continuous_size)
-        n_streams = len(self.streams)
+        n_streams = len(self.streams.names)
         q_outputs = sum(self.branches) if self.branches else 1
         normalizer = self.network.normalizer
         self.value_net = Critic(spec, net, normalizer, n_streams).to(device)
@@ -184,9 +184,8 @@ class SACTrainer(Trainer):
         self.target_net.encoder._normalizer = [normalizer]  # the copy reads the live normalizer
         self.q1 = Critic(spec, net, normalizer, n_streams, self.n_cont, q_outputs).to(device)
         self.q2 = Critic(spec, net, normalizer, n_streams, self.n_cont, q_outputs).to(device)
-        self.gammas = torch.tensor([s.gamma for _, s in signals], dtype=torch.float32, device=device)
-        self.strengths = torch.tensor([s.strength for _, s in signals], dtype=torch.float32, device=device)
-        self.use_dones = torch.ones(n_streams, device=device)
+        self.gammas = torch.tensor(self.streams.gammas, dtype=torch.float32, device=device)
+        self.use_dones = torch.tensor([0.0 if ignore else 1.0 for ignore in self.streams.ignore_done], device=device)
         init = math.log(self.hp.init_entcoef)
         self.log_alpha_cont = torch.full((1,), init, device=device, requires_grad=True) if self.n_cont else None
         self.log_alpha_disc = (
@@ -206,6 +205,8 @@ class SACTrainer(Trainer):
         obs_shapes = [tuple(int(d) for d in o.shape) for o in spec.observation_specs]
         self.replay = ReplayBuffer(self.hp.buffer_size, obs_shapes, self.n_cont, self.branches, device)
         self.update_steps = 1  # gradient steps taken + 1, as ML-Agents counts them
+        self.signal_update_steps = 1  # reward-signal steps taken + 1
+        self.bc = make_behavioral_cloning(behavior, settings.behavioral_cloning, self.network, lr, self.hp.batch_size, 1, device, self.rng)
 
     # ------------------------------------------------------------------ acting side
     def policy_snapshot(self) -> PolicySnapshot:
@@ -219,8 +220,9 @@ class SACTrainer(Trainer):
                 self.network.normalizer.update(vectors)
         with torch.no_grad():
             values = self.value_net(obs)[:, :, 0].mean(0)
-        for name, value in zip(self.streams, values.tolist()):
-            self.stats.add_stat(f"Policy/{name.capitalize()} Value", value)
+        for tag, value in zip(self.streams.tags, values.tolist()):
+            self.stats.add_stat(f"Policy/{tag} Value", value)
+        self.streams.rewards(traj, self.stats)  # episode sums of every signal (the replay keeps the objective)
         self.replay.add(traj)
 
     def on_new_phase(self) -> None:
@@ -248,12 +250,26 @@ class SACTrainer(Trainer):
             for name, value in self._gradient_step(batch).items():
                 totals[name].append(value)
             self.update_steps += 1
+        signal_stats: dict[str, list[float]] = defaultdict(list)
+        while self.streams.learned and (self.step - hp.buffer_init_steps) / self.signal_update_steps > (hp.reward_signal_steps_per_update or hp.steps_per_update):
+            for tag, number in self.streams.update(self._signal_batch(self.replay.sample(hp.batch_size, self.rng))).items():
+                signal_stats[tag].append(number)
+            self.signal_update_steps += 1
         for name, values in totals.items():
             self.stats.add_stat(name, float(torch.stack(values).mean()))
+        for tag, numbers in signal_stats.items():
+            self.stats.add_stat(tag, float(np.mean(numbers)))
+        if self.bc is not None:
+            for tag, number in self.bc.update(self.step).items():
+                self.stats.add_stat(tag, number)
         self.stats.add_stat("Policy/Learning Rate", lr)
 
+    @staticmethod
+    def _signal_batch(batch: ReplayBatch) -> SignalBatch:
+        return SignalBatch(batch.obs, batch.next_obs, batch.continuous, batch.discrete, batch.dones, batch.rewards)
+
     def _gradient_step(self, batch: ReplayBatch) -> dict[str, torch.Tensor]:
-        rewards = batch.rewards[:, None] * self.strengths[None, :]
+        rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * torch.as_tensor(self.streams.strengths)
         dist = self.network.distribution(batch.obs, batch.allowed)
         cont_sample = cont_log_probs = None
         if self.n_cont:
@@ -323,6 +339,9 @@ class SACTrainer(Trainer):
             "global_step": self.step,
             "policy_version": self.policy_version,
             "update_steps": self.update_steps,
+            "signal_update_steps": self.signal_update_steps,
+            "RewardSignals": self.streams.state(),
+            "BehavioralCloning": self.bc.state() if self.bc is not None else {},
         }
 
     def load_state(self, state: dict[str, Any], resume: bool) -> None:
@@ -331,6 +350,7 @@ class SACTrainer(Trainer):
         self.target_net.load_state_dict(state["TargetValue"])
         self.q1.load_state_dict(state["Q1"])
         self.q2.load_state_dict(state["Q2"])
+        self.streams.load_state(state.get("RewardSignals"))
         with torch.no_grad():
             for key, alpha in (("continuous", self.log_alpha_cont), ("discrete", self.log_alpha_disc)):
                 if alpha is not None:
@@ -343,6 +363,9 @@ class SACTrainer(Trainer):
             self.step = int(state["global_step"])
             self.policy_version = int(state.get("policy_version", 0))
             self.update_steps = int(state.get("update_steps", 1))
+            self.signal_update_steps = int(state.get("signal_update_steps", 1))
+            if self.bc is not None:
+                self.bc.load_state(state.get("BehavioralCloning"))
 
     def load(self, path: str, resume: bool) -> None:
         super().load(path, resume)

@@ -2,49 +2,77 @@
 RND), each with its gamma, strength and value head, as ML-Agents keeps them.
 
 The extrinsic stream is the behavior's objective (the environment reward unless an objective
-changes it); the others come from reward providers (``ml_arl.trainers.reward_signals``) that
-score a trajectory on the trainer side. Each stream's rewards are summed per episode and
-reported as ``Policy/<Signal> Reward`` when the episode ends, as ML-Agents does.
+changes it); the others come from the reward providers of ``ml_arl.trainers.reward_signals``,
+which score experience on the trainer side (workers stay unchanged). Each stream's rewards are
+summed per episode and reported as ``Policy/<Signal> Reward`` when the episode ends, as
+ML-Agents does. Providers see continuous actions as the environment received them, so GAIL
+compares the policy with demonstrations on equal terms.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
+from ml_arl.demo import Demonstrations, load_demonstrations
+from ml_arl.exceptions import ConfigError
 from ml_arl.messages import Trajectory
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
+from ml_arl.trainers.reward_signals import RewardProvider, SignalBatch, make_reward_providers
 
-# ML-Agents' tag names: the provider's class name without "RewardProvider", capitalised
-TAGS = {"extrinsic": "Extrinsic", "curiosity": "Curiosity", "gail": "Gail", "rnd": "Rnd"}
-IGNORE_DONE = {"curiosity", "rnd"}  # these signals bootstrap past an episode's end
+Actions = Callable[[np.ndarray], np.ndarray]
+
+
+def expert_batch(demo: Demonstrations) -> SignalBatch:
+    """Demonstrations as a batch for GAIL (and behavioral cloning)."""
+    return SignalBatch.from_arrays(demo.obs, demo.continuous, demo.discrete, demo.dones.astype(np.float32), demo.next_obs, demo.rewards)
 
 
 class RewardStreams:
-    def __init__(self, behavior: str, settings: TrainerSettings, spec: BehaviorSpec, device: torch.device):
+    def __init__(self, behavior: str, settings: TrainerSettings, spec: BehaviorSpec, env_actions: Actions):
         signals = settings.reward_signals.items()
+        brain = behavior.split("?", 1)[0]
+        self.env_actions = env_actions  # stored continuous actions -> what the env received
+        expert = None
+        if settings.reward_signals.gail is not None:
+            where = f"behaviors.{brain}.reward_signals.gail.demo_path"
+            expert = expert_batch(load_demonstrations(settings.reward_signals.gail.demo_path, where))
+        try:
+            self.providers: dict[str, RewardProvider] = make_reward_providers(settings.reward_signals, spec, expert)
+        except ValueError as err:
+            raise ConfigError([f"behaviors.{brain}.{err}"]) from None
         self.names = tuple(name for name, _ in signals)
-        self.tags = tuple(TAGS[name] for name in self.names)
+        self.learned = {name: p for name, p in self.providers.items() if name != "extrinsic"}
+        self.tags = tuple(self.providers[name].display_name for name in self.names)
         self.gammas = tuple(float(s.gamma) for _, s in signals)
         self.strengths = np.array([s.strength for _, s in signals], np.float32)
-        self.ignore_done = tuple(name in IGNORE_DONE for name in self.names)
-        self.providers: dict[str, object] = {}
+        self.ignore_done = tuple(self.providers[name].ignore_done for name in self.names)
         self._episode_sums: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(self.names), np.float64))
+
+    def batch(self, traj: Trajectory) -> SignalBatch:
+        """A trajectory as the providers read it."""
+        dones = np.zeros(len(traj), dtype=np.float32)
+        dones[-1] = float(traj.done and not traj.interrupted)
+        next_obs = [np.concatenate([o[1:], np.asarray(last)[None]]) for o, last in zip(traj.obs, traj.next_obs)]
+        return SignalBatch.from_arrays(traj.obs, self.env_actions(traj.continuous), traj.discrete, dones, next_obs, traj.rewards)
 
     def rewards(self, traj: Trajectory, stats: Optional[StatsReporter] = None) -> np.ndarray:
         """[T, streams]: each stream's reward for the trajectory's steps, times its strength; the
         episode sums go to ``stats`` when the trajectory ends an episode."""
+        batch = self.batch(traj) if self.learned else None
         columns = []
         for name in self.names:
             if name == "extrinsic":
                 columns.append(np.asarray(traj.rewards, np.float32))
-            else:  # pragma: no cover - wired with the reward providers
-                raise NotImplementedError(name)
+            else:
+                assert batch is not None
+                columns.append(self.providers[name].evaluate(batch))
         rewards = np.stack(columns, axis=1) * self.strengths[None, :]
         sums = self._episode_sums[traj.agent_id]
         sums += rewards.sum(axis=0)
@@ -54,3 +82,29 @@ class RewardStreams:
                     stats.add_stat(f"Policy/{tag} Reward", float(total))
             del self._episode_sums[traj.agent_id]
         return rewards
+
+    def evaluate(self, batch: SignalBatch) -> torch.Tensor:
+        """[B, streams] rewards (times strength) of a batch whose ``rewards`` are the objective's."""
+        columns = []
+        for name in self.names:
+            if name == "extrinsic":
+                assert batch.rewards is not None
+                columns.append(batch.rewards.float())
+            else:
+                columns.append(torch.as_tensor(self.providers[name].evaluate(batch)))
+        return torch.stack(columns, dim=1) * torch.as_tensor(self.strengths)[None, :]
+
+    def update(self, batch: SignalBatch) -> dict[str, float]:
+        """One step of every learned signal on ``batch``; their loss tags."""
+        stats: dict[str, float] = {}
+        for provider in self.learned.values():
+            stats.update(provider.update(batch))
+        return stats
+
+    def state(self) -> dict[str, Any]:
+        return {name: provider.state_dict() for name, provider in self.learned.items()}
+
+    def load_state(self, state: Optional[dict[str, Any]]) -> None:
+        for name, provider in self.learned.items():
+            if state is not None and name in state:
+                provider.load_state_dict(state[name])

@@ -1,0 +1,120 @@
+"""Behavioral cloning (``behavioral_cloning:``) as ML-Agents' BC module: next to the RL loss, the
+actor is trained to reproduce the demonstrations' actions, with its own Adam optimizer over the
+actor at ``strength`` x the trainer's learning rate, decaying linearly to 0 over ``steps`` (held
+constant when ``steps`` is 0). Each trainer update runs ``num_epoch`` passes over the
+demonstrations (or over ``samples_per_update`` of them) in minibatches of ``batch_size``.
+
+The loss, per minibatch: the mean squared error between the actor's sampled continuous actions
+and the demonstrated ones, plus, for discrete branches, the cross-entropy of the demonstrated
+action under the actor's (masked) distribution, averaged over branches.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+
+from ml_arl.demo import Demonstrations
+from ml_arl.policy.networks import ActorCritic
+from ml_arl.settings import BehavioralCloningSettings
+from ml_arl.trainers.common import decayed
+from ml_arl.trainers.optim import Adam
+
+LR_FLOOR = 1e-10
+
+
+def bc_loss(network: ActorCritic, obs: list[torch.Tensor], continuous: torch.Tensor, discrete: torch.Tensor) -> torch.Tensor:
+    """ML-Agents' behavioral cloning loss of one minibatch of demonstrations."""
+    dist = network.distribution(obs, None)
+    loss = torch.zeros((), device=continuous.device)
+    if network.n_cont:
+        sampled, _ = dist.sample_continuous()
+        loss = loss + torch.nn.functional.mse_loss(sampled, continuous)
+    if network.branches:
+        per_branch = [
+            -logp.gather(1, discrete[:, i : i + 1].long()).squeeze(1) for i, logp in enumerate(dist.branch_log_probs())
+        ]
+        loss = loss + torch.stack(per_branch).mean()
+    return loss
+
+
+class BehavioralCloning:
+    def __init__(
+        self,
+        settings: BehavioralCloningSettings,
+        network: ActorCritic,
+        demo: Demonstrations,
+        policy_learning_rate: float,
+        default_batch_size: int,
+        default_num_epoch: int,
+        device: torch.device,
+        rng: np.random.Generator,
+    ):
+        self.settings = settings
+        self.network = network
+        self.device = device
+        self.rng = rng
+        self.initial_lr = policy_learning_rate * settings.strength
+        self.batch_size = settings.batch_size or default_batch_size
+        self.num_epoch = settings.num_epoch or default_num_epoch
+        self.obs = [torch.as_tensor(o, dtype=torch.float32, device=device) for o in demo.obs]
+        self.continuous = torch.as_tensor(demo.continuous, dtype=torch.float32, device=device)
+        self.discrete = torch.as_tensor(demo.discrete, dtype=torch.int64, device=device)
+        self.size = int(demo.steps)
+        self.optimizer = Adam(network.actor_parameters(), lr=self.initial_lr)
+
+    def learning_rate(self, step: int) -> float:
+        if self.settings.steps == 0:
+            return self.initial_lr
+        return decayed(self.initial_lr, LR_FLOOR, step, self.settings.steps, "linear")
+
+    def update(self, step: int) -> dict[str, float]:
+        """The BC passes of one trainer update at trainer step ``step``; ``Losses/Pretraining Loss``."""
+        lr = self.learning_rate(step)
+        if lr <= LR_FLOOR or self.size == 0:
+            return {"Losses/Pretraining Loss": 0.0}
+        self.optimizer.lr = lr
+        batch = min(self.batch_size, self.size)
+        batches = self.size // batch
+        if self.settings.samples_per_update > 0:
+            batches = max(1, min(batches, self.settings.samples_per_update // batch))
+        losses: list[torch.Tensor] = []
+        for _ in range(self.num_epoch):
+            order = torch.as_tensor(self.rng.permutation(self.size), device=self.device)
+            for i in range(batches):
+                idx = order[i * batch : (i + 1) * batch]
+                loss = bc_loss(self.network, [o[idx] for o in self.obs], self.continuous[idx], self.discrete[idx])
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                losses.append(loss.detach())
+        return {"Losses/Pretraining Loss": float(torch.stack(losses).mean())}
+
+    def state(self) -> dict[str, object]:
+        return {"optimizer": self.optimizer.state_dict()}
+
+    def load_state(self, state: Optional[dict[str, object]]) -> None:
+        if state is not None and "optimizer" in state:
+            self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
+
+
+def make_behavioral_cloning(
+    behavior: str,
+    settings: Optional[BehavioralCloningSettings],
+    network: ActorCritic,
+    policy_learning_rate: float,
+    default_batch_size: int,
+    default_num_epoch: int,
+    device: torch.device,
+    rng: np.random.Generator,
+) -> Optional[BehavioralCloning]:
+    """The BC module of a behavior with ``behavioral_cloning`` (None without)."""
+    if settings is None:
+        return None
+    from ml_arl.demo import load_demonstrations
+
+    where = f"behaviors.{behavior.split('?', 1)[0]}.behavioral_cloning.demo_path"
+    demo = load_demonstrations(settings.demo_path, where)
+    return BehavioralCloning(settings, network, demo, policy_learning_rate, default_batch_size, default_num_epoch, device, rng)
