@@ -122,7 +122,7 @@ def test_sac_hyperparameters_have_mlagents_defaults() -> None:
 def test_sac_refuses_ppo_keys_and_small_buffers() -> None:
     found = problems({"behaviors": {"A": {"trainer_type": "sac", "hyperparameters": {"num_epoch": 3}},
                                     "B": {"trainer_type": "sac", "hyperparameters": {"batch_size": 256, "buffer_size": 100}}}})
-    assert any("behaviors.A.hyperparameters.num_epoch: unknown key" in p for p in found), found
+    assert any("behaviors.A.hyperparameters.num_epoch: 'num_epoch' is a PPO hyperparameter" in p for p in found), found
     assert any("behaviors.B.hyperparameters.batch_size: 256 is larger than buffer_size" in p for p in found), found
 
 
@@ -144,6 +144,11 @@ def test_reward_signals_as_mlagents_has_them() -> None:
     assert gail is not None and (gail.use_actions, gail.use_vail, gail.gamma) == (False, False, 0.99)
     bc = imitator.behavioral_cloning
     assert bc is not None and (bc.steps, bc.strength, bc.samples_per_update, bc.num_epoch, bc.batch_size) == (0, 0.5, 0, None, None)
+
+
+def test_sac_hyperparameter_typos_suggest_sac_keys() -> None:
+    found = problems({"behaviors": {"A": {"trainer_type": "sac", "hyperparameters": {"tua": 0.01}}}})
+    assert found == ["cfg.yaml: behaviors.A.hyperparameters.tua: unknown key 'tua'; did you mean 'tau'?"], found
 
 
 def test_reward_signal_problems() -> None:

@@ -10,26 +10,43 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from ml_arl.settings.trainer import PPOSettings
+from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, PPOSettings
 from ml_arl.settings.values import key_text, short
 
-# Keys of untyped fields (Any) that follow a model: for the "did you mean" hint.
-_UNTYPED_FIELD_MODELS: dict[str, type[BaseModel]] = {"hyperparameters": PPOSettings}
+
+def _untyped_field_model(part: Any, node: Any) -> Optional[type[BaseModel]]:
+    """The model an untyped field (Any) follows, for the "did you mean" hint: hyperparameters
+    follow the section's trainer_type (PPO's for a user trainer)."""
+    if part != "hyperparameters":
+        return None
+    trainer_type = node.get("trainer_type", "ppo") if isinstance(node, dict) else "ppo"
+    return HYPERPARAMETER_MODELS.get(str(trainer_type), PPOSettings)
 
 
 
-def _fields_at(model: type[BaseModel], loc: tuple[Any, ...]) -> list[str]:
-    """Valid key names at ``loc`` (the path to a nested section inside ``model``)."""
+def _fields_at(model: type[BaseModel], loc: tuple[Any, ...], data: Any = None) -> list[str]:
+    """Valid key names at ``loc`` (the path to a nested section inside ``model``; ``data`` is
+    the input validated, for sections whose model depends on a sibling key)."""
     current: Optional[type[BaseModel]] = model
+    node = data
     for part in loc:
+        parent = node
+        node = node[part] if isinstance(node, (dict, list)) and _has(node, part) else None
         if isinstance(part, int):  # an item of a list of sections (phases)
             continue
         field = current.model_fields.get(str(part)) if current is not None else None
-        if field is not None and part in _UNTYPED_FIELD_MODELS:
-            current = _UNTYPED_FIELD_MODELS[part]
+        untyped = _untyped_field_model(part, parent) if field is not None else None
+        if untyped is not None:
+            current = untyped
             continue
         current = _model_in(field.annotation) if field is not None else None
     return list(current.model_fields) if current is not None else []
+
+
+def _has(node: Any, part: Any) -> bool:
+    if isinstance(node, dict):
+        return part in node
+    return isinstance(part, int) and 0 <= part < len(node)
 
 
 def _model_in(annotation: Any) -> Optional[type[BaseModel]]:
@@ -45,7 +62,7 @@ def _model_in(annotation: Any) -> Optional[type[BaseModel]]:
     return None
 
 
-def describe(error: Any, prefix: tuple[Any, ...], model: type[BaseModel]) -> str:
+def describe(error: Any, prefix: tuple[Any, ...], model: type[BaseModel], data: Any = None) -> str:
     """One pydantic error (from ``model``'s validation, at ``prefix`` in the config) as one line."""
     # pydantic adds union members / validator tags to some locations; drop them for the user.
     rel = tuple(
@@ -58,7 +75,11 @@ def describe(error: Any, prefix: tuple[Any, ...], model: type[BaseModel]) -> str
     value = error.get("input")
     if kind == "extra_forbidden":
         key = str(clean[-1])
-        valid = _fields_at(model, rel[:-1])
+        valid = _fields_at(model, rel[:-1], data)
+        if len(rel) >= 2 and rel[-2] == "hyperparameters" and key not in valid:
+            owners = [name for name, other in HYPERPARAMETER_MODELS.items() if key in other.model_fields]
+            if owners:
+                return f"{path}: '{key}' is a {owners[0].upper()} hyperparameter, not one of this trainer_type's; remove it"
         close = difflib.get_close_matches(key, valid, n=1, cutoff=0.5)
         hint = f"; did you mean '{close[0]}'?" if close else (f"; valid keys: {', '.join(valid)}" if valid else "")
         return f"{path}: unknown key '{key}'{hint}"
@@ -82,4 +103,4 @@ def validate(model: type[BaseModel], data: Any, prefix: tuple[Any, ...]) -> tupl
     try:
         return model.model_validate(data), []
     except ValidationError as err:
-        return None, [describe(e, prefix, model) for e in err.errors()]
+        return None, [describe(e, prefix, model, data) for e in err.errors()]
