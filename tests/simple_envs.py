@@ -13,7 +13,7 @@ above 0.9 (ML-Agents' criterion). Episodes longer than ``max_episode_steps`` are
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from mlagents_envs.base_env import (
@@ -35,6 +35,7 @@ MIN_STEPS = int(1.0 / STEP_SIZE) + 1
 SUCCESS_REWARD = 1.0 + MIN_STEPS * TIME_PENALTY
 SUCCESS_THRESHOLD = 0.9  # mean of the last 5 episode returns
 IMAGE_SIZE = (20, 20, 3)
+STOP_WINDOW = 20  # solved_at stops a run on the last 20 returns: 5 lucky random episodes in a row must not stop it
 
 
 def last5(returns: list[float]) -> float:
@@ -54,8 +55,16 @@ class GoalReach(BaseEnv):
         max_episode_steps: int = 100,
         seed: int = 0,
         name: str = "GoalReach",
+        solved_at: Optional[float] = None,
     ):
         self.name = name
+        # solved_at: end the run (as a Ctrl-C does: the controller saves and returns) once the
+        # last 20 returns the controller received average above it (stricter than the tests'
+        # last-5 criterion, which random play can meet by luck); single-worker in-process runs
+        self.solved_at = solved_at
+        self.returns: list[float] = []  # handed over to the controller, in order
+        self.seen: list[float] = []  # ended since the runner last handed a batch over
+        self.run_starts = True
         self.n_agents = n_agents
         self.step_size = step_size
         self.dims = continuous + discrete
@@ -73,6 +82,7 @@ class GoalReach(BaseEnv):
         self.pos = np.zeros((n_agents, self.dims), np.float32)
         self.goal = np.ones(n_agents, np.float32)
         self.t = np.zeros(n_agents, np.int32)
+        self.ep_return = np.zeros(n_agents, np.float64)
         self.action: Optional[ActionTuple] = None
         self.result: tuple[DecisionSteps, TerminalSteps] = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
 
@@ -111,7 +121,19 @@ class GoalReach(BaseEnv):
         raise NotImplementedError
 
     def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+        if self.run_starts:
+            self.run_starts = False
+            last = self.returns[-STOP_WINDOW:]
+            if self.solved_at is not None and len(last) == STOP_WINDOW and float(np.mean(last)) > self.solved_at:
+                raise KeyboardInterrupt  # solved: stop as Ctrl-C does, without training on to max_steps
         return self.result
+
+    def take_environment_stats(self) -> dict[str, Any]:
+        """Asked at the end of every EnvRunner.run, whose batch hands ``seen`` over (see tests/solved_envs.py)."""
+        self.returns += self.seen
+        self.seen = []
+        self.run_starts = True
+        return {}
 
     def step(self) -> None:
         action = self.action or self.spec.action_spec.empty_action(self.n_agents)
@@ -127,7 +149,10 @@ class GoalReach(BaseEnv):
         finished = np.all(np.abs(self.pos) >= 1.0, axis=1)
         cut = ~finished & (self.t >= self.max_episode_steps)
         reward = np.where(finished, SUCCESS_REWARD * (self.pos * self.goal[:, None]).mean(axis=1), -TIME_PENALTY).astype(np.float32)
+        self.ep_return += reward
         ended = np.nonzero(finished | cut)[0]
+        self.seen += self.ep_return[ended].tolist()
+        self.ep_return[ended] = 0.0
         terminal = TerminalSteps.empty(self.spec)
         if len(ended):
             terminal = TerminalSteps(
@@ -152,6 +177,7 @@ def goal_reach(
     vectors: int = 1,
     images: int = 0,
     n_agents: int = 1,
+    solved_at: Optional[float] = None,
 ) -> GoalReach:
     """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant)."""
-    return GoalReach(continuous, discrete, step_size, vectors, images, n_agents=n_agents, seed=seed or 0)
+    return GoalReach(continuous, discrete, step_size, vectors, images, n_agents=n_agents, seed=seed or 0, solved_at=solved_at)
