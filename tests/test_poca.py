@@ -16,10 +16,11 @@ from ml_arl.agent_processor import AgentProcessor
 from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.messages import Trajectory
 from ml_arl.policy.muscle import ActionInfo
-from ml_arl.settings import POCASettings, build_run_options
+from ml_arl.settings import POCASettings, TrainerSettings, build_run_options
+from ml_arl.stats import StatsReporter
 from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.common import lambda_returns
-from ml_arl.trainers.poca import clipped_value_loss, group_done, poca_loss
+from ml_arl.trainers.poca import POCATrainer, clipped_value_loss, group_done, poca_loss
 
 from . import simple_envs
 from .simple_envs import SUCCESS_THRESHOLD, last5
@@ -126,6 +127,50 @@ def test_agents_without_a_group_carry_no_groupmates() -> None:
     assert traj.groupmates is None and group_done(Trajectory(**{**traj._asdict(), "done": True}))
 
 
+class _Recorder:
+    def __init__(self) -> None:
+        self.tags: dict[str, float] = {}
+
+    def write_stats(self, category: str, values: dict, step: int) -> None:
+        self.tags.update({k: v.mean for k, v in values.items()})
+
+    def close(self) -> None:
+        pass
+
+
+def test_trainer_credits_an_agent_that_left_early_with_its_groups_value_and_writes_ml_agents_tags() -> None:
+    proc = AgentProcessor("B", SPEC, time_horizon=100, worker_id=0)
+    empty = TerminalSteps.empty(SPEC)
+    proc.add_experiences(_decisions([1, 2], [0.5, -0.5], [7, 7]), empty, _acts([0.1, 0.2]))
+    proc.add_experiences(_decisions([1], [0.7], [7]), _terminals([2], [-0.7], [7]), _acts([1.1]))
+    proc.add_experiences(_decisions([], [], []), _terminals([1], [0.9], [7], group_reward=1.0), _acts([]))
+    trajs = {t.agent_id: t for t in proc.take()[0]}
+    settings = TrainerSettings(trainer_type="poca", hyperparameters={"batch_size": 3, "buffer_size": 3},
+                               network_settings={"hidden_units": 8, "num_layers": 1}, reward_signals={"extrinsic": {"gamma": 0.9}})
+    recorder = _Recorder()
+    trainer = POCATrainer("B", settings, SPEC, StatsReporter("B", [recorder]), None, torch.device("cpu"))
+    early, last = trajs["0-2"], trajs["0-1"]
+    for traj in (early, last):
+        trainer.add_experience(traj)
+    data = trainer._batch()
+    g = early.groupmates
+    assert g is not None
+    with torch.no_grad():
+        group_value = trainer.critic.values([torch.as_tensor(early.next_obs[0])[None]], [torch.as_tensor(g.next_obs[0])[None]],
+                                            torch.as_tensor(g.next_present)[None])[0, 0].item()
+    returns = data.returns[:, 0].numpy()
+    assert returns[0] == pytest.approx(0.0 + 0.9 * group_value, abs=1e-5)  # agent 2's only step: the group's value follows
+    assert returns[2] == pytest.approx(1.0, abs=1e-6)  # agent 1's last step: the group ended, its group reward only
+    assert trainer.ready_to_update()
+    trainer.update()
+    trainer.write_summary(1)
+    for tag in ("Losses/Policy Loss", "Losses/Value Loss", "Losses/Baseline Loss", "Policy/Learning Rate", "Policy/Epsilon",
+                "Policy/Beta", "Policy/Extrinsic Value Estimate", "Policy/Extrinsic Baseline Estimate",
+                "Environment/Group Cumulative Reward"):
+        assert tag in recorder.tags, (tag, sorted(recorder.tags))
+    assert recorder.tags["Environment/Group Cumulative Reward"] == 1.0  # agent 1's only: agent 2 left before the group ended
+
+
 # ---------------------------------------------------------------- learning
 
 
@@ -133,7 +178,7 @@ def _train(tmp_path: Path, variant: str) -> tuple[TrainerController, list[float]
     behavior = "GroupReach" if variant == "continuous" else "GroupReachDiscrete"
     config = {
         "env_settings": {"env_path": "tests.simple_envs:group_reach", "env_args": [f"variant={variant}", "n_groups=4"],
-                         "manager": "inprocess", "seed": 1},
+                         "manager": "inprocess", "seed": SEED},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "poca"},
         "default_settings": {
             "trainer_type": "poca",
@@ -155,6 +200,7 @@ def _train(tmp_path: Path, variant: str) -> tuple[TrainerController, list[float]
     return controller, env.final_rewards
 
 
+SEED = 1
 MAX_STEPS = {"continuous": 6000, "discrete": 6000}
 
 
