@@ -181,3 +181,16 @@ def goal_reach(
 ) -> GoalReach:
     """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant)."""
     return GoalReach(continuous, discrete, step_size, vectors, images, n_agents=n_agents, seed=seed or 0, solved_at=solved_at)
+
+
+GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards
+
+
+def group_reach(seed: Optional[int] = None, variant: str = "continuous", n_groups: int = 4, num_areas: int = 1) -> BaseEnv:
+    """``env_path: tests.simple_envs:group_reach``: the built-in GroupReach, kept where a test can
+    read each agent's success (``final_rewards``, ML-Agents' criterion) after the run."""
+    from ml_arl.envs.builtin import GroupReach
+
+    env = GroupReach(variant, n_groups=n_groups, seed=seed or 0, num_areas=num_areas)
+    GROUP_REACH_ENVS.append(env)
+    return env
