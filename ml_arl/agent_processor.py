@@ -47,7 +47,7 @@ class _AgentState:
     )
 
     def __init__(self) -> None:
-        self.steps: list[tuple] = []  # (obs rows, continuous, discrete, allowed, log_prob) per step
+        self.steps: list[tuple] = []  # (obs rows, continuous, discrete, allowed, log_prob, memory) per step
         self.rewards: list[float] = []
         self.env_rewards: list[float] = []
         self.group_rewards: list[float] = []
@@ -191,7 +191,7 @@ class AgentProcessor:
         obs_rows = _rows(decision_steps.obs) if collect else [None] * n
         agents = self.agents
         horizon = self.time_horizon
-        for agent_id, reward, objective, group_id, group_reward, obs, cont, disc, mask, logp in zip(
+        for agent_id, reward, objective, group_id, group_reward, obs, cont, disc, mask, logp, memory in zip(
             ids,
             rewards.tolist(),
             objectives,
@@ -202,6 +202,7 @@ class AgentProcessor:
             list(action_info.discrete),
             allowed_rows,
             action_info.log_prob.tolist(),
+            list(action_info.memory) if action_info.memory is not None else [None] * n,
         ):
             state = agents.get(agent_id)
             if state is None:
@@ -211,7 +212,7 @@ class AgentProcessor:
                 if collect and len(state.rewards) >= horizon:
                     self._emit(state, agent_id, obs, False, False)
             state.group_id = group_id
-            state.pending = (obs, cont, disc, mask, logp)
+            state.pending = (obs, cont, disc, mask, logp, memory)
 
     # ------------------------------------------------------------------ groups
     def _gather_decision_statuses(self, decision_steps: DecisionSteps, ended: set[int]) -> None:
@@ -287,7 +288,7 @@ class AgentProcessor:
         state.ep_length += 1
 
     def _emit(self, state: _AgentState, agent_id: int, next_obs: list[np.ndarray], done: bool, interrupted: bool) -> None:
-        obs_rows, cont, disc, allowed, logp = zip(*state.steps)
+        obs_rows, cont, disc, allowed, logp, memories = zip(*state.steps)
         traj = Trajectory(
             behavior=self.behavior,
             agent_id=f"{self.worker_id}-{agent_id}",
@@ -305,6 +306,7 @@ class AgentProcessor:
             policy_version=self.policy_version,
             env_rewards=np.asarray(state.env_rewards, np.float32) if self.objective is not None else None,
             groupmates=self._groupmates(state, agent_id),
+            memories=np.stack(memories) if memories[0] is not None else None,
         )
         self.trajectories.append(traj)
         state.steps, state.rewards, state.env_rewards, state.group_rewards, state.mates = [], [], [], [], []

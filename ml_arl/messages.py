@@ -58,6 +58,7 @@ class Trajectory(NamedTuple):
     policy_version: int
     env_rewards: Optional[np.ndarray] = None  # [T] the environment reward, when an objective changed it
     groupmates: Optional[Groupmates] = None  # the groupmates' steps, for agents in a group (group_id > 0)
+    memories: Optional[np.ndarray] = None  # [T, memory_size] float32: the actor's LSTM memory (h, c) before each step
 
     def __len__(self) -> int:  # type: ignore[override]
         return int(self.rewards.shape[0])
@@ -115,10 +116,21 @@ class VisualEncoderWeights:
 
 
 @dataclass(frozen=True)
+class LSTMWeights:
+    """One LSTM layer (torch's gate order: input, forget, cell, output), as numpy: gates = x @ w_ih +
+    h @ w_hh + b. The memory is [h, c] concatenated: memory_size = 2 * hidden."""
+
+    w_ih: np.ndarray  # [in, 4 * hidden]
+    w_hh: np.ndarray  # [hidden, 4 * hidden]
+    b: np.ndarray  # [4 * hidden]: torch's two biases summed
+
+
+@dataclass(frozen=True)
 class ActorWeights:
-    """The actor of ml_arl.policy.networks.ActorCritic (feed-forward): observation encoders, an
-    MLP body, a Gaussian head (state-independent log std) and one categorical head over all
-    discrete branches. Heads of an action kind the behavior lacks have zero columns."""
+    """The actor of ml_arl.policy.networks.ActorCritic: observation encoders, an MLP body (then,
+    with network_settings.memory, an LSTM), a Gaussian head (state-independent log std) and one
+    categorical head over all discrete branches. Heads of an action kind the behavior lacks have
+    zero columns."""
 
     body: tuple[Dense, ...]
     activation: Literal["swish", "tanh"]
@@ -134,6 +146,8 @@ class ActorWeights:
     # instead of log_std, and actions tanh(sample), sent to the env as they are
     log_sigma: Optional[Dense] = None
     tanh_squash: bool = False
+    # network_settings.memory: an LSTM between the body and the heads (the heads read its output)
+    lstm: Optional[LSTMWeights] = None
 
 
 # --------------------------------------------------------------------------- policies

@@ -9,6 +9,10 @@ action moves by -step_size or +step_size). The episode ends once every position 
 with the reward ``SUCCESS_REWARD * mean(position * goal)``; every other step costs 0.01.
 The best return is about 1.0 and a run succeeds when the mean of its last 5 episode returns is
 above 0.9 (ML-Agents' criterion). Episodes longer than ``max_episode_steps`` are cut (interrupted).
+
+``show_goal_steps`` > 0 is the memory variant (ML-Agents' MemoryEnvironment): the goal is shown only
+in the observations of an episode's first ``show_goal_steps`` steps, then the observations are 0,
+so an agent has to remember it.
 """
 
 from __future__ import annotations
@@ -56,8 +60,10 @@ class GoalReach(BaseEnv):
         seed: int = 0,
         name: str = "GoalReach",
         solved_at: Optional[float] = None,
+        show_goal_steps: int = 0,
     ):
         self.name = name
+        self.show_goal_steps = show_goal_steps
         # solved_at: end the run (as a Ctrl-C does: the controller saves and returns) once the
         # last 20 returns the controller received average above it (stricter than the tests'
         # last-5 criterion, which random play can meet by luck); single-worker in-process runs
@@ -86,7 +92,9 @@ class GoalReach(BaseEnv):
         self.action: Optional[ActionTuple] = None
         self.result: tuple[DecisionSteps, TerminalSteps] = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
 
-    def _observe(self, goal: np.ndarray) -> list[np.ndarray]:
+    def _observe(self, goal: np.ndarray, t: Optional[np.ndarray] = None) -> list[np.ndarray]:
+        if self.show_goal_steps and t is not None:
+            goal = np.where(t < self.show_goal_steps, goal, 0.0).astype(np.float32)
         return [np.ones((len(goal), *shape), np.float32) * goal.reshape((-1,) + (1,) * len(shape)) for shape in self.shapes]
 
     def _masks(self, n: int) -> Optional[list[np.ndarray]]:
@@ -110,7 +118,7 @@ class GoalReach(BaseEnv):
         self._reset(np.arange(self.n_agents))
         n = self.n_agents
         self.result = (
-            DecisionSteps(self._observe(self.goal), np.zeros(n, np.float32), self.ids.copy(), self._masks(n), *self._groups(n)),
+            DecisionSteps(self._observe(self.goal, self.t), np.zeros(n, np.float32), self.ids.copy(), self._masks(n), *self._groups(n)),
             TerminalSteps.empty(self.spec),
         )
 
@@ -156,13 +164,13 @@ class GoalReach(BaseEnv):
         terminal = TerminalSteps.empty(self.spec)
         if len(ended):
             terminal = TerminalSteps(
-                self._observe(self.goal[ended]), reward[ended], cut[ended], self.ids[ended].copy(), *self._groups(len(ended))
+                self._observe(self.goal[ended], self.t[ended]), reward[ended], cut[ended], self.ids[ended].copy(), *self._groups(len(ended))
             )
             self._reset(ended)
             self.ids[ended] = np.arange(self.next_id, self.next_id + len(ended), dtype=np.int32)  # a new agent, as ML-Agents' env
             self.next_id += len(ended)
             reward[ended] = 0.0
-        decision = DecisionSteps(self._observe(self.goal), reward, self.ids.copy(), self._masks(self.n_agents), *self._groups(self.n_agents))
+        decision = DecisionSteps(self._observe(self.goal, self.t), reward, self.ids.copy(), self._masks(self.n_agents), *self._groups(self.n_agents))
         self.result = (decision, terminal)
 
     def close(self) -> None:
@@ -178,9 +186,13 @@ def goal_reach(
     images: int = 0,
     n_agents: int = 1,
     solved_at: Optional[float] = None,
+    show_goal_steps: int = 0,
 ) -> GoalReach:
     """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant)."""
-    return GoalReach(continuous, discrete, step_size, vectors, images, n_agents=n_agents, seed=seed or 0, solved_at=solved_at)
+    return GoalReach(
+        continuous, discrete, step_size, vectors, images, n_agents=n_agents, seed=seed or 0, solved_at=solved_at,
+        show_goal_steps=show_goal_steps,
+    )
 
 
 GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards

@@ -25,7 +25,9 @@ logger = logging.getLogger(__name__)
 def muscle_class(path: Optional[str]) -> Callable[..., Any]:
     """The class that acts: ml_arl's numpy MLP, or a user class ``pkg.module:Class`` built as
     ``Class(weights, deterministic, seed)`` with ``act(obs, allowed) -> ActionInfo``,
-    ``set_weights(weights)``, and attributes ``deterministic`` and ``branches``."""
+    ``set_weights(weights)``, and attributes ``deterministic`` and ``branches``. A muscle with a
+    ``memory_size`` above 0 is recurrent: it is called ``act(obs, allowed, agent_ids)`` and
+    ``forget(agent_ids)`` (``forget()`` after a reset) when episodes end."""
     if path is None:
         return Muscle
     return resolve(path)  # type: ignore[no-any-return]
@@ -91,9 +93,12 @@ class EnvRunner:
             for behavior, muscle in self.muscles.items():
                 decision, terminal = env.get_steps(behavior)
                 info = None
+                recurrent = getattr(muscle, "memory_size", 0) > 0
+                if recurrent and len(terminal):
+                    muscle.forget(terminal.agent_id)  # an agent that restarts in this step starts from zeros
                 if len(decision):
                     allowed = masks_allowed(decision.action_mask, len(decision), muscle.branches)
-                    info = muscle.act(decision.obs, allowed)
+                    info = muscle.act(decision.obs, allowed, decision.agent_id) if recurrent else muscle.act(decision.obs, allowed)
                     env.set_actions(behavior, info.env_action)
                     acc = entropy[behavior]
                     acc[0] += float(info.entropy.sum())
@@ -128,6 +133,9 @@ class EnvRunner:
         self.env.reset()
         for proc in self.processors.values():
             proc.end_episodes()
+        for muscle in self.muscles.values():
+            if getattr(muscle, "memory_size", 0) > 0:
+                muscle.forget()
 
     def close(self) -> None:
         self.env.close()

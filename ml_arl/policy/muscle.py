@@ -4,6 +4,11 @@ A trainer (the brain) learns with torch; workers act with a numpy copy of the ac
 worker process never imports torch (fast start, small memory) and no step waits on a round
 trip to the main process. The maths mirrors ``ActorCritic.evaluate``; a unit test checks that
 log-probabilities agree with torch.
+
+With an LSTM (network_settings.memory) the muscle keeps one memory per agent id: zeros when the
+agent first acts, carried from step to step, dropped by ``forget`` when its episode ends. Each
+decision reports the memory it started from (``ActionInfo.memory``), which the agent processor
+stores in the trajectory: the trainer replays sequences from these memories.
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ class ActionInfo(NamedTuple):
     entropy: np.ndarray  # [B] float32
     allowed: Optional[np.ndarray]  # [B, sum(branches)] action masks used (True = allowed), None if no branches
     env_action: ActionTuple  # sent to the env: continuous clamp(a, -3, 3) / 3 (tanh-squashed: as is), as ML-Agents does
+    memory: Optional[np.ndarray] = None  # [B, memory_size] the LSTM memory each agent acted from; None without memory
 
 
 def masks_allowed(action_mask: Optional[list[np.ndarray]], n: int, branches: tuple[int, ...]) -> Optional[np.ndarray]:
@@ -54,6 +60,23 @@ def _conv_hwc(x: np.ndarray, w: np.ndarray, b: np.ndarray, stride: int) -> np.nd
     y = np.tensordot(windows, w.transpose(2, 0, 1, 3), axes=([3, 4, 5], [0, 1, 2]))
     y += b
     return y
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+def lstm_step(x: np.ndarray, memory: np.ndarray, w_ih: np.ndarray, w_hh: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One LSTM step (torch's gates: input, forget, cell, output) for [B, in] inputs and [B, 2H]
+    memories [h, c]; returns the output h [B, H] and the new memory [B, 2H]."""
+    hidden = w_hh.shape[0]
+    h, c = memory[:, :hidden], memory[:, hidden:]
+    gates = x @ w_ih + h @ w_hh + b
+    i, f = _sigmoid(gates[:, :hidden]), _sigmoid(gates[:, hidden : 2 * hidden])
+    g, o = np.tanh(gates[:, 2 * hidden : 3 * hidden]), _sigmoid(gates[:, 3 * hidden :])
+    c = f * c + i * g
+    h = o * np.tanh(c)
+    return h, np.concatenate([h, c], axis=1).astype(np.float32)
 
 
 def _leaky_relu(x: np.ndarray) -> np.ndarray:
@@ -79,6 +102,7 @@ class Muscle:
     def __init__(self, weights: ActorWeights, deterministic: bool = False, seed: int = 0):
         self.rng = np.random.default_rng(seed)
         self.deterministic = deterministic
+        self.memories: dict[int, np.ndarray] = {}  # agent id -> [memory_size] (with an LSTM)
         self.set_weights(weights)
 
     def set_weights(self, w: ActorWeights) -> None:
@@ -102,8 +126,36 @@ class Muscle:
         self._cont_entropy = float(np.mean(0.5 + _LOG_SQRT_2PI + self.log_std)) if self.n_cont else 0.0
         self._cont_logp_const = -float(np.sum(self.log_std + _LOG_SQRT_2PI)) if self.n_cont else 0.0
         self._offsets = np.cumsum((0,) + self.branches)
+        self.lstm = w.lstm
+        self.memory_size = 2 * w.lstm.w_hh.shape[0] if w.lstm is not None else 0
+        if any(m.shape[0] != self.memory_size for m in self.memories.values()):
+            self.memories.clear()  # another layout: the kept memories mean nothing to it
 
-    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
+    def forget(self, agent_ids: Optional[np.ndarray] = None) -> None:
+        """Drop the memories of agents whose episode ended (every agent's when None)."""
+        if agent_ids is None:
+            self.memories.clear()
+        else:
+            for agent_id in agent_ids.tolist():
+                self.memories.pop(agent_id, None)
+
+    def _recurrent(self, h: np.ndarray, agent_ids: Optional[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """The LSTM step from each agent's kept memory (zeros for a new agent); keeps the new memories."""
+        assert self.lstm is not None
+        before = np.zeros((h.shape[0], self.memory_size), np.float32)
+        ids: list[int] = agent_ids.tolist() if agent_ids is not None else []
+        for row, agent_id in enumerate(ids):
+            kept = self.memories.get(agent_id)
+            if kept is not None:
+                before[row] = kept
+        out, after = lstm_step(h, before, self.lstm.w_ih, self.lstm.w_hh, self.lstm.b)
+        for row, agent_id in enumerate(ids):
+            self.memories[agent_id] = after[row]
+        return out.astype(np.float32), before
+
+    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray], agent_ids: Optional[np.ndarray] = None) -> ActionInfo:
+        """Actions for one batch of agents. With an LSTM, ``agent_ids`` names whose memory each row
+        continues (None: every row starts from zeros and nothing is kept)."""
         cont: np.ndarray
         if self.visual:
             h = self._features(obs)
@@ -120,6 +172,9 @@ class Muscle:
                 t *= y
                 t += y  # t = swish(x)
             h = t
+        memory = None
+        if self.lstm is not None:
+            h, memory = self._recurrent(h, agent_ids)
         batch = h.shape[0]
         if self.n_cont:
             mu = h @ self.mu_w
@@ -165,7 +220,7 @@ class Muscle:
                 log_prob += logp[np.arange(batch), choice]
                 entropy -= np.sum(np.where(p > 0, p * logp, 0.0), axis=1)
         env_action = ActionTuple(continuous=clipped, discrete=disc)
-        return ActionInfo(cont, disc, log_prob, entropy, allowed if self.branches else None, env_action)
+        return ActionInfo(cont, disc, log_prob, entropy, allowed if self.branches else None, env_action, memory)
 
     def _act_conditional(self, h: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """SAC's actor: log std from its own head (clamped to [-20, 2]); with tanh_squash the action

@@ -16,7 +16,7 @@ channels-first, as in the exported ONNX model; ``encode`` transposes the env's l
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Optional
 
 import numpy as np
@@ -24,7 +24,7 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
-from ml_arl.messages import ActorWeights, Conv, Dense, VisualEncoderWeights
+from ml_arl.messages import ActorWeights, Conv, Dense, LSTMWeights, VisualEncoderWeights
 from ml_arl.settings import NetworkSettings
 
 MASK_LOGIT = -1e8
@@ -191,6 +191,23 @@ def _head(in_size: int, out_size: int, gain: float) -> nn.Linear:
     return lin
 
 
+def _lstm(in_size: int, memory_size: int) -> nn.LSTM:
+    """ML-Agents' LSTM layer: hidden size memory_size / 2, Xavier-uniform weights per gate, zero
+    biases plus 1 on the forget gate (in both of torch's biases, as ML-Agents' lstm_layer)."""
+    hidden = memory_size // 2
+    lstm = nn.LSTM(in_size, hidden, batch_first=True)
+    for name, param in lstm.named_parameters():
+        for gate in range(4):
+            block = param.data[gate * hidden : (gate + 1) * hidden]
+            if "weight" in name:
+                nn.init.xavier_uniform_(block)
+            else:
+                nn.init.zeros_(block)
+                if gate == 1:
+                    block.add_(1.0)
+    return lstm
+
+
 LOG_SIGMA_MIN, LOG_SIGMA_MAX = -20.0, 2.0  # ML-Agents' clamp of a state-dependent log sigma
 TANH_EPSILON = 1e-6  # log(1 - tanh(u)^2 + eps): the change of variables of a squashed Gaussian
 
@@ -262,7 +279,13 @@ class ActionDistribution:
 class ActorCritic(nn.Module):
     """The actor (encoder, MLP body, action heads) and a critic with one value head per reward
     stream. PPO uses a state-independent log std; SAC (``conditional_sigma``, ``tanh_squash``)
-    a log-sigma head and tanh-squashed actions, as ML-Agents' actors."""
+    a log-sigma head and tanh-squashed actions, as ML-Agents' actors.
+
+    With ``settings.memory`` the actor has an LSTM between the body and the heads (hidden size
+    memory_size / 2; a memory is [h, c], memory_size wide, as ML-Agents'). Its inputs are then
+    sequences: ``N = S * sequence_length`` rows, row ``s * L + j`` being step j of sequence s,
+    with ``memories`` [S, memory_size] the memory before each sequence's first step. The critic
+    stays feed-forward (ML-Agents gives it an LSTM of its own: not done yet)."""
 
     def __init__(
         self,
@@ -291,20 +314,23 @@ class ActorCritic(nn.Module):
         self.encoder = ObservationEncoder(spec, settings, self.normalizer)
         self.in_size = self.encoder.out_size
         self.body = _mlp(self.in_size, h, settings.num_layers, settings.activation)
+        self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
+        self.lstm = _lstm(h, self.memory_size) if self.memory_size else None
+        head_in = self.memory_size // 2 if self.memory_size else h
         self.shared_critic = shared_critic
         # SAC (critic=False) keeps its value and Q networks apart (ml_arl.trainers.sac_networks)
         self.critic_encoder = self.encoder if shared_critic or not critic else ObservationEncoder(spec, settings, self.normalizer)
         self.critic_body = self.body if shared_critic or not critic else _mlp(self.in_size, h, settings.num_layers, settings.activation)
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
-        self.mu = _head(h, self.n_cont, gain=0.01) if self.n_cont else None
+        self.mu = _head(head_in, self.n_cont, gain=0.01) if self.n_cont else None
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
-        self.log_sigma = _head(h, self.n_cont, gain=0.01) if self.n_cont and conditional_sigma else None
-        self.logits = _head(h, sum(self.branches), gain=0.01) if self.branches else None
-        self.value_head = _head(h, len(self.streams), gain=1.0) if critic else None
+        self.log_sigma = _head(head_in, self.n_cont, gain=0.01) if self.n_cont and conditional_sigma else None
+        self.logits = _head(head_in, sum(self.branches), gain=0.01) if self.branches else None
+        self.value_head = _head(head_in if shared_critic else h, len(self.streams), gain=1.0) if critic else None
 
     def actor_parameters(self) -> list[nn.Parameter]:
         """The parameters of what the workers act with (encoder, body, heads)."""
-        heads = [m for m in (self.mu, self.log_sigma, self.logits) if m is not None]
+        heads = [m for m in (self.lstm, self.mu, self.log_sigma, self.logits) if m is not None]
         params = list(self.encoder.parameters()) + list(self.body.parameters())
         params += [p for m in heads for p in m.parameters()]
         return params + ([self.log_std] if self.n_cont and self.log_sigma is None else [])
@@ -341,9 +367,29 @@ class ActorCritic(nn.Module):
         logits = self._branch_logits(hidden, masks) if self.branches else []
         return ActionDistribution(mu, std, logits, self.tanh_squash)
 
-    def distribution(self, obs: list[torch.Tensor], masks: Optional[torch.Tensor]) -> ActionDistribution:
-        """The actor's action distribution for a batch of observations."""
-        return self._distribution(self.body(self.encoder(obs)), masks)
+    def recurrent(
+        self, hidden: torch.Tensor, memories: Optional[torch.Tensor]
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The LSTM over the body's output [S * L, h], from ``memories`` [S, memory_size] (zeros when
+        None: every row its own sequence); returns [S * L, memory_size / 2] and the memories after
+        each sequence [S, memory_size]. Without memory, the input and None."""
+        if self.lstm is None:
+            return hidden, None
+        half = self.memory_size // 2
+        if memories is None:
+            memories = hidden.new_zeros(hidden.shape[0], self.memory_size)
+        seqs = memories.shape[0]
+        x = hidden.reshape(seqs, -1, hidden.shape[1])
+        h0 = memories[:, :half].unsqueeze(0).contiguous()
+        c0 = memories[:, half:].unsqueeze(0).contiguous()
+        out, (h1, c1) = self.lstm(x, (h0, c0))
+        return out.reshape(-1, half), torch.cat([h1[0], c1[0]], dim=1)
+
+    def distribution(
+        self, obs: list[torch.Tensor], masks: Optional[torch.Tensor], memories: Optional[torch.Tensor] = None
+    ) -> ActionDistribution:
+        """The actor's action distribution for a batch of observations (sequences with memory; see the class)."""
+        return self._distribution(self.recurrent(self.body(self.encoder(obs)), memories)[0], masks)
 
     def evaluate(
         self,
@@ -351,9 +397,11 @@ class ActorCritic(nn.Module):
         masks: Optional[torch.Tensor],
         continuous: torch.Tensor,
         discrete: torch.Tensor,
+        memories: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probability and entropy of given actions, and the values [B, streams], in one pass."""
-        hidden = self.body(self.encoder(obs))
+        """Log-probability and entropy of given actions, and the values [B, streams], in one pass
+        (with memory: rows are sequences starting from ``memories``, see the class)."""
+        hidden = self.recurrent(self.body(self.encoder(obs)), memories)[0]
         dist = self._distribution(hidden, masks)
         assert self.value_head is not None, "this network has no critic"
         critic_hidden = hidden if self.shared_critic else self.critic_body(self.critic_encoder(obs))
@@ -392,4 +440,12 @@ class ActorCritic(nn.Module):
             encoders=tuple(encoders),
             norm_mean=np32(self.normalizer.mean) if self.normalize else None,
             norm_std=np32(self.normalizer.std()) if self.normalize else None,
+            lstm=self._lstm_weights(np32),
         )
+
+    def _lstm_weights(self, np32: Callable[[torch.Tensor], np.ndarray]) -> Optional[LSTMWeights]:
+        if self.lstm is None:
+            return None
+        params = dict(self.lstm.named_parameters())
+        bias = params["bias_ih_l0"] + params["bias_hh_l0"]
+        return LSTMWeights(np32(params["weight_ih_l0"].T), np32(params["weight_hh_l0"].T), np32(bias))

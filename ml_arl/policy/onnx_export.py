@@ -7,15 +7,19 @@ follow ML-Agents' export contract exactly:
 * opset 9, one self-contained file (no external weight files: Unity imports only the ``.onnx``);
 * inputs ``obs_0``.. ``obs_{n-1}`` (float32, ``[batch, *shape]``, images channels-first
   ``[batch, C, H, W]`` because Unity feeds NCHW) and, only with discrete branches,
-  ``action_masks`` (float32 ``[batch, sum(branches)]``, 1 = allowed, 0 = masked);
+  ``action_masks`` (float32 ``[batch, sum(branches)]``, 1 = allowed, 0 = masked), and only with
+  network_settings.memory ``recurrent_in`` (float32 ``[batch, 1, memory_size]``: the LSTM's h
+  then c, zeros at an episode's start);
 * outputs, in this order: ``version_number`` ([3.0]; Unity accepts 2..3), ``memory_size``
-  ([0.0]; no recurrent policy), then for continuous actions ``continuous_actions`` (a
+  ([memory_size], [0.0] without memory), then for continuous actions ``continuous_actions`` (a
   sample, clamped to [-3, 3] and divided by 3, as the workers act),
   ``continuous_action_output_shape`` ([n_cont]) and ``deterministic_continuous_actions``
   (a SAC actor: tanh of the sample and of the mean, its log sigma from its own head),
   then for discrete actions ``discrete_actions`` (int64 sample per branch of the masked
   softmax), ``discrete_action_output_shape`` ([[size of each branch]]) and
-  ``deterministic_discrete_actions`` (int64 argmax). Unity probes the constant outputs as
+  ``deterministic_discrete_actions`` (int64 argmax), and with memory ``recurrent_out``
+  ([batch, 1, memory_size], the memory Unity feeds back at the agent's next decision; torch
+  exports the LSTM as ONNX's LSTM op, which opset 9 has). Unity probes the constant outputs as
   float tensors, and checks the sizes against the agent's BehaviorParameters;
 * the observation normalizer is baked in, since Unity feeds raw observations.
 
@@ -47,6 +51,7 @@ ACTION_CLAMP = 3.0  # continuous actions: clamp(a, -3, 3) / 3, as ml_arl.policy.
 MASK_PENALTY = 1e8  # masked logits become logit * 0 - 1e8 (networks.MASK_LOGIT)
 NORM_CLIP = 5.0  # networks.Normalizer clamps normalised observations to [-5, 5]
 
+RECURRENT_IN, RECURRENT_OUT = "recurrent_in", "recurrent_out"
 CONTINUOUS_OUTPUTS = ("continuous_actions", "continuous_action_output_shape", "deterministic_continuous_actions")
 DISCRETE_OUTPUTS = ("discrete_actions", "discrete_action_output_shape", "deterministic_discrete_actions")
 _OUTPUT_TYPES = {
@@ -58,6 +63,7 @@ _OUTPUT_TYPES = {
     "discrete_actions": TensorProto.INT64,
     "discrete_action_output_shape": TensorProto.FLOAT,
     "deterministic_discrete_actions": TensorProto.INT64,
+    RECURRENT_OUT: TensorProto.FLOAT,
 }
 
 # The TorchScript exporter keeps global state (torch.onnx GLOBALS); one export at a time,
@@ -69,7 +75,8 @@ M = TypeVar("M", bound=nn.Module)
 
 def input_names(network: ActorCritic) -> list[str]:
     names = [f"obs_{i}" for i in range(len(network.spec.observation_specs))]
-    return names + ["action_masks"] if network.branches else names
+    names += ["action_masks"] if network.branches else []
+    return names + [RECURRENT_IN] if network.memory_size else names
 
 
 def output_names(network: ActorCritic) -> list[str]:
@@ -78,7 +85,7 @@ def output_names(network: ActorCritic) -> list[str]:
         names += CONTINUOUS_OUTPUTS
     if network.branches:
         names += DISCRETE_OUTPUTS
-    return names
+    return names + [RECURRENT_OUT] if network.memory_size else names
 
 
 def onnx_input_shape(shape: Sequence[int]) -> list[int]:
@@ -118,6 +125,8 @@ class _ExportActor(nn.Module):
         self.normalize = bool(encoder.normalize) and bool(self.vector)
         self.encoders = _frozen_copy(encoder.encoders)
         self.body = _frozen_copy(network.body)
+        self.lstm = None if network.lstm is None else _frozen_copy(network.lstm)
+        self.hidden_memory = network.memory_size // 2
         self.mu = None if network.mu is None else _frozen_copy(network.mu)
         self.log_sigma = None if network.log_sigma is None else _frozen_copy(network.log_sigma)
         self.tanh_squash = bool(network.tanh_squash)
@@ -131,7 +140,7 @@ class _ExportActor(nn.Module):
         self.register_buffer("norm_std", norm.std().detach().float().cpu().clone())
         self.register_buffer("log_std", network.log_std.detach().float().cpu().clone().reshape(1, -1))
         self.register_buffer("version_number", torch.tensor([MODEL_EXPORT_VERSION], dtype=torch.float32))
-        self.register_buffer("memory_size", torch.tensor([0.0], dtype=torch.float32))
+        self.register_buffer("memory_size", torch.tensor([float(network.memory_size)], dtype=torch.float32))
         self.register_buffer("continuous_action_output_shape", torch.tensor([float(self.n_cont)]))
         self.register_buffer("discrete_action_output_shape", torch.tensor([[float(b) for b in self.branches]]))
 
@@ -151,6 +160,14 @@ class _ExportActor(nn.Module):
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:
         obs = inputs[: self.n_obs]
         hidden = self.body(self.features(obs))
+        memory_out = None
+        if self.lstm is not None:  # one step from recurrent_in [B, 1, 2H] (h then c), as ML-Agents' LSTM
+            memory = inputs[-1].transpose(0, 1)  # [1, B, 2H]: torch's (layers, batch, hidden) state layout
+            h0 = memory[:, :, : self.hidden_memory].contiguous()
+            c0 = memory[:, :, self.hidden_memory :].contiguous()
+            out, (h1, c1) = self.lstm(hidden.unsqueeze(1), (h0, c0))
+            hidden = out.reshape(-1, self.hidden_memory)
+            memory_out = torch.cat([h1, c1], dim=-1).transpose(0, 1)
         outputs: list[torch.Tensor] = [self.version_number, self.memory_size]
         if self.mu is not None:
             mu = self.mu(hidden)
@@ -183,6 +200,8 @@ class _ExportActor(nn.Module):
                 self.discrete_action_output_shape,
                 greedy[0] if len(greedy) == 1 else torch.cat(greedy, dim=1),
             ]
+        if memory_out is not None:
+            outputs.append(memory_out)
         return tuple(outputs)
 
 
@@ -191,6 +210,8 @@ def _dummy_inputs(network: ActorCritic) -> tuple[torch.Tensor, ...]:
     dummies = [torch.zeros([1] + onnx_input_shape(o.shape)) for o in network.spec.observation_specs]
     if network.branches:
         dummies.append(torch.ones(1, sum(network.branches)))
+    if network.memory_size:
+        dummies.append(torch.zeros(1, 1, network.memory_size))
     return tuple(dummies)
 
 
@@ -218,7 +239,9 @@ def export_model(network: ActorCritic) -> onnx.ModelProto:
     """The actor of ``network`` as an ONNX model (in memory), checked against the contract."""
     names_in, names_out = input_names(network), output_names(network)
     dynamic_axes = {name: {0: "batch"} for name in names_in}
-    dynamic_axes.update({name: {0: "batch"} for name in ("continuous_actions", "discrete_actions") if name in names_out})
+    dynamic_axes.update(
+        {name: {0: "batch"} for name in ("continuous_actions", "discrete_actions", RECURRENT_OUT) if name in names_out}
+    )
     buf = io.BytesIO()
     with torch.no_grad():
         # a frozen CPU copy: the live network (maybe on CUDA, maybe training) is only read
@@ -311,18 +334,23 @@ def _check_model(model: onnx.ModelProto, where: str = "model") -> None:
         if t.data_location == TensorProto.EXTERNAL:
             fail(f"initializer {t.name} is stored in an external file; the model must be self-contained")
 
-    # inputs: obs_0..obs_{n-1} (rank 2 to 4, dynamic batch), then action_masks only with discrete outputs
+    # inputs: obs_0..obs_{n-1} (rank 2 to 4, dynamic batch), then action_masks only with discrete outputs,
+    # then recurrent_in only for a recurrent model
     inits = {t.name for t in graph.initializer}
     inputs = [i for i in graph.input if i.name not in inits]
     in_names = [i.name for i in inputs]
     n_obs = sum(1 for n in in_names if n.startswith("obs_"))
     expected = [f"obs_{i}" for i in range(n_obs)] + (["action_masks"] if "action_masks" in in_names else [])
+    expected += [RECURRENT_IN] if RECURRENT_IN in in_names else []
     if not n_obs or in_names != expected:
-        fail(f"inputs are {in_names}; expected obs_0.. obs_<n-1> then action_masks (discrete actions only)")
+        fail(f"inputs are {in_names}; expected obs_0.. obs_<n-1>, action_masks (discrete actions only), "
+             "recurrent_in (memory only)")
     for i in inputs:
         dims = _dims(i)
         if i.type.tensor_type.elem_type != TensorProto.FLOAT:
             fail(f"input {i.name} is not float32")
+        if i.name == RECURRENT_IN:
+            continue  # checked with memory_size below
         if not 2 <= len(dims) <= 4 or isinstance(dims[0], int):
             fail(f"input {i.name} has shape {dims}; expected [batch, *observation shape] with a dynamic batch")
 
@@ -333,6 +361,8 @@ def _check_model(model: onnx.ModelProto, where: str = "model") -> None:
     expected = ["version_number", "memory_size"]
     expected += list(CONTINUOUS_OUTPUTS) if has_cont else []
     expected += list(DISCRETE_OUTPUTS) if has_disc else []
+    recurrent = RECURRENT_IN in in_names
+    expected += [RECURRENT_OUT] if recurrent else []
     if out_names != expected:
         fail(f"outputs are {out_names}; expected {expected}")
     if not (has_cont or has_disc):
@@ -356,8 +386,17 @@ def _check_model(model: onnx.ModelProto, where: str = "model") -> None:
 
     if const("version_number", 1).tolist() != [MODEL_EXPORT_VERSION]:
         fail(f"version_number is not [{MODEL_EXPORT_VERSION}]")
-    if const("memory_size", 1).tolist() != [0.0]:
-        fail("memory_size is not [0.0] (recurrent models are not exported)")
+    memory_size = const("memory_size", 1)
+    if not recurrent and memory_size.tolist() != [0.0]:
+        fail(f"memory_size is {memory_size.tolist()} without recurrent_in; a feed-forward model has [0.0]")
+    if recurrent:
+        size = float(memory_size[0]) if memory_size.shape == (1,) else 0.0
+        if size <= 0 or size % 2:
+            fail(f"memory_size is {memory_size.tolist()}; a recurrent model has [an even memory size]")
+        for value in (next(i for i in inputs if i.name == RECURRENT_IN), outputs[RECURRENT_OUT]):
+            dims = _dims(value)
+            if len(dims) != 3 or isinstance(dims[0], int) or dims[1:] != [1, int(size)]:
+                fail(f"{value.name} has shape {dims}; expected [batch, 1, {int(size)}]")
 
     def check_actions(names: tuple[str, str], width: int) -> None:
         for name in names:

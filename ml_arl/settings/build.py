@@ -213,6 +213,13 @@ def _trainer_section_problems(settings: TrainerSettings, where: str, num_envs: i
             f"({hp.buffer_size}); make batch_size <= buffer_size"
         )
     net = settings.network_settings
+    if net.memory is not None and settings.trainer_type in ("sac", "poca"):
+        problems.append(f"{where}.network_settings.memory: not supported yet for sac/poca; remove 'memory' or use ppo")
+    elif net.memory is not None and isinstance(hp, PPOSettings) and net.memory.sequence_length > hp.batch_size:
+        problems.append(
+            f"{where}.network_settings.memory.sequence_length: {net.memory.sequence_length} is larger than "
+            f"hyperparameters.batch_size ({hp.batch_size}); make sequence_length <= batch_size"
+        )
     too_big = limits.network_memory_problem(net.hidden_units, net.num_layers, num_envs)
     if too_big is not None:
         problems.append(f"{where}.network_settings: {too_big}")

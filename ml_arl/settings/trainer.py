@@ -119,6 +119,13 @@ class MemorySettings(Strict):
     sequence_length: Int = Field(64, gt=0)
     memory_size: Int = Field(128, gt=0)
 
+    @field_validator("memory_size")
+    @classmethod
+    def _even(cls, value: int) -> int:
+        if value % 2:
+            raise ValueError("must be even: the memory holds the LSTM's h and c, half each")
+        return value
+
 
 class NetworkSettings(Strict):
     normalize: bool = False
@@ -126,13 +133,6 @@ class NetworkSettings(Strict):
     num_layers: Int = Field(2, ge=1, le=1000)
     vis_encode_type: Literal["fully_connected", "match3", "simple", "nature_cnn", "resnet"] = "simple"
     memory: Optional[MemorySettings] = None
-
-    @field_validator("memory", mode="before")
-    @classmethod
-    def _memory(cls, value: Any) -> Any:
-        if value is not None:
-            raise ValueError("recurrent networks (LSTM) are not supported yet; remove 'memory'")
-        return value
     goal_conditioning_type: Literal["hyper", "none"] = "hyper"
     deterministic: bool = False
     # ml_arl extension: hidden-layer activation; ML-Agents always uses swish.

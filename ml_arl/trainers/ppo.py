@@ -2,6 +2,12 @@
 linear schedules for learning rate / epsilon / beta, advantages normalised over the buffer,
 optional observation normalisation. One Adam optimizer over actor and critic.
 
+With network_settings.memory (an LSTM actor) the update runs over sequences, as ML-Agents': each
+trajectory is cut into sequences of ``sequence_length`` steps, its last one padded; every
+sequence starts from the memory the worker acted with at its first step (stored in the
+trajectory; no burn-in, as ML-Agents' PPO); minibatches are whole sequences
+(batch_size // sequence_length of them) and padding is masked out of every loss term.
+
 The trainer is the *brain*: it consumes trajectories from its AgentManagerQueue, updates the
 network when ``buffer_size`` experiences are collected, and announces each new policy version
 on its policy queue; the env side then hands the new actor weights to the muscles.
@@ -47,6 +53,8 @@ class PPOBatch:
     values: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N, streams] the critic's, before the update
     advantages: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N] the mean over streams
     returns: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N, streams] advantages + values
+    memories: Optional[torch.Tensor] = None  # [N, memory_size] the actor's memory before each step (with an LSTM)
+    mask: Optional[torch.Tensor] = None  # [N] 1 for a step, 0 for padding (laid out in sequences)
 
     def __len__(self) -> int:
         return int(self.log_prob.shape[0])
@@ -62,6 +70,8 @@ class PPOBatch:
             values=self.values[idx],
             advantages=self.advantages[idx],
             returns=self.returns[idx],
+            memories=None if self.memories is None else self.memories[idx],
+            mask=None if self.mask is None else self.mask[idx],
         )
 
 
@@ -98,6 +108,7 @@ class PPOBuffer:
             continuous=cat([t.continuous for t in trajs], torch.float32),
             discrete=cat([t.discrete for t in trajs], torch.int64),
             log_prob=cat([t.log_prob for t in trajs], torch.float32),
+            memories=cat([t.memories for t in trajs], torch.float32) if trajs[0].memories is not None else None,  # type: ignore[misc]
         )
         return batch, next_obs
 
@@ -105,6 +116,28 @@ class PPOBuffer:
         self.trajectories = []
         self.stream_rewards = []
         self.size = 0
+
+
+def sequence_rows(lengths: list[int], sequence_length: int) -> np.ndarray:
+    """Trajectories of ``lengths`` steps (consecutive rows of one batch) laid out as sequences of
+    ``sequence_length``: for each slot, the row it holds, or -1 for the padding after a
+    trajectory's last step. Every sequence starts with a step of its own trajectory."""
+    out = []
+    start = 0
+    for n in lengths:
+        slots = np.full(-(-n // sequence_length) * sequence_length, -1, np.int64)
+        slots[:n] = np.arange(start, start + n)
+        out.append(slots)
+        start += n
+    return np.concatenate(out) if out else np.zeros(0, np.int64)
+
+
+def masked_mean(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
+    """The mean of ``x`` ([N] or [N, k]) over the rows where ``mask`` [N] is 1 (all rows when None)."""
+    if mask is None:
+        return x.mean()
+    weights = mask.reshape(-1, *([1] * (x.dim() - 1))).expand_as(x)
+    return (x * weights).sum() / weights.sum().clamp(min=1.0)
 
 
 class PPOLoss(NamedTuple):
@@ -124,20 +157,22 @@ def ppo_loss(
     epsilon: float,
     beta: float,
     clip_value_loss: bool = True,
+    mask: Optional[torch.Tensor] = None,
 ) -> PPOLoss:
     """ML-Agents' PPO loss: clipped surrogate, value loss (clipped to +-epsilon around the old
     values unless ``clip_value_loss`` is off; with several reward streams, ``value``,
     ``old_values`` and ``returns`` are [N, streams] and the loss is the mean over streams), and
-    the entropy bonus: ``policy + 0.5 * value - beta * mean(entropy)``."""
+    the entropy bonus: ``policy + 0.5 * value - beta * mean(entropy)``. ``mask`` [N] (sequences of
+    a recurrent actor) leaves padding out of every mean."""
     ratio = torch.exp(log_prob - old_log_prob)
     surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
-    policy_loss = -surrogate.mean()
+    policy_loss = -masked_mean(surrogate, mask)
     if clip_value_loss:
         clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
-        value_loss = torch.max((returns - value) ** 2, (returns - clipped) ** 2).mean()
+        value_loss = masked_mean(torch.max((returns - value) ** 2, (returns - clipped) ** 2), mask)
     else:
-        value_loss = ((returns - value) ** 2).mean()
-    return PPOLoss(policy_loss + 0.5 * value_loss - beta * entropy.mean(), policy_loss, value_loss)
+        value_loss = masked_mean((returns - value) ** 2, mask)
+    return PPOLoss(policy_loss + 0.5 * value_loss - beta * masked_mean(entropy, mask), policy_loss, value_loss)
 
 
 class PPOTrainer(Trainer):
@@ -158,6 +193,11 @@ class PPOTrainer(Trainer):
             self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings
             raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
+        memory = settings.network_settings.memory
+        self.sequence_length = memory.sequence_length if memory is not None else 1
+        if memory is not None and (self.hp.shared_critic or settings.behavioral_cloning is not None):
+            name = behavior.split("?", 1)[0]
+            raise ConfigError([f"behaviors.{name}.network_settings.memory: not supported yet with shared_critic or behavioral_cloning"])
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self.buffer = PPOBuffer()
         self.bc = make_behavioral_cloning(
@@ -198,21 +238,33 @@ class PPOTrainer(Trainer):
         if n > 1:
             adv = data.advantages
             data.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
-        batch = min(hp.batch_size, n)
+        # the unit of a minibatch: a step, or with an LSTM a sequence of them (padded, in slots)
+        length = self.sequence_length
+        flat_rows = None
+        if net.lstm is not None:
+            slots = sequence_rows([len(t) for t in self.buffer.trajectories], length)
+            flat_rows = torch.as_tensor(slots, device=self.device)
+            data = data.select(flat_rows.clamp(min=0))
+            data.mask = (flat_rows >= 0).float()
+        units = len(data) // length
+        batch = max(min(hp.batch_size, n) // length, 1)
         policy_losses, value_losses = [], []
         for _ in range(hp.num_epoch):
-            if batch == n:  # one minibatch per epoch: its order does not matter, skip the shuffle
+            if batch >= units:  # one minibatch per epoch: its order does not matter, skip the shuffle
                 minibatches = [data]
                 rows: list[Any] = [slice(None)]
             else:
-                perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
-                rows = [perm[i : i + batch] for i in range(0, n - batch + 1, batch)]
+                perm = torch.as_tensor(self.rng.permutation(units), device=self.device)
+                picks = [perm[i : i + batch] for i in range(0, units - batch + 1, batch)]
+                offsets = torch.arange(length, device=self.device)
+                rows = [(pick[:, None] * length + offsets).reshape(-1) for pick in picks] if length > 1 else picks
                 minibatches = [data.select(idx) for idx in rows]
             for mb, idx in zip(minibatches, rows):
-                log_prob, entropy, values = net.evaluate(mb.obs, mb.allowed, mb.continuous, mb.discrete)
+                first = None if mb.memories is None else mb.memories[::length]  # each sequence's starting memory
+                log_prob, entropy, values = net.evaluate(mb.obs, mb.allowed, mb.continuous, mb.discrete, first)
                 loss = ppo_loss(
                     log_prob, mb.log_prob, mb.advantages, values, mb.values, mb.returns, entropy,
-                    epsilon, beta, hp.clip_value_loss,
+                    epsilon, beta, hp.clip_value_loss, mb.mask,
                 )
                 self.optimizer.zero_grad()
                 loss.total.backward()
@@ -222,6 +274,9 @@ class PPOTrainer(Trainer):
                 policy_losses.append(loss.policy.detach())
                 value_losses.append(loss.value.detach())
                 if signal_data is not None:  # ML-Agents: the reward signals learn from the same minibatches
+                    if flat_rows is not None:  # the minibatch's steps, without padding
+                        held = flat_rows[idx]
+                        idx = held[held >= 0]
                     for tag, number in self.streams.update(signal_data.select(idx)).items():
                         signal_stats.setdefault(tag, []).append(number)
         self.buffer.clear()

@@ -1,0 +1,220 @@
+"""Recurrent memory (network_settings.memory): the settings checks, the sequence layout and masked
+losses of PPO's update, the numpy LSTM of the muscle against torch, memories in trajectories,
+ONNX's recurrent contract run step by step in onnxruntime, and PPO learning a task whose goal is
+shown only in an episode's first 2 steps (ML-Agents' test_recurrent_ppo)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+import torch
+from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
+
+from ml_arl.envs.env_runner import EnvRunner
+from ml_arl.exceptions import ConfigError
+from ml_arl.messages import PolicyMessage
+from ml_arl.policy.muscle import Muscle
+from ml_arl.policy.networks import ActorCritic
+from ml_arl.policy.onnx_export import check_onnx, export_onnx
+from ml_arl.settings import NetworkSettings, build_run_options
+from ml_arl.trainer_controller import TrainerController
+from ml_arl.trainers.ppo import masked_mean, ppo_loss, sequence_rows
+
+from .simple_envs import SUCCESS_THRESHOLD, GoalReach, last5
+
+MEMORY = {"memory_size": 16, "sequence_length": 4}
+
+
+def _spec(shapes: list[tuple[int, ...]], actions: ActionSpec) -> BehaviorSpec:
+    obs = [ObservationSpec(s, (DimensionProperty.NONE,) * len(s), ObservationType.DEFAULT, f"obs{i}") for i, s in enumerate(shapes)]
+    return BehaviorSpec(obs, actions)
+
+
+def _net(actions: ActionSpec, seed: int = 0, normalize: bool = True) -> ActorCritic:
+    torch.manual_seed(seed)
+    net = ActorCritic(_spec([(3,), (2,)], actions), NetworkSettings(hidden_units=16, normalize=normalize, memory=MEMORY))
+    with torch.no_grad():
+        for p in net.parameters():  # random weights everywhere (the heads start tiny)
+            p.add_(torch.randn_like(p) * 0.3)
+    if normalize:
+        net.normalizer.update(torch.randn(32, 5) * 2.0 + 1.0)
+    return net
+
+
+# ---------------------------------------------------------------------------------- settings
+
+
+def _options(network: dict[str, Any], trainer: str = "ppo", batch_size: int = 64) -> Any:
+    section = {"trainer_type": trainer, "network_settings": network}
+    if trainer != "poca":
+        section["hyperparameters"] = {"batch_size": batch_size, "buffer_size": 128}
+    return build_run_options({"behaviors": {"B": section}}, {}, "test")
+
+
+def test_memory_settings_checks() -> None:
+    options = _options({"memory": {"memory_size": 16, "sequence_length": 16}})
+    assert options.behaviors["B"].network_settings.memory.memory_size == 16
+    with pytest.raises(ConfigError, match="memory_size: 15 is invalid: must be even"):
+        _options({"memory": {"memory_size": 15}})
+    with pytest.raises(ConfigError, match="memory_size"):
+        _options({"memory": {"memory_size": 0}})
+    with pytest.raises(ConfigError, match="sequence_length: 128 is larger than hyperparameters.batch_size \\(64\\)"):
+        _options({"memory": {"sequence_length": 128}})
+    for trainer in ("sac", "poca"):
+        with pytest.raises(ConfigError, match="not supported yet for sac/poca"):
+            _options({"memory": {"memory_size": 16, "sequence_length": 16}}, trainer)
+
+
+# ---------------------------------------------------------------------------------- sequences and losses
+
+
+def test_sequence_rows_pad_each_trajectory_at_its_end() -> None:
+    # trajectories of 5, 3 and 4 steps in sequences of 4: [0..3] [4 pad pad pad] [5 6 7 pad] [8..11]
+    rows = sequence_rows([5, 3, 4], 4)
+    assert rows.tolist() == [0, 1, 2, 3, 4, -1, -1, -1, 5, 6, 7, -1, 8, 9, 10, 11]
+    assert sequence_rows([2], 1).tolist() == [0, 1]
+
+
+def test_masked_losses_leave_padding_out() -> None:
+    x = torch.tensor([[1.0, 2.0], [3.0, 4.0], [100.0, 100.0]])
+    mask = torch.tensor([1.0, 1.0, 0.0])
+    assert float(masked_mean(x, mask)) == pytest.approx(2.5)
+    assert float(masked_mean(x[:, 0], mask)) == pytest.approx(2.0)
+    gen = torch.Generator().manual_seed(0)
+    real = [torch.randn(6, generator=gen) for _ in range(4)] + [torch.randn(6, 2, generator=gen) for _ in range(3)]
+    padded = [torch.cat([t, torch.randn_like(t[:3]) * 50]) for t in real]
+    want = ppo_loss(*real[:3], real[4], real[5], real[6], real[3], 0.2, 0.01)
+    got = ppo_loss(*padded[:3], padded[4], padded[5], padded[6], padded[3], 0.2, 0.01, mask=torch.tensor([1.0] * 6 + [0.0] * 3))
+    for a, b in zip(want, got):
+        assert float(a) == pytest.approx(float(b), rel=1e-5)
+
+
+# ---------------------------------------------------------------------------------- muscle vs torch
+
+
+@pytest.mark.parametrize("actions", [ActionSpec(2, ()), ActionSpec(1, (3, 2))], ids=["continuous", "hybrid"])
+def test_muscle_lstm_matches_torch_over_a_sequence(actions: ActionSpec) -> None:
+    net = _net(actions)
+    muscle = Muscle(net.muscle_weights(), seed=3)
+    assert muscle.memory_size == 16
+    rng = np.random.default_rng(1)
+    agents, steps = 3, 6
+    ids = np.array([7, 8, 9])
+    obs = [rng.normal(size=(steps, agents, 3)).astype(np.float32), rng.normal(size=(steps, agents, 2)).astype(np.float32)]
+    infos = [muscle.act([obs[0][t], obs[1][t]], None, ids) for t in range(steps)]
+    assert np.all(infos[0].memory == 0) and np.all(infos[1].memory != 0)
+    # torch: one sequence per agent (rows agent-major), from zero memories
+    seq_obs = [torch.as_tensor(o.transpose(1, 0, 2).reshape(agents * steps, -1)) for o in obs]
+    cont = torch.as_tensor(np.stack([i.continuous for i in infos], 1).reshape(agents * steps, -1))
+    disc = torch.as_tensor(np.stack([i.discrete for i in infos], 1).reshape(agents * steps, -1))
+    with torch.no_grad():
+        log_prob, _, _ = net.evaluate(seq_obs, None, cont, disc, torch.zeros(agents, 16))
+        # the memory before step t is what the LSTM holds after the first t steps
+        _, after = net.recurrent(net.body(net.encoder([o[: agents * steps] for o in seq_obs])), torch.zeros(agents, 16))
+    muscle_logp = np.stack([i.log_prob for i in infos], 1).reshape(-1)
+    np.testing.assert_allclose(muscle_logp, log_prob.numpy(), atol=2e-4)
+    last = muscle.memories
+    np.testing.assert_allclose(np.stack([last[i] for i in ids]), after.numpy(), atol=1e-5)
+    # a stored memory replays the rest of an episode: steps 2.. from the memory before step 2
+    with torch.no_grad():
+        tail = [o.reshape(agents, steps, -1)[:, 2:].reshape(-1, o.shape[1]) for o in seq_obs]
+        tail_logp, _, _ = net.evaluate(
+            tail, None, cont.reshape(agents, steps, -1)[:, 2:].reshape(agents * 4, -1),
+            disc.reshape(agents, steps, -1)[:, 2:].reshape(agents * 4, -1), torch.as_tensor(infos[2].memory),
+        )
+    np.testing.assert_allclose(muscle_logp.reshape(agents, steps)[:, 2:].reshape(-1), tail_logp.numpy(), atol=2e-4)
+    muscle.forget(np.array([8]))
+    again = muscle.act([obs[0][0], obs[1][0]], None, ids)
+    assert np.all(again.memory[1] == 0) and np.all(again.memory[0] != 0)
+
+
+def test_trajectories_carry_the_memories_the_workers_acted_with() -> None:
+    env = GoalReach(continuous=1, n_agents=2, show_goal_steps=2, max_episode_steps=12, seed=3)
+    net = ActorCritic(env.spec, NetworkSettings(hidden_units=8, memory=MEMORY))
+    runner = EnvRunner(env, worker_id=0, seed=0)
+    runner.set_policy("GoalReach", PolicyMessage(version=1, weights=net.muscle_weights(), time_horizon=4, deterministic=False))
+    trajectories = runner.run(60).trajectories
+    assert trajectories and all(t.memories is not None and t.memories.shape == (len(t), 16) for t in trajectories)
+    starts: set[str] = set()
+    for traj in trajectories:
+        assert traj.memories is not None
+        first = traj.agent_id not in starts  # GoalReach gives every episode a new agent id
+        starts.add(traj.agent_id)
+        assert np.all(traj.memories[0] == 0) == first  # zeros at an episode's start only; a cut carries on
+        assert np.all(np.any(traj.memories[1:] != 0, axis=1))
+    runner.reset()
+    assert not runner.muscles["GoalReach"].memories  # type: ignore[attr-defined]
+
+
+# ---------------------------------------------------------------------------------- ONNX
+
+
+@pytest.mark.parametrize("actions", [ActionSpec(2, ()), ActionSpec(1, (3, 2))], ids=["continuous", "hybrid"])
+def test_onnx_recurrent_contract_step_by_step(actions: ActionSpec, tmp_path: Path) -> None:
+    net = _net(actions, normalize=True)
+    path = tmp_path / "policy.onnx"
+    export_onnx(net, str(path))
+    check_onnx(str(path))
+    model = onnx.load(str(path))
+    assert [(o.domain, o.version) for o in model.opset_import if o.domain in ("", "ai.onnx")] == [("", 9)]
+    assert "LSTM" in {n.op_type for n in model.graph.node}
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    inputs = [i.name for i in session.get_inputs()]
+    outputs = [o.name for o in session.get_outputs()]
+    assert inputs[-1] == "recurrent_in" and outputs[-1] == "recurrent_out"
+    assert session.get_inputs()[-1].shape[1:] == [1, 16]
+    muscle = Muscle(net.muscle_weights(), deterministic=True)
+    rng = np.random.default_rng(5)
+    batch = 4
+    ids = np.arange(batch)
+    memory = np.zeros((batch, 1, 16), np.float32)
+    allowed = np.ones((batch, sum(net.branches)), bool)
+    for _ in range(5):
+        obs = [rng.normal(size=(batch, 3)).astype(np.float32) * 2, rng.normal(size=(batch, 2)).astype(np.float32)]
+        feed = {"obs_0": obs[0], "obs_1": obs[1], "recurrent_in": memory}
+        if net.branches:
+            feed["action_masks"] = allowed.astype(np.float32)
+        out = dict(zip(outputs, session.run(None, feed)))
+        assert out["memory_size"].tolist() == [16.0]
+        info = muscle.act(obs, allowed if net.branches else None, ids)
+        np.testing.assert_allclose(memory[:, 0], info.memory, atol=1e-5)  # the same memory went in
+        if net.n_cont:
+            np.testing.assert_allclose(out["deterministic_continuous_actions"], info.env_action.continuous, atol=1e-5)
+        if net.branches:
+            np.testing.assert_array_equal(out["deterministic_discrete_actions"], info.discrete)
+        memory = out["recurrent_out"]
+        assert memory.shape == (batch, 1, 16)
+    with torch.no_grad():  # torch: the memory after the five steps, from the stored one of the last step
+        _, after = net.recurrent(net.body(net.encoder([torch.as_tensor(o) for o in obs])), torch.as_tensor(info.memory))
+    np.testing.assert_allclose(memory[:, 0], after.numpy(), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------------- learning
+
+
+@pytest.mark.parametrize("actions", ["continuous=1", "discrete=1"])
+def test_recurrent_ppo_remembers_the_goal(tmp_path: Path, actions: str) -> None:
+    """ML-Agents' test_recurrent_ppo: memory_size 16, learning_rate 1e-3, batch 64, buffer 128, 6000 steps."""
+    env_args = [actions, "continuous=0"] if actions.startswith("discrete") else [actions]
+    config = {
+        "env_settings": {"env_path": "tests.simple_envs:goal_reach", "manager": "inprocess", "seed": 1,
+                         # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one miss early)
+                         "env_args": [*env_args, "show_goal_steps=2", "solved_at=0.95"]},
+        "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "memory"},
+        "default_settings": {
+            "trainer_type": "ppo", "summary_freq": 500, "max_steps": 6000,
+            "hyperparameters": {"learning_rate": 1.0e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 128},
+            "network_settings": {"num_layers": 1, "hidden_units": 32, "memory": {"memory_size": 16, "sequence_length": 16}},
+        },
+        "behaviors": {},
+    }
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    controller.start_learning()
+    returns = list(controller.managers["GoalReach"].recent_rewards)
+    assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
+    check_onnx(str(tmp_path / "memory" / "GoalReach.onnx"))
