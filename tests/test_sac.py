@@ -316,3 +316,18 @@ def test_without_save_replay_buffer_nothing_is_written(tmp_path: Path, monkeypat
     assert re.search(rf"WARNING\] \S*{REPLAY_BUFFER_FILE}: no saved replay buffer; it refills from new experience", out), out
     assert [len(b) for b in spy.buffers] == [0, 0]
     assert (folder / REPLAY_BUFFER_FILE).is_file()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("actions", [["continuous=1", "discrete=0"], ["continuous=0", "discrete=1"]], ids=["continuous", "discrete"])
+def test_sac_trains_on_cuda_and_resumes_with_its_replay_buffer(tmp_path: Path, actions: list[str]) -> None:
+    """Every tensor of a gradient step on the trainer's device (the stream strengths were a CPU tensor)."""
+    config = sac_config(tmp_path, actions, max_steps=300, save_replay_buffer=True)
+    config["torch_settings"] = {"device": "cuda"}
+    controller, _ = train(config)
+    trainer = controller.trainers["GoalReach"]
+    assert isinstance(trainer, SACTrainer) and trainer.update_steps > 100 and trainer.replay.rewards.is_cuda
+    config["default_settings"]["max_steps"] = 400
+    config["checkpoint_settings"]["resume"] = True
+    resumed, _ = train(config)
+    assert resumed.trainers["GoalReach"].step >= 400
