@@ -430,6 +430,7 @@ def test_ctrl_c_closes_every_build_and_saves(tmp_path: Path, build: Path) -> Non
     assert (tmp_path / "results" / "intr" / "Seeker.onnx").is_file(), out
 
 
+@pytest.mark.slow
 def test_sac_trains_both_standin_behaviors_and_exports_tanh_squashed_models(tmp_path: Path, build: Path) -> None:
     """SAC end to end against the build (Seeker: 1 continuous action; Picker: branches 3 and 2 with
     masks): the exported models follow the contract, and their deterministic actions are tanh of

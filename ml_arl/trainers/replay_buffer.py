@@ -126,14 +126,15 @@ class ReplayBuffer:
             if len(rows) != 1 or -1 in rows:
                 raise ValueError("its arrays differ in length")
             n = min(rows.pop(), self.capacity)
+            newest = {key: values[-n:] if n else values[:0] for key, values in arrays.items()}
             for key, target in fields.items():
-                values = arrays[key][-n:] if n else arrays[key][:0]
+                values = newest[key]
                 if values.dtype.kind not in "biuf":
                     raise ValueError(f"{key} holds {values.dtype} values, not numbers")
                 if tuple(values.shape[1:]) != tuple(target.shape[1:]):
                     raise ValueError(f"{key} has shape {values.shape[1:]}, this behavior needs {tuple(target.shape[1:])}")
-            for key, target in fields.items():
-                target[:n] = torch.as_tensor(arrays[key][-n:] if n else arrays[key][:0], device=self.device).to(target.dtype)
+            for key, target in fields.items():  # checked whole before any is copied
+                target[:n] = torch.as_tensor(newest[key], device=self.device).to(target.dtype)
         except ValueError as err:
             logger.warning("%s: replay buffer not restored (%s); it refills from new experience", path, err)
             return
