@@ -140,7 +140,9 @@ class PhaseSchedule:
 
     def assignment(self, brain: str, trainer: Trainer, checkpoints: Optional[CheckpointManager]) -> TrainerAssignment:
         """What this phase asks of a brain: settings, learning, checkpoints and step window (the
-        window starts where the brain stood when the phase began, kept in phases.json)."""
+        window starts where the brain stood when the phase began, kept in phases.json). A brain
+        resumed past that start (--resume of a running phase) continues the phase with what it
+        loaded (a SAC replay buffer); for every other brain the phase is new."""
         settings = self.settings_for(brain)
         learning = self.learns(brain)
         phase = self.phase
@@ -151,7 +153,8 @@ class PhaseSchedule:
             limit, length = origin + phase.max_steps, phase.max_steps
         else:
             limit, length = UNLIMITED_STEPS, settings.max_steps
-        return TrainerAssignment(settings, learning, checkpoints, limit, origin, length, new_phase=True)
+        continued = self.resumed and trainer.step > origin
+        return TrainerAssignment(settings, learning, checkpoints, limit, origin, length, new_phase=not continued)
 
     # ------------------------------------------------------------------ counting
     def count_acted(self, brain: str, n: int) -> None:

@@ -269,7 +269,7 @@ class SACTrainer(Trainer):
         return SignalBatch(batch.obs, batch.next_obs, batch.continuous, batch.discrete, batch.dones, batch.rewards)
 
     def _gradient_step(self, batch: ReplayBatch) -> dict[str, torch.Tensor]:
-        rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * torch.as_tensor(self.streams.strengths)
+        rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * torch.as_tensor(self.streams.strengths, device=self.device)
         dist = self.network.distribution(batch.obs, batch.allowed)
         cont_sample = cont_log_probs = None
         if self.n_cont:
