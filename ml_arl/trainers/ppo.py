@@ -153,7 +153,7 @@ class PPOTrainer(Trainer):
         seed: int = 0,
     ):
         super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, env_continuous)
+        self.streams = RewardStreams(behavior, settings, spec, env_continuous, device)
         try:
             self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings

@@ -168,7 +168,7 @@ class SACTrainer(Trainer):
         seed: int = 0,
     ):
         super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, lambda actions: actions)  # stored = sent, tanh-squashed
+        self.streams = RewardStreams(behavior, settings, spec, lambda actions: actions, device)  # stored = sent, tanh-squashed
         net = settings.network_settings
         try:
             self.network = ActorCritic(spec, net, conditional_sigma=True, tanh_squash=True, critic=False).to(device)
