@@ -7,9 +7,10 @@ episode and takes one continuous action, which changes nothing. The last step of
 pays ``bonus`` (0.0 unless set); the others pay 0. A bonus given to ``set_environment_parameters``
 applies from the next episode on, as the built-in environments do (a reset starts one).
 
-``events`` lists, in order, ``("params", dict)`` for every ``set_environment_parameters`` call
-and ``("reset", step)`` for every reset, where ``step`` counts the env steps so far; with
-``log_path`` each event is also appended to that file as a JSON line (for worker processes).
+``events`` lists, in order, ``("params", step, params)`` for every ``set_environment_parameters``
+call and ``("reset", step, None)`` for every reset, where ``step`` counts the env steps so far;
+with ``log_path`` each event is also appended to that file as a JSON line (the way to see them
+from a test when the env runs in a worker process, or was closed at the end of a run).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class LessonEnv(BaseEnv):
         self.rng = np.random.default_rng(seed)
         self.spec = BehaviorSpec([vector_obs_spec(1)], ActionSpec(1, ()))
         self.ids = np.arange(n_agents, dtype=np.int32)
-        self.events: list[tuple[str, Any]] = []
+        self.events: list[tuple[str, int, Any]] = []
         self.pending: Any = 0.0  # the bonus of the next episode (a number or a sampler)
         self.bonus = 0.0  # this episode's
         self.t = 0
@@ -50,10 +51,10 @@ class LessonEnv(BaseEnv):
         self.result = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
 
     def _record(self, kind: str, data: Any) -> None:
-        self.events.append((kind, data))
+        self.events.append((kind, self.steps, data))
         if self.log_path:
             with open(self.log_path, "a") as f:
-                f.write(json.dumps([kind, data]) + "\n")
+                f.write(json.dumps([kind, self.steps, data]) + "\n")
 
     def set_environment_parameters(self, params: dict[str, Any]) -> None:
         self._record("params", params)
@@ -74,7 +75,7 @@ class LessonEnv(BaseEnv):
         self.t = 0
 
     def reset(self) -> None:
-        self._record("reset", self.steps)
+        self._record("reset", None)
         self._new_episode()
         self.result = (self._decisions(0.0), TerminalSteps.empty(self.spec))
 

@@ -144,7 +144,8 @@ class Curriculum:
         self.status = status
         restored = set()
         for name, lessons in self.lessons.items():
-            saved = status.data.get(name, {}).get("lesson_num") if restore and isinstance(status.data.get(name), dict) else None
+            entry = status.data.get(name) if restore else None
+            saved = entry.get("lesson_num") if isinstance(entry, dict) else None
             if isinstance(saved, int) and not isinstance(saved, bool) and saved > 0:
                 if saved >= len(lessons):
                     logger.warning("%s: parameter '%s' was in lesson %d, but its curriculum has %d lessons now; "

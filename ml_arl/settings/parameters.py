@@ -30,12 +30,18 @@ from pydantic_core import PydanticCustomError
 
 from ml_arl.settings.errors import validate
 from ml_arl.settings.samplers import check_values
-from ml_arl.settings.values import Float, Int, Strict, key_text, short
+from ml_arl.settings.values import Int, Strict, key_text, number, short
 
 logger = logging.getLogger("ml_arl.settings")
 
 MEASURES = ("progress", "reward", "Elo")  # as ML-Agents' documentation spells them; any letter case is accepted
 LESSON_KEYS = ("name", "value", "completion_criteria")
+
+
+def _threshold(value: Any) -> Any:
+    if number(value) is None:
+        raise ValueError("give a number")
+    return number(value)
 
 
 def _measure(value: Any) -> Any:
@@ -53,7 +59,7 @@ class CompletionCriteria(Strict):
     measure: Annotated[Literal["progress", "reward", "Elo"], BeforeValidator(_measure)] = "reward"
     min_lesson_length: Int = Field(0, ge=0)  # episodes the behavior finishes in the lesson, at least
     signal_smoothing: bool = True  # reward: 0.25 x the previous measure + 0.75 x the new mean
-    threshold: Float = 0.0  # the lesson ends once the measure is above it
+    threshold: Annotated[float, BeforeValidator(_threshold)] = 0.0  # the lesson ends once the measure is above it
     require_reset: bool = False  # reset every environment when the lesson changes
 
 
