@@ -108,6 +108,74 @@ def test_lesson_complete_follows_mlagents_rule() -> None:
     assert lesson_complete(elo, 0.0, [], 1205.5, 0.0) == (True, 0.0)
 
 
+class FakeStats:
+    def __init__(self) -> None:
+        self.values: dict[str, float] = {}
+
+    def set_stat(self, key: str, value: float) -> None:
+        self.values[key] = value
+
+
+class FakeTrainer:
+    def __init__(self, step: int = 0, origin: int = 0, length: int = 1000) -> None:
+        self.step, self.schedule_origin, self.schedule_length = step, origin, length
+        self.stats = FakeStats()
+
+
+class FakeEnvManager:
+    def __init__(self) -> None:
+        self.calls: list[tuple[dict[str, Any], bool]] = []
+
+    def set_environment_parameters(self, params: dict[str, Any], reset: bool = True) -> None:
+        self.calls.append((params, reset))
+
+
+def test_curriculum_part_moves_each_parameter_on_its_own(tmp_path: Path) -> None:
+    """Curriculum.update: ELO of the named behavior, progress within the phase's step window, one
+    lesson per check, rewards cleared for every behavior, the values sent (reset if any lesson asks)."""
+    from ml_arl.checkpoints import TrainingStatus
+    from ml_arl.run.curriculum import Curriculum
+
+    params = {
+        "speed": curriculum(("slow", 1.0, {"behavior": "A", "measure": "Elo", "threshold": 1210, "min_lesson_length": 2}),
+                            ("fast", 2.0, None)),
+        "size": curriculum(("small", {"sampler_type": "uniform", "sampler_parameters": {"min_value": 0.0, "max_value": 1.0, "seed": -1}},
+                            {"behavior": "B", "measure": "progress", "threshold": 0.5, "require_reset": True}),
+                           ("big", 3.0, {"behavior": "B", "measure": "progress", "threshold": 0.1}), ("huge", 4.0, None)),
+        "plain": 7.0,
+    }
+    params = build_run_options({"behaviors": {"A": {"self_play": {}}, "B": {}}, "environment_parameters": params}, {}, "c").environment_parameters
+    env = FakeEnvManager()
+    part = Curriculum(params, 50, env)  # type: ignore[arg-type]
+    status = TrainingStatus(str(tmp_path / "run_logs" / "training_status.json"))
+    assert part.start(status, restore=False) == {
+        "speed": 1.0, "size": {"sampler_type": "uniform", "sampler_parameters": {"min_value": 0.0, "max_value": 1.0, "seed": 50}},
+        "plain": 7.0}
+    trainers = {"A": FakeTrainer(), "B": FakeTrainer(step=1400, origin=1000, length=1000)}  # B: 40 % into its phase
+    elo = {"A": 1300.0}
+    part.record_episode("A", 1.0)
+    part.update(trainers, elo.get)  # type: ignore[arg-type]
+    assert env.calls == [] and part.lesson == {"speed": 0, "size": 0, "plain": 0}  # A: 1 episode of 2; B: 0.4
+    assert trainers["A"].stats.values == {f"Environment/Lesson Number/{p}": 0.0 for p in ("speed", "size", "plain")}
+    part.record_episode("A", 1.0)
+    part.record_episode("B", 5.0)
+    trainers["B"].step = 1600
+    part.update(trainers, elo.get)  # type: ignore[arg-type]
+    assert part.lesson == {"speed": 1, "size": 1, "plain": 0}  # both move on, one lesson each
+    assert env.calls == [({"speed": 2.0, "size": 3.0, "plain": 7.0}, True)]  # size's lesson asked for a reset
+    assert all(len(buffer) == 0 for buffer in part.rewards.values())
+    assert json.loads(Path(status.path).read_text())["size"] == {"lesson_num": 1}  # written at once
+    part.update(trainers, elo.get)  # type: ignore[arg-type]
+    assert part.lesson["size"] == 2 and env.calls[-1] == ({"speed": 2.0, "size": 4.0, "plain": 7.0}, False)
+    assert trainers["B"].stats.values["Environment/Lesson Number/size"] == 2.0
+
+    again = Curriculum(params, 50, FakeEnvManager())  # type: ignore[arg-type]
+    status.load()
+    assert again.start(status, restore=True) == {"speed": 2.0, "size": 4.0, "plain": 7.0}  # --resume
+    fresh = Curriculum(params, 50, FakeEnvManager())  # type: ignore[arg-type]
+    assert fresh.start(status, restore=False)["speed"] == 1.0
+
+
 # ---------------------------------------------------------------------------------- settings
 
 
