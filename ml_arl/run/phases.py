@@ -16,7 +16,7 @@ from typing import Any, Optional
 from ml_arl.atomic_files import read_json_object, write_json
 from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import RunDirectoryError
-from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings, resolve_parameter_seeds
+from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings
 from ml_arl.trainers.base import Trainer, TrainerAssignment
 
 logger = logging.getLogger(__name__)
@@ -130,13 +130,11 @@ class PhaseSchedule:
         if self.phased:
             self.log.save()
 
-    def environment_parameters(self, seed: int) -> Optional[dict[str, Any]]:
-        """The parameters this phase sets (None: the environments keep theirs)."""
+    def environment_parameters(self) -> dict[str, Any]:
+        """The parameters of this phase (curricula included, seeds not resolved): the run's, with
+        the phase's on top."""
         phase = self.phase
-        if phase is None:
-            return None
-        params = resolve_parameter_seeds({**(self.options.environment_parameters or {}), **(phase.environment_parameters or {})}, seed)
-        return params if self.index > 0 or params else None
+        return {**(self.options.environment_parameters or {}), **((phase.environment_parameters if phase else None) or {})}
 
     def assignment(self, brain: str, trainer: Trainer, checkpoints: Optional[CheckpointManager]) -> TrainerAssignment:
         """What this phase asks of a brain: settings, learning, checkpoints and step window (the
