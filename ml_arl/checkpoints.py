@@ -74,7 +74,8 @@ def metadata() -> dict[str, Any]:
 
 
 class TrainingStatus:
-    """run_logs/training_status.json: per behavior {checkpoints, final_checkpoint, ...} + metadata.
+    """run_logs/training_status.json: per behavior {checkpoints, final_checkpoint, elo}, per
+    environment parameter {lesson_num} (ml_arl.run.curriculum), and metadata, as ML-Agents.
 
     The file is written only after the files it names exist, and before any file it named is
     removed: it never names a missing file (``prune_missing`` drops what others removed)."""
@@ -99,7 +100,8 @@ class TrainingStatus:
             return self.data.setdefault(name, {"checkpoints": []})
 
     def behaviors(self) -> list[str]:
-        return [k for k, v in self.data.items() if k != "metadata" and isinstance(v, dict)]
+        """Entries with checkpoints (the others are metadata and curricula's lesson numbers)."""
+        return [k for k, v in self.data.items() if k != "metadata" and isinstance(v, dict) and "checkpoints" in v]
 
     def resolve(self, behavior: str, path: str) -> Optional[str]:
         """The file an entry names: the path as written (relative to where the run was started, as

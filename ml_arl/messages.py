@@ -183,9 +183,11 @@ class PolicyMessage:
 
 @dataclass(frozen=True)
 class StepCommand:
-    """Step ``steps_per_message`` times; first act with these policies (only the changed ones)."""
+    """Step ``steps_per_message`` times; first act with these policies (only the changed ones)
+    and hand the environment these parameters, if any (a lesson changed; no reset)."""
 
     policies: dict[str, PolicyMessage] = field(default_factory=dict)
+    parameters: Optional[dict[str, Any]] = None
 
 
 @dataclass(frozen=True)
@@ -195,7 +197,7 @@ class ResetCommand:
 
 @dataclass(frozen=True)
 class SetParametersCommand:
-    """New environment parameters (a phase switch), applied with a reset."""
+    """New environment parameters (a phase switch, a lesson that requires a reset), applied with a reset."""
 
     parameters: dict[str, Any]
 

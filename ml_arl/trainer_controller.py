@@ -4,9 +4,10 @@ One trainer per behavior name, each in its own thread when ``threaded: true`` (e
 inline after every env step). The env side hands finished trajectories to each behavior's
 AgentManagerQueue; trainers announce new policies on their policy queue, and the env side passes
 the new actor weights to the muscles with the next step request. The parts, one job each, live in
-``ml_arl.run``: brains (create, load, save), phases (the schedule), selfplay (opponents, swaps,
-ELO), policies (the PolicyMessage each behavior acts with), outputs (results folder, summaries,
-store, run logs) and threads (trainer threads). docs/ARCHITECTURE.md draws the whole path.
+``ml_arl.run``: brains (create, load, save), phases (the schedule), curriculum (environment
+parameters and their lessons), selfplay (opponents, swaps, ELO), policies (the PolicyMessage each
+behavior acts with), outputs (results folder, summaries, store, run logs) and threads (trainer
+threads). docs/ARCHITECTURE.md draws the whole path.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from ml_arl.exceptions import ConfigError
 from ml_arl.messages import StepBatch, Trajectory
 from ml_arl.results_dir import resolve_seed
 from ml_arl.run.brains import Brains
+from ml_arl.run.curriculum import Curriculum, check_curriculum_behaviors
 from ml_arl.run.demo_recording import DemoRecorder
 from ml_arl.run.outputs import ProgressBar, RunOutputs
 from ml_arl.run.phases import PhaseSchedule
@@ -80,6 +82,7 @@ class TrainerController:
         self.progress = ProgressBar()
         demo_dir = options.checkpoint_settings.record_demo
         self.demos = DemoRecorder(demo_dir, options) if demo_dir is not None else None
+        self.curriculum = Curriculum(None, self.seed, self.env_manager)  # each phase has its own
 
     @property
     def trainers(self) -> dict[str, Trainer]:
@@ -98,6 +101,7 @@ class TrainerController:
             logger.debug("Environments ready; behaviors: %s", ", ".join(specs))
             for behavior, spec in specs.items():
                 self.brains.check(behavior, spec)  # every check comes before any write
+            check_curriculum_behaviors(self.options, specs)
             self.outputs.prepare()
             self.env_manager.run_logs_ready()  # worker tracebacks may be written there now
             for index, phase in self.schedule.pending():
@@ -142,8 +146,9 @@ class TrainerController:
         schedule = self.schedule
         schedule.begin(index, phase)
         self.outputs.open_phase(schedule.write_path, schedule.run_logs)
-        params = schedule.environment_parameters(self.seed)
-        if params is not None:
+        self.curriculum = Curriculum(schedule.environment_parameters(), self.seed, self.env_manager)
+        params = self.curriculum.start(self.outputs.status, self.options.checkpoint_settings.resume)
+        if params or index > 0:
             self.env_manager.set_environment_parameters(params)  # resets every environment
         for brain, trainer in self.trainers.items():
             if not schedule.resumed or index > 0:
@@ -230,6 +235,7 @@ class TrainerController:
                 self.selfplay.on_policy(brain, newest[-1])
                 self._push_policies(brain)
             self.selfplay.after_trainer_step(brain, trainer)
+        self.curriculum.update(self.trainers, self.selfplay.elo)
         reset = self.selfplay.take_reset()
         if reset:
             self.env_manager.reset()  # the learning team changed: every game starts afresh
@@ -260,6 +266,7 @@ class TrainerController:
             if not selfplay.is_learning(brain, ep.behavior):
                 continue  # a snapshot played it: not this brain's episode (nor in TensorBoard, nor in the store)
             self.managers[brain].record_episodes([ep])
+            self.curriculum.record_episode(brain, ep.reward)
             number = schedule.count_episode(brain)
             if brain in selfplay.ghosts and not ep.interrupted:
                 selfplay.record_game(brain, ep.final)

@@ -26,6 +26,7 @@ from ml_arl.policy.muscle import Muscle, masks_allowed
 from ml_arl.settings import build_run_options
 from ml_arl.store import STORE_FILENAME
 from ml_arl.trainer_controller import TrainerController
+from ml_arl.trainers.sac import SACTrainer
 
 from .conftest import ROOT, arl_learn, arl_learn_here, write_config
 
@@ -479,3 +480,118 @@ def test_phase_environment_parameters_reach_the_environment(tmp_path: Path) -> N
     controller._end_phase = spy  # type: ignore[method-assign]
     controller.start_learning()
     assert [(p["load_scale"], p["pv_scale"]) for p in seen] == [(1.15, 0.7), (0.9, 0.7)]
+
+
+# ---------------------------------------------------------------------------------- SAC in phases and self-play
+
+GRID_SAC: dict[str, Any] = {
+    "trainer_type": "sac",
+    "hyperparameters": {"batch_size": 32, "buffer_size": 2000, "buffer_init_steps": 100, "steps_per_update": 4,
+                        "save_replay_buffer": True},
+    "network_settings": {"hidden_units": 16, "num_layers": 1},
+    "reward_signals": {"extrinsic": {"gamma": 0.9}},
+    "max_steps": 100000,
+    "time_horizon": 24,
+    "summary_freq": 200,
+    "checkpoint_interval": 300,
+    "keep_checkpoints": 2,
+}
+SAC_PHASES = [
+    {"name": "defend", "learn": ["Defender"], "max_steps": 400},
+    {"name": "both", "learn": ["Defender", "Attacker"], "max_steps": 600},
+    {"name": "test", "mode": "test", "episodes": 4, "deterministic": True},
+]
+
+
+def replays(controller: TrainerController) -> dict[str, np.ndarray]:
+    """The rewards each SAC brain's replay buffer holds, oldest first."""
+    out = {}
+    for brain, trainer in controller.trainers.items():
+        assert isinstance(trainer, SACTrainer)
+        out[brain] = trainer.replay.rewards[: len(trainer.replay)].cpu().numpy().copy()
+    return out
+
+
+def test_sac_phases_with_roles_clear_the_replay_buffer_and_resume_keeps_it(tmp_path: Path) -> None:
+    """SAC through phases as PPO (test_phases_carry_weights_and_test_phases_change_none): checkpoints
+    and phases.json per phase, the attacker learning its negated reward; a phase switch empties the
+    replay buffer (on_new_phase), Ctrl-C in the middle of a phase and --resume keep it."""
+    config = grid_config(tmp_path, "sac", SAC_PHASES, num_envs=1, num_areas=2, manager="inprocess")
+    config["default_settings"] = GRID_SAC
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    at_end: dict[str, dict[str, np.ndarray]] = {}
+    end_phase, advance = controller._end_phase, controller.advance
+
+    def spy_end() -> None:
+        at_end[controller.schedule.name] = replays(controller)
+        end_phase()
+
+    def ctrl_c_in_phase_both() -> None:
+        advance()
+        attacker = controller.trainers.get("Attacker")
+        if controller.schedule.name == "both" and attacker is not None and attacker.step >= 300:
+            raise KeyboardInterrupt  # as Ctrl-C in the main thread
+
+    controller._end_phase = spy_end  # type: ignore[method-assign]
+    controller.advance = ctrl_c_in_phase_both  # type: ignore[method-assign]
+    controller.start_learning()
+    run_dir = tmp_path / "sac"
+    log = json.loads((run_dir / "run_logs" / "phases.json").read_text())["phases"]
+    assert log["defend"]["state"] == "done" and log["both"]["state"] == "running"
+    origin = log["both"]["origin"]["Defender"]
+    defender, attacker = controller.trainers["Defender"], controller.trainers["Attacker"]
+    assert len(at_end["defend"]["Defender"]) == origin >= 400  # every experience of the phase (buffer_size 2000)
+    stopped = replays(controller)
+    assert len(stopped["Defender"]) == defender.step - origin  # emptied when "both" began: only this phase's experience
+    assert len(stopped["Attacker"]) == attacker.step >= 300
+    assert stopped["Defender"].mean() > 0 > stopped["Attacker"].mean()  # role attacker: the negated reward
+    for phase, brain in (("defend", "Defender"), ("both", "Defender"), ("both", "Attacker")):
+        state = torch.load(run_dir / phase / brain / "checkpoint.pt", weights_only=True)
+        assert state["global_step"] > 0 and "Q1" in state, (phase, brain)
+        assert (run_dir / phase / brain / "last_replay_buffer.npz").is_file()
+    assert not (run_dir / "defend" / "Attacker" / "checkpoint.pt").exists()  # frozen: nothing saved
+
+    # --resume: the phase goes on with the buffers saved at Ctrl-C, then the test phase
+    config["checkpoint_settings"]["resume"] = True
+    resumed = TrainerController(build_run_options(config, {}, "test"))
+    first: list[dict[str, np.ndarray]] = []
+    advance_again = resumed.advance
+
+    def spy_first() -> None:
+        if not first:
+            first.append(replays(resumed))
+        advance_again()
+
+    resumed.advance = spy_first  # type: ignore[method-assign]
+    resumed.start_learning()
+    for brain in ("Defender", "Attacker"):
+        np.testing.assert_array_equal(first[0][brain], stopped[brain])
+    log = json.loads((run_dir / "run_logs" / "phases.json").read_text())["phases"]
+    assert {name: p["state"] for name, p in log.items()} == {"defend": "done", "both": "done", "test": "done"}
+    assert resumed.trainers["Defender"].step >= origin + 600 and resumed.trainers["Attacker"].step >= 600
+    with np.load(run_dir / "both" / "Attacker" / "last_replay_buffer.npz") as data:
+        assert len(data["rewards"]) == torch.load(run_dir / "both" / "Attacker" / "checkpoint.pt", weights_only=True)["global_step"]
+    test_env, _ = episodes(run_dir, "test", "Defender")
+    assert len(test_env) >= 4
+    assert all(len(r) == 0 for r in replays(resumed).values())  # the test phase began with empty buffers
+
+
+def test_sac_selfplay_on_tag_writes_elo(tmp_path: Path) -> None:
+    config = tag_config(tmp_path, "sactag", 2400)
+    config["env_settings"].update(num_envs=1, num_areas=4, manager="inprocess")
+    config["behaviors"]["Tag"].update(
+        trainer_type="sac", summary_freq=400, checkpoint_interval=800,
+        hyperparameters={"batch_size": 32, "buffer_size": 5000, "buffer_init_steps": 100, "steps_per_update": 4},
+        network_settings={"hidden_units": 16, "num_layers": 1},
+        self_play=dict(config["behaviors"]["Tag"]["self_play"], save_steps=300, team_change=800, swap_steps=200),
+    )
+    cfg = write_config(tmp_path / "tag.yaml", config)
+    proc = arl_learn_here([str(cfg)], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "team 1 learns now" in proc.stdout and "team 0 learns now" in proc.stdout
+    elo = [v for _, v in scalars(tmp_path / "sactag" / "Tag", "Self-play/ELO")]
+    assert elo, proc.stdout
+    status = json.loads((tmp_path / "sactag" / "run_logs" / "training_status.json").read_text())
+    assert abs(status["Tag"]["elo"] - elo[-1]) < 10 and status["Tag"]["final_checkpoint"]["steps"] >= 2400  # a summary holds the period's mean
+    state = torch.load(tmp_path / "sactag" / "Tag" / "checkpoint.pt", weights_only=True)
+    assert state["global_step"] >= 2400 and state["update_steps"] > 100  # SAC learned all along

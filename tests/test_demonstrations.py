@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import pytest
@@ -27,7 +27,8 @@ from ml_arl.results_dir import record_demo_problem
 from ml_arl.run.demo_recording import demo_file_stem, free_demo_path, sent_continuous
 from ml_arl.store import read_results
 
-from .conftest import arl_learn_here, tiny_config, write_config
+from .conftest import arl_learn, arl_learn_here, tiny_config, write_config
+from .simple_envs import GoalReach
 
 NONE_PROP, TE = DimensionProperty.NONE, DimensionProperty.TRANSLATIONAL_EQUIVARIANCE
 
@@ -401,3 +402,116 @@ def test_record_demo_end_to_end(tmp_path: Path) -> None:
     assert "--record-demo reach.yaml: exists and is not a folder" in bad.stderr + bad.stdout
     assert "Traceback" not in bad.stderr + bad.stdout
     assert os.listdir(tmp_path / "demos") == ["Reach.demo"]
+
+
+DEMO_KEYS = {"gail": "reward_signals.gail.demo_path", "bc": "behavioral_cloning.demo_path"}
+
+
+def goal_reach_demo(path: Path, spec: BehaviorSpec) -> Path:
+    """Three short finished episodes of a behavior with ``spec``, written by DemoWriter (images as PNGs)."""
+    rng = np.random.default_rng(3)
+    writer = DemoWriter(str(path), "GoalReach", spec)
+    for number in range(3):
+        for traj in Episode(rng, spec, f"0-{number}", 6, False, True).trajectories("GoalReach", 4):
+            writer.add(traj)
+    assert writer.close()
+    return path
+
+
+def demo_config(trainer: str, key: str, demo: Path, manager: str = "inprocess", env_args: Optional[list[str]] = None) -> dict[str, Any]:
+    settings: dict[str, Any] = {"trainer_type": trainer, "max_steps": 200, "summary_freq": 100,
+                                "network_settings": {"hidden_units": 16, "num_layers": 1}}
+    if key == "gail":
+        settings["reward_signals"] = {"extrinsic": {"gamma": 0.99}, "gail": {"demo_path": str(demo)}}
+    else:
+        settings["behavioral_cloning"] = {"demo_path": str(demo)}
+    env = {"env_path": "tests.simple_envs:goal_reach", "manager": manager, "env_args": env_args or []}
+    return {"env_settings": env, "default_settings": settings, "behaviors": {"GoalReach": {}}}
+
+
+IMAGE_ONLY = ["vectors=0", "images=1"]  # GoalReach seeing a 20x20x3 image
+
+
+@pytest.fixture(scope="module")
+def bad_demos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """.demo files GoalReach (1 vector of 1, 1 continuous action) cannot learn from."""
+    folder = tmp_path_factory.mktemp("bad-demos")
+    good = goal_reach_demo(folder / "good.demo", GoalReach(continuous=1).spec)
+    data = good.read_bytes()
+    (folder / "truncated.demo").write_bytes(data[: len(data) * 2 // 3])
+    damaged = bytearray(data)
+    damaged[META_BYTES + 40 : META_BYTES + 60] = b"\xff" * 20  # inside the brain parameters and the first record
+    (folder / "damaged.demo").write_bytes(bytes(damaged))
+    images = bytearray(goal_reach_demo(folder / "images.demo", GoalReach(continuous=1, vectors=0, images=1).spec).read_bytes())
+    idat = images.index(b"IDAT")
+    images[idat + 10 : idat + 30] = bytes(20)  # inside one PNG's pixel data: the .demo's framing is whole
+    (folder / "png.demo").write_bytes(bytes(images))
+    return {
+        "truncated": folder / "truncated.demo",
+        "damaged": folder / "damaged.demo",
+        "png": folder / "png.demo",
+        "observation": goal_reach_demo(folder / "wide.demo", BehaviorSpec([vector(3)], ActionSpec(1, ()))),
+        "actions": goal_reach_demo(folder / "discrete.demo", GoalReach(continuous=0, discrete=1).spec),
+    }
+
+
+# (which .demo, under which key, trainer, through the command itself)
+BAD_DEMO_RUNS = [
+    ("truncated", "gail", "sac", True),
+    ("damaged", "bc", "ppo", False),
+    ("png", "gail", "ppo", False),
+    ("truncated", "bc", "sac", False),
+    ("observation", "gail", "ppo", False),
+    ("observation", "bc", "sac", False),
+    ("actions", "gail", "sac", False),
+    ("actions", "bc", "ppo", False),
+]
+
+
+@pytest.mark.parametrize("demo,key,trainer,command", BAD_DEMO_RUNS, ids=["-".join(map(str, case[:3])) for case in BAD_DEMO_RUNS])
+def test_a_bad_demo_is_a_one_line_error_before_anything_is_written(
+    tmp_path: Path, bad_demos: dict[str, Path], demo: str, key: str, trainer: str, command: bool
+) -> None:
+    """A damaged .demo, or one of other observations or actions, under GAIL's or BC's demo_path:
+    one line naming the key and the file, exit code 2, no traceback, no results folder. One case
+    through arl-learn itself (its workers in processes), the others through its main() in this process."""
+    path = bad_demos[demo]
+    config = demo_config(trainer, key, path, "subprocess" if command else "inprocess", IMAGE_ONLY if demo == "png" else None)
+    cfg = write_config(tmp_path / "c.yaml", config)
+    proc = (arl_learn if command else arl_learn_here)([str(cfg), "--run-id", "bad"], cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "Traceback" not in out, out
+    errors = [line for line in out.splitlines() if line.strip()]
+    assert len(errors) == 1, out
+    (line,) = errors
+    assert f"behaviors.GoalReach.{DEMO_KEYS[key]}: {path}: " in line, line
+    expected = {"truncated": "truncated", "damaged": "not a readable .demo file", "observation": "obs 0 is (3,) in the demo, (1,)",
+                "png": "record 0 obs 0: the PNG chunk at byte 33 is damaged (its CRC does not match)",
+                "actions": "the actions are discrete branches (2,) in the demo, 1 continuous in behavior GoalReach"}
+    assert expected[demo] in line, line
+    assert not (tmp_path / "results").exists(), sorted(p for p in tmp_path.rglob("*"))
+
+
+def test_damaged_png_observations(tmp_path: Path) -> None:
+    """The check finds damaged PNG bytes without decoding them; the loader, decoding, never lets
+    PIL's own error kinds (SyntaxError, AttributeError for bytes that look like another format) out."""
+    from ml_arl.demo.format import PNG_SIGNATURE, png_problem
+
+    spec = BehaviorSpec([image(6, 5, 3), image(4, 4, 4)], ActionSpec(1, ()))  # 4 channels: two PNGs in one
+    good = goal_reach_demo(tmp_path / "good.demo", spec)
+    assert check_demonstrations(str(good), spec) is None
+    data = good.read_bytes()
+    start = data.index(PNG_SIGNATURE)
+    png = data[start : data.index(b"IEND", start) + 8]
+    assert png_problem(png) is None and png_problem(png + png) is None
+    assert png_problem(b"") == "no image bytes" and png_problem(png[:-3]) == f"the PNG is cut off at byte {len(png) - 12}"
+    assert "no PNG signature at byte 0" in str(png_problem(b"junk\nxyz" + png[8:]))
+    assert png_problem(png + b"x") == f"no PNG signature at byte {len(png)}"
+    not_png = data[:start] + b"junk\nxyz" + data[start + 8 :]  # PIL reads it as an IM file and fails inside
+    (tmp_path / "im.demo").write_bytes(not_png)
+    assert "record 0 obs 0: no PNG signature at byte 0" in one_line(check_demonstrations(str(tmp_path / "im.demo"), spec))
+    with pytest.raises(ConfigError) as err:
+        load_demonstrations(str(tmp_path / "im.demo"), "demo_path")
+    (line,) = err.value.problems
+    assert line == f"demo_path: {tmp_path / 'im.demo'}: not a readable .demo file: obs 0: a PNG observation does not decode " \
+        "(its bytes are damaged); record it again or remove it"

@@ -87,7 +87,8 @@ def test_masked_losses_leave_padding_out() -> None:
     assert float(masked_mean(x[:, 0], mask)) == pytest.approx(2.0)
     gen = torch.Generator().manual_seed(0)
     real = [torch.randn(6, generator=gen) for _ in range(4)] + [torch.randn(6, 2, generator=gen) for _ in range(3)]
-    padded = [torch.cat([t, torch.randn_like(t[:3]) * 50]) for t in real]
+    padded = [torch.cat([t, torch.randn(t[:3].shape, generator=gen)]) for t in real]
+    padded[0][6:] = 1e4  # the padding's probability ratio overflows to inf: it must still stay out
     want = ppo_loss(*real[:3], real[4], real[5], real[6], real[3], 0.2, 0.01)
     got = ppo_loss(*padded[:3], padded[4], padded[5], padded[6], padded[3], 0.2, 0.01, mask=torch.tensor([1.0] * 6 + [0.0] * 3))
     for a, b in zip(want, got):

@@ -18,7 +18,16 @@ from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, 
 from torch.nn import functional as F
 
 from ml_arl.messages import Trajectory
-from ml_arl.settings import CuriositySettings, GAILSettings, RewardSignals, RewardSignalSettings, RNDSettings
+from ml_arl.policy.networks import ActorCritic
+from ml_arl.settings import (
+    CuriositySettings,
+    GAILSettings,
+    NetworkSettings,
+    RewardSignals,
+    RewardSignalSettings,
+    RNDSettings,
+)
+from ml_arl.trainers.behavioral_cloning import bc_loss
 from ml_arl.trainers.reward_signals import (
     CuriosityProvider,
     ExtrinsicProvider,
@@ -437,3 +446,56 @@ def test_state_dict_roundtrip_with_the_optimizer() -> None:
     assert float(fresh["gail"].beta) == float(trained["gail"].beta)
     with pytest.raises(ValueError, match="optimizer"):
         fresh["rnd"].load_state_dict({**trained["rnd"].state_dict(), "_extra_state": {}})
+
+
+# --------------------------------------------------------------------------- behavioral cloning
+
+
+def _fixed_actor(actions: ActionSpec, mu: list[float], log_std: float, logits: list[float], sac: bool = False) -> ActorCritic:
+    """An actor whose action distribution is the same for every observation: heads of zero weights
+    and the given biases (the mean, the log sigma, the branches' logits)."""
+    net = ActorCritic(vector_spec(3, actions), NetworkSettings(**SMALL), conditional_sigma=sac, tanh_squash=sac, critic=not sac)
+    with torch.no_grad():
+        for head, bias in ((net.mu, mu), (net.log_sigma, [log_std] * len(mu)), (net.logits, logits)):
+            if head is not None:
+                head.weight.zero_()
+                head.bias.copy_(torch.tensor(bias))
+        net.log_std.fill_(log_std)
+    return net
+
+
+def test_bc_loss_discrete_is_the_cross_entropy_per_branch_averaged() -> None:
+    # branch 0: probabilities 0.25 / 0.75; branch 1: 1/3 each
+    net = _fixed_actor(ActionSpec(0, (2, 3)), [], 0.0, [0.0, math.log(3.0), 0.0, 0.0, 0.0])
+    obs = [torch.randn(2, 3)]
+    discrete = torch.tensor([[1, 2], [0, 0]], dtype=torch.int32)  # as demonstrations hold them
+    loss = bc_loss(net, obs, torch.zeros(2, 0), discrete)
+    branch0 = (-math.log(0.75) - math.log(0.25)) / 2
+    branch1 = math.log(3.0)
+    assert loss.item() == pytest.approx((branch0 + branch1) / 2, rel=1e-5)
+
+
+@pytest.mark.parametrize("sac", [False, True], ids=["ppo", "sac"])
+def test_bc_loss_continuous_is_the_mse_of_the_sampled_action(sac: bool) -> None:
+    mu = [0.5, -0.2]
+    demo = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+    net = _fixed_actor(ActionSpec(2, ()), mu, -20.0, [], sac=sac)  # sigma e^-20: the sample is the mean
+    mean = torch.tanh(torch.tensor(mu)) if sac else torch.tensor(mu)  # SAC's actions are tanh-squashed
+    loss = bc_loss(net, [torch.randn(2, 3)], demo, torch.zeros(2, 0, dtype=torch.int64))
+    assert loss.item() == pytest.approx(float(((mean - demo) ** 2).mean()), rel=1e-5)
+    loss.backward()  # reparameterised: the loss moves the mean towards the demonstrated actions
+    assert net.mu is not None and net.mu.bias.grad is not None
+    expected_grad = (2 * (mean - demo) / demo.numel()).sum(0) * (1 - mean**2 if sac else 1)
+    np.testing.assert_allclose(net.mu.bias.grad.numpy(), expected_grad.numpy(), rtol=1e-4)
+
+
+def test_bc_loss_continuous_in_expectation_and_hybrid() -> None:
+    # sigma 0.5: E[(mu + sigma eps - a)^2] = (mu - a)^2 + sigma^2, over many samples
+    torch.manual_seed(0)
+    n = 40000
+    net = _fixed_actor(ActionSpec(1, (2,)), [0.3], math.log(0.5), [0.0, math.log(3.0)])
+    demo = torch.full((n, 1), -0.2)
+    discrete = torch.ones((n, 1), dtype=torch.int64)  # probability 0.75
+    loss = bc_loss(net, [torch.randn(n, 3)], demo, discrete)
+    expected = (0.3 + 0.2) ** 2 + 0.25 + -math.log(0.75)  # the MSE plus the cross-entropy
+    assert loss.item() == pytest.approx(expected, abs=0.01)

@@ -87,6 +87,11 @@ def test_step_windows_of_the_phase_schedule(tmp_path: Path) -> None:
     assert (first.step_limit, first.schedule_origin, first.schedule_length, first.new_phase) == (350, 50, 300, True)
     trainer.step = 120  # the origin is kept in phases.json: asking again (a resumed phase) keeps the window
     assert schedule.assignment("Reach", trainer, None).schedule_origin == 50
+    schedule.resumed = True  # --resume into this phase: a brain past its origin continues it with what it loaded
+    assert not schedule.assignment("Reach", trainer, None).new_phase
+    trainer.step = 50  # its checkpoint is from before the phase: the phase is new to it
+    assert schedule.assignment("Reach", trainer, None).new_phase
+    schedule.resumed = False
     trainer.assign(first)
     assert trainer.new_phases == 1 and trainer.step_limit == 350 and trainer.saved_step == -1
     schedule.begin(1, schedule.phases[1])

@@ -5,7 +5,9 @@ success = the mean of the last 5 episode returns above 0.9, 0.8 in 2-D)."""
 
 from __future__ import annotations
 
+import io
 import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,9 +20,10 @@ from ml_arl.messages import Trajectory
 from ml_arl.settings import build_run_options
 from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.replay_buffer import ReplayBuffer
-from ml_arl.trainers.sac import condense_q, sac_losses
+from ml_arl.trainers.sac import REPLAY_BUFFER_FILE, SACTrainer, condense_q, sac_losses
 from ml_arl.trainers.sac_networks import soft_update
 
+from .conftest import arl_learn_here, tiny_config, write_config
 from .simple_envs import SUCCESS_THRESHOLD, last5
 
 # ------------------------------------------------------------------ maths
@@ -128,6 +131,46 @@ def test_replay_buffer_next_obs_dones_and_ring(tmp_path: Path) -> None:
     assert len(wrong) == 0
 
 
+
+def _damaged_buffer_files(good: bytes) -> dict[str, bytes]:
+    def npz(**arrays: np.ndarray) -> bytes:
+        out = io.BytesIO()
+        np.savez(out, **arrays)
+        return out.getvalue()
+
+    with np.load(io.BytesIO(good)) as data:
+        arrays = {k: data[k] for k in data.files}
+    header = bytearray(good)
+    start = good.index(b"{'descr'")
+    header[start : start + 12] = b"\xff" * 12  # a damaged .npy header inside the zip
+    return {
+        "empty": b"",
+        "truncated": good[: len(good) // 2],
+        "garbage": b"not a replay buffer" * 10,
+        "npy-header": bytes(header),
+        "lengths-differ": npz(**{**arrays, "rewards": arrays["rewards"][:2]}),
+        "scalar": npz(**{**arrays, "rewards": np.zeros((), np.float32)}),
+        "strings": npz(**{**arrays, "obs_0": arrays["obs_0"].astype(str)}),
+    }
+
+
+def test_replay_buffer_damaged_files_leave_it_empty(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    buf = ReplayBuffer(8, [(1,)], 1, (), torch.device("cpu"))
+    n = 3
+    buf.add(Trajectory("B", "0-0", [np.ones((n, 1), np.float32)], [np.ones(1, np.float32)], np.zeros((n, 1), np.float32),
+                       np.zeros((n, 0), np.int32), None, np.zeros(n, np.float32), np.ones(n, np.float32),
+                       np.zeros(n, np.float32), 0, True, False, 0))
+    buf.save(str(tmp_path / "good.npz"))
+    for name, data in _damaged_buffer_files((tmp_path / "good.npz").read_bytes()).items():
+        path = tmp_path / f"{name}.npz"
+        path.write_bytes(data)
+        copy = ReplayBuffer(8, [(1,)], 1, (), torch.device("cpu"))
+        caplog.clear()
+        copy.load(str(path))  # never raises
+        assert len(copy) == 0, name
+        assert f"{path}: replay buffer not restored" in caplog.text, (name, caplog.text)
+
+
 # ------------------------------------------------------------------ learning
 
 SAC_TEST_HYPERPARAMETERS = {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant", "batch_size": 8,
@@ -176,3 +219,116 @@ def test_sac_learns_from_images(tmp_path: Path, actions: list[str]) -> None:
     config = sac_config(tmp_path, [*actions, "vectors=0", "images=1", "solved_at=0.9"], batch_size=16, learning_rate=3e-4)
     _, returns = train(config)
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
+
+
+# ------------------------------------------------------------------ save_replay_buffer and --resume
+
+SAVED = re.compile(r"Saved replay buffer \((\d+) experiences, ([\d.e+-]+) MB\) to (\S+)")
+RESTORED = re.compile(r"Restored replay buffer \((\d+) experiences")
+RESUMED = re.compile(r"Resuming Reach from \S+ at step (\d+)")
+
+
+def reach_sac_config(max_steps: int, save_replay_buffer: bool) -> dict[str, Any]:
+    config = tiny_config(
+        "builtin:Reach", max_steps=max_steps, trainer_type="sac", summary_freq=200, checkpoint_interval=300,
+        hyperparameters={"batch_size": 32, "buffer_size": 5000, "buffer_init_steps": 100, "steps_per_update": 4,
+                         "save_replay_buffer": save_replay_buffer},
+        network_settings={"hidden_units": 16, "num_layers": 1},
+    )
+    config["env_settings"]["manager"] = "inprocess"
+    config["behaviors"] = {"Reach": {}}
+    return config
+
+
+class LoadSpy:
+    """What each SACTrainer.load left in the trainer's replay buffer (its stored rewards, oldest first)."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch):
+        self.buffers: list[np.ndarray] = []
+        original = SACTrainer.load
+
+        def load(trainer: SACTrainer, path: str, resume: bool) -> None:
+            original(trainer, path, resume)
+            self.buffers.append(trainer.replay.rewards[: len(trainer.replay)].cpu().numpy().copy())
+
+        monkeypatch.setattr(SACTrainer, "load", load)
+
+
+def run_reach(tmp_path: Path, run_id: str, max_steps: int, save: bool, resume: bool = False) -> str:
+    cfg = write_config(tmp_path / f"{run_id}.yaml", reach_sac_config(max_steps, save))
+    proc = arl_learn_here([cfg, "--run-id", run_id, "--seed", "3", *(["--resume"] if resume else [])], cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in out, out
+    return out
+
+
+def saved_step(folder: Path) -> int:
+    return int(torch.load(folder / "checkpoint.pt", weights_only=True)["global_step"])
+
+
+def test_resume_continues_with_the_saved_replay_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = LoadSpy(monkeypatch)
+    folder = tmp_path / "results" / "s" / "Reach"
+    buffer_file = folder / REPLAY_BUFFER_FILE
+    out = run_reach(tmp_path, "s", 600, save=True)
+    first_step = saved_step(folder)
+    with np.load(buffer_file) as data:
+        saved = {k: data[k] for k in data.files}
+    assert first_step >= 600 and len(saved["rewards"]) == first_step  # buffer_size 5000: every experience
+    assert {len(v) for v in saved.values()} == {first_step}
+    experiences, megabytes, where = SAVED.findall(out)[-1]
+    assert int(experiences) == first_step and where.endswith(f"s/Reach/{REPLAY_BUFFER_FILE}"), out
+    nbytes = sum(v.nbytes for v in saved.values())
+    assert float(megabytes) == pytest.approx(nbytes / 1e6, rel=0.01), (megabytes, nbytes)
+
+    # --resume with more steps: the trainer holds the saved experiences right after loading, and goes on from its step
+    out = run_reach(tmp_path, "s", 1000, save=True, resume=True)
+    assert [int(s) for s in RESUMED.findall(out)] == [first_step], out
+    assert [int(n) for n in RESTORED.findall(out)] == [first_step], out
+    (restored,) = spy.buffers
+    np.testing.assert_array_equal(restored, saved["rewards"])
+    assert "Reach. Step: 800." in out and "Reach. Step: 200." not in out, out
+    final_step = saved_step(folder)
+    assert final_step >= 1000
+    with np.load(buffer_file) as data:
+        assert len(data["rewards"]) == final_step  # the restored experiences and the new ones
+        np.testing.assert_array_equal(data["rewards"][:first_step], saved["rewards"])
+
+    # a damaged buffer file: a warning, and training goes on with an empty buffer
+    buffer_file.write_bytes(buffer_file.read_bytes()[: buffer_file.stat().st_size // 2])
+    out = run_reach(tmp_path, "s", 1400, save=True, resume=True)
+    assert re.search(rf"WARNING\] \S*{REPLAY_BUFFER_FILE}: replay buffer not restored \(.+\); it refills from new experience", out), out
+    assert not RESTORED.search(out) and len(spy.buffers[-1]) == 0
+    assert [int(s) for s in RESUMED.findall(out)] == [final_step], out
+    with np.load(buffer_file) as data:  # only what was collected after the resume
+        assert len(data["rewards"]) == saved_step(folder) - final_step > 0
+
+
+def test_without_save_replay_buffer_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    spy = LoadSpy(monkeypatch)
+    folder = tmp_path / "results" / "plain" / "Reach"
+    out = run_reach(tmp_path, "plain", 400, save=False)
+    assert (folder / "checkpoint.pt").is_file() and not (folder / REPLAY_BUFFER_FILE).exists()
+    assert "replay buffer" not in out, out
+    out = run_reach(tmp_path, "plain", 600, save=False, resume=True)
+    assert RESUMED.search(out) and "replay buffer" not in out and not (folder / REPLAY_BUFFER_FILE).exists(), out
+    # switched on for the next session: nothing to restore yet (a warning), saved from now on
+    out = run_reach(tmp_path, "plain", 800, save=True, resume=True)
+    assert re.search(rf"WARNING\] \S*{REPLAY_BUFFER_FILE}: no saved replay buffer; it refills from new experience", out), out
+    assert [len(b) for b in spy.buffers] == [0, 0]
+    assert (folder / REPLAY_BUFFER_FILE).is_file()
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+@pytest.mark.parametrize("actions", [["continuous=1", "discrete=0"], ["continuous=0", "discrete=1"]], ids=["continuous", "discrete"])
+def test_sac_trains_on_cuda_and_resumes_with_its_replay_buffer(tmp_path: Path, actions: list[str]) -> None:
+    """Every tensor of a gradient step on the trainer's device (the stream strengths were a CPU tensor)."""
+    config = sac_config(tmp_path, actions, max_steps=300, save_replay_buffer=True)
+    config["torch_settings"] = {"device": "cuda"}
+    controller, _ = train(config)
+    trainer = controller.trainers["GoalReach"]
+    assert isinstance(trainer, SACTrainer) and trainer.update_steps > 100 and trainer.replay.rewards.is_cuda
+    config["default_settings"]["max_steps"] = 400
+    config["checkpoint_settings"]["resume"] = True
+    resumed, _ = train(config)
+    assert resumed.trainers["GoalReach"].step >= 400

@@ -428,3 +428,56 @@ def test_ctrl_c_closes_every_build_and_saves(tmp_path: Path, build: Path) -> Non
         text = log.read_text()
         assert "close: trainer sent status 400" in text, text  # closed by the trainer, not orphaned
     assert (tmp_path / "results" / "intr" / "Seeker.onnx").is_file(), out
+
+
+@pytest.mark.slow
+def test_sac_trains_both_standin_behaviors_and_exports_tanh_squashed_models(tmp_path: Path, build: Path) -> None:
+    """SAC end to end against the build (Seeker: 1 continuous action; Picker: branches 3 and 2 with
+    masks): the exported models follow the contract, and their deterministic actions are tanh of
+    the actor's mean (Seeker) and the most likely allowed action (Picker)."""
+    import onnxruntime as ort
+    import torch
+    from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
+
+    from ml_arl.policy.networks import ActorCritic
+    from ml_arl.policy.onnx_export import check_onnx
+    from ml_arl.settings import NetworkSettings
+
+    network = {"hidden_units": 16, "num_layers": 1}
+    settings = {"trainer_type": "sac", "max_steps": 600, "summary_freq": 300, "checkpoint_interval": 300,
+                "hyperparameters": {"batch_size": 32, "buffer_size": 5000, "buffer_init_steps": 100, "steps_per_update": 4},
+                "network_settings": network}
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(yaml.safe_dump({"behaviors": {"Seeker": settings, "Picker": settings}}))
+    proc = arl_learn_here(  # main() in this process, the build in its worker
+        [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", "sac", "--seed", "3",
+         "--env-args", "--behaviors", "Seeker,Picker", "--agents", "4"],
+        cwd=tmp_path,
+    )
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in out, out
+    run = tmp_path / "results" / "sac"
+    rng = np.random.default_rng(0)
+    for behavior, obs_size, actions in (("Seeker", 2, ActionSpec(1, ())), ("Picker", 4, ActionSpec(0, (3, 2)))):
+        state = torch.load(run / behavior / "checkpoint.pt", weights_only=True)
+        assert state["global_step"] >= 600 and state["update_steps"] > 100, behavior  # it learned: (600 - 100) / 4 steps
+        model = run / f"{behavior}.onnx"
+        check_onnx(str(model))
+        obs_spec = ObservationSpec((obs_size,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "VectorSensor")
+        actor = ActorCritic(BehaviorSpec([obs_spec], actions), NetworkSettings(**network),
+                            conditional_sigma=True, tanh_squash=True, critic=False)
+        actor.load_state_dict(state["Policy"])
+        obs = rng.uniform(-1, 1, (6, obs_size)).astype(np.float32)
+        feed = {"obs_0": obs}
+        if actions.discrete_branches:
+            feed["action_masks"] = np.ones((6, 5), np.float32)
+        session = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+        outputs = dict(zip([o.name for o in session.get_outputs()], session.run(None, feed)))
+        with torch.no_grad():
+            dist = actor.distribution([torch.as_tensor(obs)], None)
+        if actions.continuous_size:
+            assert dist.mu is not None
+            np.testing.assert_allclose(outputs["deterministic_continuous_actions"], np.tanh(dist.mu.numpy()), atol=1e-5)
+        else:
+            best = np.stack([logp.argmax(1).numpy() for logp in dist.branch_log_probs()], axis=1)
+            np.testing.assert_array_equal(outputs["deterministic_discrete_actions"], best)

@@ -24,8 +24,10 @@ This module knows the bytes; ``reader`` and ``writer`` turn them into arrays and
 from __future__ import annotations
 
 import io
+import struct
+import zlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 from google.protobuf.internal.decoder import _DecodeVarint32  # type: ignore[attr-defined]
@@ -251,6 +253,34 @@ def observation_proto(array: np.ndarray, spec: ObservationSpec, compress: bool =
     return proto
 
 
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def png_problem(data: bytes) -> Optional[str]:
+    """None if ``data`` is one or more whole PNG images (each from its signature to its IEND chunk,
+    every chunk's CRC right), else what is wrong. Checks the bytes without decoding them: cheap
+    enough for every image of a .demo before a run starts (decoding waits for the loader)."""
+    view, pos = memoryview(data), 0
+    if not data:
+        return "no image bytes"
+    while pos < len(data):
+        if bytes(view[pos : pos + 8]) != PNG_SIGNATURE:
+            return f"no PNG signature at byte {pos}"
+        pos += 8
+        kind = b""
+        while kind != b"IEND":
+            if pos + 12 > len(data):
+                return f"the PNG is cut off at byte {pos}"
+            length, kind = struct.unpack(">I4s", view[pos : pos + 8])
+            end = pos + 12 + length
+            if end > len(data):
+                return f"the PNG is cut off at byte {pos}"
+            if zlib.crc32(view[pos + 4 : end - 4]) != struct.unpack(">I", view[end - 4 : end])[0]:
+                return f"the PNG chunk at byte {pos} is damaged (its CRC does not match)"
+            pos = end
+    return None
+
+
 def observation_array(proto: Any, declared: tuple[int, ...], chw: bool, shape: tuple[int, ...]) -> np.ndarray:
     """An ObservationProto as a float32 array of ``shape`` (the spec's; images (H, W, C)):
     float data reshaped from its ``declared`` shape (channels-first images transposed), PNGs
@@ -266,6 +296,8 @@ def observation_array(proto: Any, declared: tuple[int, ...], chw: bool, shape: t
         image = decode_png(proto.compressed_data, shape, list(proto.compressed_channel_mapping))
     except (OSError, ValueError, UnityObservationException) as err:  # PIL's UnidentifiedImageError is an OSError
         raise DemoFormatError(f"a PNG observation does not decode ({err})") from None
+    except Exception:  # noqa: BLE001 - PIL's parsers raise other kinds for damaged bytes too (SyntaxError, AttributeError)
+        raise DemoFormatError("a PNG observation does not decode (its bytes are damaged)") from None
     if tuple(image.shape) != tuple(shape):
         raise DemoFormatError(f"a PNG observation decodes to {tuple(image.shape)}, not {tuple(shape)}")
     return np.asarray(image, np.float32)

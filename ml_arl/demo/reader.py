@@ -18,7 +18,15 @@ from typing import Any, Optional
 import numpy as np
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 
-from ml_arl.demo.format import DemoFile, DemoFormatError, FileSpec, file_spec, observation_array, parse_demo
+from ml_arl.demo.format import (
+    DemoFile,
+    DemoFormatError,
+    FileSpec,
+    file_spec,
+    observation_array,
+    parse_demo,
+    png_problem,
+)
 from ml_arl.exceptions import ConfigError
 
 DEMO_SUFFIX = ".demo"
@@ -66,7 +74,7 @@ def load_demonstrations(path: str, where: str = "") -> Demonstrations:
 def check_demonstrations(path: str, spec: BehaviorSpec, where: str = "", behavior: Optional[str] = None) -> Optional[str]:
     """None when ``path`` (a .demo file or a folder of them) can be read and matches ``spec``, else
     one line: ``where`` (the config key), the file, what differs or is wrong, and what to do.
-    Reads every record but decodes no image."""
+    Reads every record and checks every PNG's bytes, but decodes no image."""
     other = f"behavior {behavior}" if behavior else "the behavior"
     try:
         for file in demo_files(path):
@@ -170,7 +178,8 @@ def _record_actions(record: Any, index: int, action_spec: ActionSpec, file: str)
 
 
 def _check_records(file: str, demo: DemoFile, fs: FileSpec) -> None:
-    """Every record's actions fit the spec and its float observations hold the declared values."""
+    """Every record's actions fit the spec, its float observations hold the declared values and its
+    PNG observations are whole (their chunks' CRCs; no image is decoded)."""
     sizes = [int(np.prod(shape)) for shape in fs.declared]
     for index, record in enumerate(demo.records):
         _record_actions(record, index, fs.spec.action_spec, file)
@@ -180,6 +189,9 @@ def _check_records(file: str, demo: DemoFile, fs: FileSpec) -> None:
                     f"{file}: not a readable .demo file: record {index} obs {k} holds {len(obs.float_data.data)} "
                     f"values for shape {fs.declared[k]}; record it again or remove it"
                 )
+            problem = png_problem(obs.compressed_data) if obs.compression_type else None
+            if problem is not None:
+                raise _DemoError(f"{file}: not a readable .demo file: record {index} obs {k}: {problem}; record it again or remove it")
 
 
 @dataclass

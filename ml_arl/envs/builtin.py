@@ -4,6 +4,8 @@
 continuous, a discrete (with action masks) and a hybrid variant. Each agent starts at a random
 position on [-1, 1] and must reach a random goal; it observes ``[position, goal - position]``.
 Reward: -0.01 per step, +1 when within ``goal_radius`` of the goal (the episode then ends).
+``goal_radius`` is also an environment parameter (a number or a sampler, from each agent's next
+episode on), so a curriculum can shrink it.
 Episodes are cut after ``max_episode_steps`` (reported as interrupted, not terminated).
 An agent that ends its episode shows up in the TerminalSteps of that step and again, with a
 new episode, in the DecisionSteps of the same step, as Unity agents do.
@@ -22,7 +24,7 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Callable
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from mlagents_envs.base_env import (
@@ -36,6 +38,7 @@ from mlagents_envs.base_env import (
 )
 
 from ml_arl.envs.grid import GridDefense
+from ml_arl.envs.parameters import draw, is_value
 from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.envs.tag import Tag
 
@@ -156,16 +159,30 @@ class Reach(_VectorBatchEnv):
             raise ValueError(f"Reach variant must be one of {sorted(specs)}, got {variant!r}")
         self.variant = variant
         self.behavior_name = {"continuous": "Reach", "discrete": "ReachDiscrete", "hybrid": "ReachHybrid"}[variant]
-        self.goal_radius = goal_radius
+        self.goal_radius: Any = goal_radius  # a number, or a sampler drawn per episode (environment parameter)
+        self.radius = np.full(n_agents, goal_radius, np.float64)  # each agent's, for its episode
         self.pos = np.zeros(n_agents, np.float32)
         self.goal = np.zeros(n_agents, np.float32)
         super().__init__(specs[variant], 2, n_agents, max_episode_steps, seed)
 
+    def set_environment_parameters(self, params: dict[str, Any]) -> None:
+        """``goal_radius``: a number or a sampler (ml_arl.envs.parameters), from each agent's next episode on."""
+        for key, value in params.items():
+            if key != "goal_radius":
+                raise ValueError(f"Reach: unknown environment parameter {key!r}; valid: goal_radius")
+            if not is_value(value):
+                raise ValueError(f"Reach: environment parameter goal_radius={value!r} is neither a number nor a sampler")
+            self.goal_radius = value
+
     def _reset_agents(self, idx: np.ndarray) -> None:
+        if isinstance(self.goal_radius, dict):
+            self.radius[idx] = [max(0.0, draw(self.goal_radius, self.rng)) for _ in idx]
+        else:
+            self.radius[idx] = self.goal_radius
         self.pos[idx] = self.rng.uniform(-1.0, 1.0, len(idx))
         goal = self.rng.uniform(-1.0, 1.0, len(idx))
         # Keep the goal out of reach of the start, so every episode needs a decision.
-        too_close = np.abs(goal - self.pos[idx]) < 2 * self.goal_radius
+        too_close = np.abs(goal - self.pos[idx]) < 2 * self.radius[idx]
         goal[too_close] = -self.pos[idx][too_close]
         self.goal[idx] = goal
 
@@ -192,7 +209,7 @@ class Reach(_VectorBatchEnv):
             speed = (np.clip(actions.continuous[:, 0], -1.0, 1.0) + 1.0) * 0.5
             move = direction * (0.25 + 0.75 * speed) * self.STEP
         self.pos = np.clip(self.pos + move, -1.0, 1.0).astype(np.float32)
-        reached = np.abs(self.goal - self.pos) < self.goal_radius
+        reached = np.abs(self.goal - self.pos) < self.radius.astype(np.float32)  # compared in float32, as always
         reward = np.where(reached, 1.0, -0.01).astype(np.float32)
         return reward, reached
 

@@ -3,7 +3,8 @@
 ``start()`` builds the environments and returns their behavior specs; ``set_policy()`` hands
 new actor weights to the acting side; ``step()`` blocks (with a deadline) until at least one
 environment has a ``StepBatch`` ready and returns all that are ready; ``reset()`` and
-``set_environment_parameters()`` reset every environment; ``close()`` shuts down.
+``set_environment_parameters()`` reset every environment (the latter with new parameters, or
+without a reset, sending them along with the next step request); ``close()`` shuts down.
 
 Failures. Every failure of a worker, while starting, stepping or resetting, goes through
 ``handle_failure``: a restartable one restarts the worker within the restart quota (ML-Agents'
@@ -172,9 +173,11 @@ class EnvManager(ABC):
         self.policy_serials[behavior] = self.policy_serials.get(behavior, 0) + 1
 
     @abstractmethod
-    def set_environment_parameters(self, params: dict[str, Any]) -> None:
-        """Give every environment new parameters and reset it (a phase switch); the steps in
-        flight are finished and half-built trajectories discarded."""
+    def set_environment_parameters(self, params: dict[str, Any], reset: bool = True) -> None:
+        """Give every environment new parameters. ``reset``: and reset it (a phase switch, a
+        lesson with require_reset); the steps in flight are finished and half-built trajectories
+        discarded. Without: each environment gets them with its next step request (a lesson
+        changed) and applies them as it does (a Python environment: from its next episode)."""
 
     def handle_failure(self, failure: WorkerError) -> None:
         """Restart the failed worker if the failure is restartable and quota is left; else raise

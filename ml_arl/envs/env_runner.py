@@ -72,7 +72,9 @@ class EnvRunner:
         proc.policy_version = msg.version
 
     def set_environment_parameters(self, params: dict[str, Any]) -> None:
-        """Phase overrides: environments that take parameters get them, applied from the next reset."""
+        """Environments that take parameters get them (``env.set_environment_parameters(params)``:
+        a number or a sampler dict per name; see ml_arl.envs.parameters). The caller resets the
+        environment afterwards, or not (a lesson changed: the env applies them as it does)."""
         setter = getattr(self.env, "set_environment_parameters", None)
         if setter is None:
             if params:

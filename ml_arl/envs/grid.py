@@ -39,14 +39,16 @@ Voltages come from the DistFlow branch-flow equations (exact for a radial feeder
 few fixed-point iterations starting from the linearised DistFlow solution, vectorised over areas.
 
 Environment parameters (constructor keywords, ``--env-args``, or ``set_environment_parameters``,
-the latter applied from the next episode on): ``load_scale`` (1.0, sensible 0.8..1.2),
-``pv_scale`` (1.0, sensible 0.5..1.5), ``attack_strength`` (1.0; 0 disables the attacker),
-``penalty`` (2.0), ``noise`` (1.0, scales the random variation) and ``steps_per_day``.
+the latter applied from the next episode on; ``environment_parameters`` in the config, curricula
+included, arrive through it): ``load_scale`` (1.0, sensible 0.8..1.2), ``pv_scale`` (1.0,
+sensible 0.5..1.5), ``attack_strength`` (1.0; 0 disables the attacker), ``penalty`` (2.0),
+``noise`` (1.0, scales the random variation) and ``steps_per_day``. Each is a number or a
+sampler (``ml_arl.envs.parameters``), drawn once per day for every area.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from mlagents_envs.base_env import (
@@ -59,6 +61,7 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
+from ml_arl.envs.parameters import draw, is_value
 from ml_arl.envs.specs import vector_obs_spec
 
 V_BASE_KV = 12.66
@@ -205,15 +208,24 @@ PARAMETER_DEFAULTS: dict[str, float] = {
 }
 
 
-def check_parameters(params: dict[str, float]) -> dict[str, float]:
-    """Validated copy of ``params`` (keys of PARAMETER_DEFAULTS, non-negative; steps_per_day >= 1)."""
-    out: dict[str, float] = {}
+def _lowest(key: str) -> float:
+    return 1.0 if key == "steps_per_day" else 0.0
+
+
+def check_parameters(params: dict[str, Any]) -> dict[str, Any]:
+    """Validated copy of ``params``: keys of PARAMETER_DEFAULTS, each a number (non-negative;
+    steps_per_day >= 1) or a sampler (ml_arl.envs.parameters; drawn every day, raised to that
+    lower bound)."""
+    out: dict[str, Any] = {}
     for key, value in params.items():
         if key not in PARAMETER_DEFAULTS:
             raise ValueError(f"GridDefense: unknown environment parameter {key!r}; valid: {', '.join(PARAMETER_DEFAULTS)}")
-        value = float(value)
-        if not np.isfinite(value) or value < (1.0 if key == "steps_per_day" else 0.0):
-            raise ValueError(f"GridDefense: environment parameter {key}={value} out of range")
+        if not is_value(value):
+            raise ValueError(f"GridDefense: environment parameter {key}={value!r} is neither a number nor a sampler")
+        if not isinstance(value, dict):
+            value = float(value)
+            if not np.isfinite(value) or value < _lowest(key):
+                raise ValueError(f"GridDefense: environment parameter {key}={value} out of range")
         out[key] = value
     return out
 
@@ -233,11 +245,11 @@ class GridDefense(BaseEnv):
     Defender agent ids are 0..num_areas-1, Attacker ids num_areas..2*num_areas-1 (agent ``i`` of each
     behavior is area ``i``). All areas start and end their episodes together."""
 
-    def __init__(self, seed: int = 0, num_areas: int = 1, steps_per_day: int = 24, **params: float):
+    def __init__(self, seed: int = 0, num_areas: int = 1, steps_per_day: int = 24, **params: Any):
         self.num_areas = num_areas
         self.rng = np.random.default_rng(seed)
-        self._pending = {**PARAMETER_DEFAULTS, "steps_per_day": float(steps_per_day), **check_parameters(params)}
-        self.params = dict(self._pending)
+        self._pending: dict[str, Any] = {**PARAMETER_DEFAULTS, "steps_per_day": float(steps_per_day), **check_parameters(params)}
+        self.params: dict[str, float] = {}  # this day's values (set by _new_day)
         n_def, n_att = len(PV_BUSES), len(ATTACK_BUSES)
         self._specs = {
             DEFENDER: _vector_spec(N_BUS - 1 + 4 + n_def, n_def),
@@ -259,14 +271,18 @@ class GridDefense(BaseEnv):
         self._new_day()
 
     # --- environment parameters
-    def set_environment_parameters(self, params: dict[str, float]) -> None:
-        """Change parameters (keys of PARAMETER_DEFAULTS) from the next episode on."""
+    def set_environment_parameters(self, params: dict[str, Any]) -> None:
+        """Change parameters (keys of PARAMETER_DEFAULTS; numbers or samplers) from the next episode on."""
         self._pending.update(check_parameters(params))
 
     # --- physics
     def _new_day(self) -> None:
-        """Apply pending parameters and draw the day's loads and PV output of every area."""
-        self.params = prm = dict(self._pending)
+        """Apply pending parameters (a sampler is drawn: one value per day for every area) and
+        draw the day's loads and PV output of every area."""
+        self.params = prm = {
+            key: max(_lowest(key), draw(value, self.rng)) if isinstance(value, dict) else value
+            for key, value in self._pending.items()
+        }
         self.steps_per_day = max(1, int(round(prm["steps_per_day"])))
         n, s, sd = self.num_areas, self.steps_per_day + 1, 0.05 * prm["noise"]
         hours = 24.0 * np.arange(s) / self.steps_per_day

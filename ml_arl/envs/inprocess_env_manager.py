@@ -33,7 +33,9 @@ class InProcessEnvManager(EnvManager):
         self.seed = seed
         self.runners: dict[int, EnvRunner] = {}  # worker id -> runner (missing while being rebuilt)
         self.versions: dict[int, dict[str, int]] = {}
-        self.parameters: dict[str, Any] = {}  # the current phase's environment parameters
+        self.parameters: dict[str, Any] = {}  # the current environment parameters
+        self.parameters_serial = 0  # bumped when they change without a reset
+        self.parameters_seen: dict[int, int] = {}  # worker id -> the serial its environment has
         self.specs: dict[str, BehaviorSpec] = {}
 
     @property
@@ -66,6 +68,7 @@ class InProcessEnvManager(EnvManager):
     def _add(self, worker_id: int, runner: EnvRunner) -> None:
         self.runners[worker_id] = runner
         self.versions[worker_id] = {}
+        self.parameters_seen[worker_id] = self.parameters_serial  # _make gave it the current parameters
         for name, spec in runner.take_new_specs().items():
             self.specs.setdefault(name, spec)
 
@@ -97,6 +100,9 @@ class InProcessEnvManager(EnvManager):
 
     def step(self) -> list[StepBatch]:
         def run(runner: EnvRunner) -> StepBatch:
+            if self.parameters_seen.get(runner.worker_id, 0) != self.parameters_serial:
+                runner.set_environment_parameters(self.parameters)
+                self.parameters_seen[runner.worker_id] = self.parameters_serial
             versions = self.versions[runner.worker_id]
             for behavior, msg in self.policies.items():
                 serial = self.policy_serials[behavior]
@@ -125,10 +131,14 @@ class InProcessEnvManager(EnvManager):
     def reset(self) -> None:
         self._each(lambda runner: runner.reset(), "during a reset")
 
-    def set_environment_parameters(self, params: dict[str, Any]) -> None:
+    def set_environment_parameters(self, params: dict[str, Any], reset: bool = True) -> None:
         self.parameters = dict(params)
+        self.parameters_serial += 1
+        if not reset:
+            return  # each runner gets them before its next step
 
         def apply(runner: EnvRunner) -> None:
+            self.parameters_seen[runner.worker_id] = self.parameters_serial
             runner.set_environment_parameters(self.parameters)
             runner.reset()
 

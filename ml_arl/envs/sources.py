@@ -147,7 +147,7 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
     from mlagents_envs import env_utils
 
     from ml_arl.envs.unity_env import EDITOR_PORT, make_unity_env, port_is_free
-    from ml_arl.settings import resolve_parameter_seeds
+    from ml_arl.settings import lesson_values, resolve_parameter_seeds
 
     env = options.env_settings
     engine = options.engine_settings
@@ -195,7 +195,8 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
             "target_frame_rate": engine.target_frame_rate,
             "capture_frame_rate": engine.capture_frame_rate,
         },
-        "environment_parameters": resolve_parameter_seeds(options.environment_parameters, seed),
+        # the first lessons' values; the controller sends the current ones when a phase begins
+        "environment_parameters": lesson_values(resolve_parameter_seeds(options.environment_parameters, seed)),
         "listen_address": env.listen_address,
         "debug": options.debug,
         "fast_bridge": env.fast_bridge,

@@ -21,8 +21,11 @@ e.g. a Unity build's handshake and first reset, take up to --timeout-wait each),
 its own --timeout-wait, a Unity build, report its own timeout first). A worker past its deadline
 is killed and handed to ``handle_failure`` like any other failure.
 
-Resets (``reset()``: a self-play team change; ``set_environment_parameters()``: a phase switch)
-first finish the steps in flight of every worker at once, then reset every worker at once; a
+Parameters that change without a reset (a curriculum lesson) ride along with each worker's next
+StepCommand, as new policies do.
+
+Resets (``reset()``: a self-play team change; ``set_environment_parameters()``: a phase switch,
+a lesson with require_reset) first finish the steps in flight of every worker at once, then reset every worker at once; a
 worker that fails or times out in either part is killed and restarted within the restart quota
 after the others have reset. A restarted worker starts with the current environment parameters
 and a fresh reset (``_await_specs``), so the reset completes for everyone.
@@ -94,6 +97,8 @@ def worker_main(
         while True:
             command: WorkerCommand = conn.recv()
             if isinstance(command, StepCommand):
+                if command.parameters is not None:
+                    runner.set_environment_parameters(command.parameters)
                 for behavior, msg in command.policies.items():
                     runner.set_policy(behavior, msg)
                 conn.send(StepReply(worker_id, runner.run(steps_per_message)))
@@ -150,6 +155,7 @@ class _Worker:
         self.sent: deque[float] = deque()  # send times of the STEP requests not answered yet
         self.last_reply = time.monotonic()
         self.policy_versions: dict[str, int] = {}
+        self.parameters_serial = 0  # the manager's parameters_serial this worker's environment has
 
     def send(self, request: WorkerCommand, large: bool = False) -> None:
         with self._lock:
@@ -193,7 +199,8 @@ class SubprocessEnvManager(EnvManager):
         self.ctx = worker_context()
         self.workers: list[_Worker] = []
         self.specs: dict[str, BehaviorSpec] = {}  # every behavior any worker has reported
-        self.parameters: dict[str, Any] = {}  # the current phase's environment parameters
+        self.parameters: dict[str, Any] = {}  # the current environment parameters
+        self.parameters_serial = 0  # bumped whenever they change; each worker knows the one it has
 
     @property
     def num_workers(self) -> int:
@@ -242,6 +249,7 @@ class SubprocessEnvManager(EnvManager):
             raise self._failure(worker, reply, "while starting")
         for name, spec in reply.specs.items():
             self.specs.setdefault(name, spec)
+        worker.parameters_serial = self.parameters_serial
         if self.parameters:  # a restarted worker joins the current phase
             worker.send(SetParametersCommand(self.parameters))
             if not wait([worker.conn, worker.process.sentinel], timeout=self.reply_timeout):
@@ -301,7 +309,10 @@ class SubprocessEnvManager(EnvManager):
     def _send_step(self, worker: _Worker) -> None:
         serials = self.policy_serials
         updates = {b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != serials[b]}
-        worker.send(StepCommand(updates), large=bool(updates))
+        parameters = None
+        if worker.parameters_serial != self.parameters_serial:
+            parameters, worker.parameters_serial = self.parameters, self.parameters_serial
+        worker.send(StepCommand(updates, parameters), large=bool(updates))
         for b in updates:
             worker.policy_versions[b] = serials[b]
         worker.sent.append(time.monotonic())
@@ -351,8 +362,13 @@ class SubprocessEnvManager(EnvManager):
         are discarded in the workers."""
         self._reset_all(ResetCommand(), "during a reset")
 
-    def set_environment_parameters(self, params: dict[str, Any]) -> None:
+    def set_environment_parameters(self, params: dict[str, Any], reset: bool = True) -> None:
         self.parameters = dict(params)
+        self.parameters_serial += 1
+        if not reset:
+            return  # they go with each worker's next step request
+        for worker in self.workers:
+            worker.parameters_serial = self.parameters_serial  # they come with the reset
         self._reset_all(
             SetParametersCommand(self.parameters),
             "during a reset with new environment parameters",

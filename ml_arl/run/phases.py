@@ -16,7 +16,7 @@ from typing import Any, Optional
 from ml_arl.atomic_files import read_json_object, write_json
 from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import RunDirectoryError
-from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings, resolve_parameter_seeds
+from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings
 from ml_arl.trainers.base import Trainer, TrainerAssignment
 
 logger = logging.getLogger(__name__)
@@ -130,17 +130,17 @@ class PhaseSchedule:
         if self.phased:
             self.log.save()
 
-    def environment_parameters(self, seed: int) -> Optional[dict[str, Any]]:
-        """The parameters this phase sets (None: the environments keep theirs)."""
+    def environment_parameters(self) -> dict[str, Any]:
+        """The parameters of this phase (curricula included, seeds not resolved): the run's, with
+        the phase's on top."""
         phase = self.phase
-        if phase is None:
-            return None
-        params = resolve_parameter_seeds({**(self.options.environment_parameters or {}), **(phase.environment_parameters or {})}, seed)
-        return params if self.index > 0 or params else None
+        return {**(self.options.environment_parameters or {}), **((phase.environment_parameters if phase else None) or {})}
 
     def assignment(self, brain: str, trainer: Trainer, checkpoints: Optional[CheckpointManager]) -> TrainerAssignment:
         """What this phase asks of a brain: settings, learning, checkpoints and step window (the
-        window starts where the brain stood when the phase began, kept in phases.json)."""
+        window starts where the brain stood when the phase began, kept in phases.json). A brain
+        resumed past that start (--resume of a running phase) continues the phase with what it
+        loaded (a SAC replay buffer); for every other brain the phase is new."""
         settings = self.settings_for(brain)
         learning = self.learns(brain)
         phase = self.phase
@@ -151,7 +151,8 @@ class PhaseSchedule:
             limit, length = origin + phase.max_steps, phase.max_steps
         else:
             limit, length = UNLIMITED_STEPS, settings.max_steps
-        return TrainerAssignment(settings, learning, checkpoints, limit, origin, length, new_phase=True)
+        continued = self.resumed and trainer.step > origin
+        return TrainerAssignment(settings, learning, checkpoints, limit, origin, length, new_phase=not continued)
 
     # ------------------------------------------------------------------ counting
     def count_acted(self, brain: str, n: int) -> None:

@@ -9,7 +9,9 @@ Modules (each imports the others directly, never this package; none imports ml_a
   values    shared value types (YAML numbers, run names), the strict base model, message helpers
   flags     ``setting(..., flag=...)``: a setting's arl-learn flag; ``cli_flags`` reads them back
   trainer   one behavior's settings (TrainerSettings, PPOSettings, SelfPlaySettings ...)
-  samplers  environment_parameters: numbers and the sampler union; resolve_parameter_seeds
+  samplers  the values of environment_parameters: numbers and the sampler union
+  parameters  environment_parameters: values and curricula (lessons, completion_criteria);
+            resolve_parameter_seeds, lesson_values
   errors    pydantic errors as one-line problems
   run       the run's sections and RunOptions (settings_for, phase_settings_for, as_dict)
   build     load_config_file and build_run_options: the CLI merge and cross-section checks
@@ -17,6 +19,14 @@ Modules (each imports the others directly, never this package; none imports ml_a
 
 from ml_arl.settings.build import build_run_options, load_config_file
 from ml_arl.settings.flags import CliFlag, cli_flags, setting
+from ml_arl.settings.parameters import (
+    CompletionCriteria,
+    EnvironmentParameters,
+    curricula_criteria,
+    is_curriculum,
+    lesson_values,
+    resolve_parameter_seeds,
+)
 from ml_arl.settings.run import (
     CheckpointSettings,
     EngineSettings,
@@ -29,12 +39,10 @@ from ml_arl.settings.run import (
 )
 from ml_arl.settings.samplers import (
     ConstantSampler,
-    EnvironmentParameters,
     GaussianSampler,
     MultiRangeUniformSampler,
     Sampler,
     UniformSampler,
-    resolve_parameter_seeds,
 )
 from ml_arl.settings.trainer import (
     BehavioralCloningSettings,
@@ -65,6 +73,7 @@ __all__ = [
     "SACSettings",
     "CheckpointSettings",
     "CliFlag",
+    "CompletionCriteria",
     "ConstantSampler",
     "EngineSettings",
     "EnvSettings",
@@ -94,6 +103,9 @@ __all__ = [
     "build_run_options",
     "check_run_name",
     "cli_flags",
+    "curricula_criteria",
+    "is_curriculum",
+    "lesson_values",
     "load_config_file",
     "resolve_parameter_seeds",
     "setting",

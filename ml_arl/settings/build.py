@@ -20,8 +20,8 @@ from ml_arl.exceptions import ConfigError
 from ml_arl.import_path import ImportPathError, resolve, split
 from ml_arl.objectives import ObjectiveError, build_objective
 from ml_arl.settings.errors import validate
-from ml_arl.settings.run import RunOptions, phase_settings
-from ml_arl.settings.samplers import check_environment_parameters
+from ml_arl.settings.parameters import check_environment_parameters, curricula_criteria, is_curriculum
+from ml_arl.settings.run import PhaseSettings, RunOptions, phase_settings
 from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, PPOSettings, SACSettings, TrainerSettings
 from ml_arl.settings.values import deep_merge, short
 
@@ -121,6 +121,45 @@ def _check_phases(
                 problems.append(f"{where}.load.{name}: the first phase has no earlier phase to load from; name a run")
         seen.append(phase.name)
     return problems, normalized
+
+
+def _check_curricula(
+    base: RunOptions, behaviors: dict[str, TrainerSettings], defaults: Optional[TrainerSettings],
+    parameters: Optional[dict[str, Any]], phase_parameters: list[Optional[dict[str, Any]]],
+) -> list[str]:
+    """Where curricula may be written (at the top level without phases, in a phase's
+    environment_parameters with phases: each phase runs its own) and what they ask of the
+    behaviors they measure (configured; self-play for Elo; learning in the phase for progress
+    and Elo). Behaviors the environment does not show are caught when it starts."""
+    problems: list[str] = []
+    phases = base.phases or []
+    for key, value in (parameters or {}).items():
+        if phases and is_curriculum(value):
+            problems.append(
+                f"environment_parameters.{key}.curriculum: with phases, a curriculum belongs to a phase; move it "
+                "to phases.<name>.environment_parameters (each phase runs its own curricula)"
+            )
+    configured = ", ".join(sorted(behaviors)) or "none"
+    sources: list[tuple[str, Optional[dict[str, Any]], Optional[PhaseSettings]]] = (
+        [(f"phases.{p.name}.environment_parameters", params, p) for p, params in zip(phases, phase_parameters)]
+        if phases else [("environment_parameters", parameters, None)]
+    )
+    for where, params, phase in sources:
+        for path, criteria in curricula_criteria(params, where):
+            name, measure = criteria["behavior"], criteria["measure"]
+            settings = behaviors.get(name, defaults)
+            if settings is None:
+                problems.append(f"{path}.behavior: '{name}' is not a configured behavior (configured: {configured})")
+                continue
+            if measure == "Elo" and (settings.self_play is None or base.checkpoint_settings.inference):
+                why = "--inference plays no self-play" if settings.self_play is not None else f"behavior '{name}' has no self_play"
+                problems.append(f"{path}.measure: Elo is the self-play ELO, and {why}; use measure: reward or progress")
+            elif phase is not None and measure in ("progress", "Elo") and not phase.learns(name):
+                problems.append(
+                    f"{path}: '{name}' does not learn in phase '{phase.name}', so its {measure} never changes; "
+                    "use measure: reward, or a phase where it learns"
+                )
+    return problems
 
 
 def _take_phase_parameters(data: dict[str, Any]) -> list[Any]:
@@ -260,6 +299,7 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         parameters, errs = check_environment_parameters(parameters_raw, "environment_parameters")
         problems += errs
     if base is not None:
+        problems += _check_curricula(base, behaviors, defaults, parameters, phase_parameters)
         env = base.env_settings
         if env.num_envs > 1 and env.env_path is None:
             problems.append("env_settings.num_envs: num_envs > 1 needs env_settings.env_path (or --env)")

@@ -19,7 +19,7 @@ from ml_arl import limits
 from ml_arl.exceptions import ConfigError
 from ml_arl.settings.errors import validate
 from ml_arl.settings.flags import section, setting
-from ml_arl.settings.samplers import EnvironmentParameters
+from ml_arl.settings.parameters import EnvironmentParameters
 from ml_arl.settings.trainer import TrainerSettings
 from ml_arl.settings.values import Float, Int, RunName, Strict, deep_merge
 

@@ -1,17 +1,14 @@
-"""environment_parameters: per key a number or one of ML-Agents' samplers, with ML-Agents' keys
-and defaults, as a pydantic discriminated union on ``sampler_type``.
+"""The values of environment_parameters: a number or one of ML-Agents' samplers, with ML-Agents'
+keys and defaults, as a pydantic discriminated union on ``sampler_type``.
 
-``EnvironmentParameters`` validates ``{name: float | Sampler}`` and keeps the result as plain
-data: floats, and ``{"sampler_type": ..., "sampler_parameters": {..., "seed": int}}`` with every
-parameter filled in (seed -1 = derived from the run seed). Plain data is what configuration.yaml
-shows and what environment workers receive (pickled): ``resolve_parameter_seeds`` gives each
-sampler its seed for a run. ``check_environment_parameters`` validates a raw mapping and
-describes its problems one line each.
+``check_values`` validates ``{name: float | Sampler}`` and keeps the result as plain data:
+floats, and ``{"sampler_type": ..., "sampler_parameters": {..., "seed": int}}`` with every
+parameter filled in (seed -1 = derived from the run seed), describing its problems one line
+each. Curricula, whose lessons hold such values, are ``ml_arl.settings.parameters``.
 """
 
 from __future__ import annotations
 
-import copy
 import difflib
 from typing import Annotated, Any, Literal, Optional, Union
 
@@ -21,7 +18,6 @@ from pydantic import (
     BeforeValidator,
     Discriminator,
     Field,
-    PlainSerializer,
     Tag,
     TypeAdapter,
     ValidationError,
@@ -36,7 +32,6 @@ SAMPLER_TYPES = ("constant", "uniform", "gaussian", "multirangeuniform")  # as M
 
 # Errors whose message is final; the rest are described by _problem.
 _OWN = "arl_sampler"
-_CURRICULUM = "arl_curriculum"
 
 
 def _as_number(value: Any) -> float:
@@ -163,14 +158,12 @@ def _as_parameter_number(value: Any) -> float:
 
 
 def _sampler_keys(value: Any) -> Any:
-    """Checked before sampler_type: curricula, and keys a sampler does not have."""
+    """Checked before sampler_type: keys a sampler does not have."""
     if isinstance(value, dict):
-        if "curriculum" in value:
-            raise PydanticCustomError(_CURRICULUM, "curricula (lessons) are not supported yet; give a number or a sampler")
         unknown = sorted(set(value) - {"sampler_type", "sampler_parameters"}, key=str)
         if unknown:
             raise PydanticCustomError(
-                _OWN, f"unknown key '{unknown[0]}'; a sampler has sampler_type and sampler_parameters"
+                _OWN, f"unknown key '{unknown[0]}'; a sampler has sampler_type and sampler_parameters, a curriculum has curriculum"
             )
     return value
 
@@ -190,13 +183,8 @@ def _plain(params: dict[str, Any]) -> dict[str, Any]:
     return {key: value.model_dump() if isinstance(value, BaseModel) else value for key, value in params.items()}
 
 
-# Validated as {name: float | Sampler}; kept (and written) as plain data.
-EnvironmentParameters = Annotated[
-    dict[str, ParameterValue],
-    AfterValidator(_plain),
-    PlainSerializer(lambda params: params, return_type=dict[str, Any]),
-]
-_ADAPTER: TypeAdapter[dict[str, Any]] = TypeAdapter(EnvironmentParameters)
+# Validated as {name: float | Sampler}; kept as plain data.
+_ADAPTER: TypeAdapter[dict[str, Any]] = TypeAdapter(Annotated[dict[str, ParameterValue], AfterValidator(_plain)])
 
 
 def _problem(error: Any, raw: dict[str, Any], where: str) -> str:
@@ -209,8 +197,6 @@ def _problem(error: Any, raw: dict[str, Any], where: str) -> str:
     rest = [str(p) for p in loc[3:] if not isinstance(p, int)]
     path = ".".join([f"{where}.{key}", *rest])
     kind = error["type"]
-    if kind == _CURRICULUM:
-        return f"{path}.curriculum: {error['msg']}"
     if kind == _OWN:
         return f"{path}: {error['msg']}"
     if kind in ("union_tag_invalid", "union_tag_not_found"):
@@ -238,27 +224,10 @@ def _order(error: Any, raw: dict[str, Any]) -> tuple[int, int]:
     return first, len(parameters) if isinstance(parameters, dict) else 0
 
 
-def check_environment_parameters(raw: dict[str, Any], where: str) -> tuple[Optional[dict[str, Any]], list[str]]:
-    """(the parameters as plain data, []) or (None, one line per problem, each starting with ``where``)."""
+def check_values(raw: dict[str, Any], where: str) -> tuple[Optional[dict[str, Any]], list[str]]:
+    """(the values as plain data, []) or (None, one line per problem, each starting with ``where``)."""
     try:
         return _ADAPTER.validate_python(raw), []
     except ValidationError as err:
         errors = sorted(err.errors(), key=lambda e: _order(e, raw))
         return None, [_problem(e, raw, where) for e in errors]
-
-
-def resolve_parameter_seeds(params: Optional[dict[str, Any]], run_seed: int) -> dict[str, Any]:
-    """Plain data for the environments: samplers whose seed is -1 get run_seed + their position
-    among the samplers (as ML-Agents)."""
-    out: dict[str, Any] = {}
-    offset = 0
-    for key, value in (params or {}).items():
-        if isinstance(value, BaseModel):
-            value = value.model_dump()
-        if isinstance(value, dict):
-            value = copy.deepcopy(value)
-            if value["sampler_parameters"]["seed"] == -1:
-                value["sampler_parameters"]["seed"] = run_seed + offset
-            offset += 1
-        out[key] = value
-    return out

@@ -153,7 +153,7 @@ class POCATrainer(Trainer):
         seed: int = 0,
     ):
         super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, env_continuous)
+        self.streams = RewardStreams(behavior, settings, spec, env_continuous, device)
         try:
             self.network = ActorCritic(spec, settings.network_settings, streams=self.streams.names, critic=False).to(device)
             self.critic = POCACritic(spec, settings.network_settings, self.network.normalizer, self.streams.names).to(device)

@@ -136,8 +136,9 @@ def masked_mean(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     """The mean of ``x`` ([N] or [N, k]) over the rows where ``mask`` [N] is 1 (all rows when None)."""
     if mask is None:
         return x.mean()
-    weights = mask.reshape(-1, *([1] * (x.dim() - 1))).expand_as(x)
-    return (x * weights).sum() / weights.sum().clamp(min=1.0)
+    keep = mask.reshape(-1, *([1] * (x.dim() - 1))).expand_as(x) > 0
+    # selected, not multiplied: whatever a padding row computes (even inf) stays out
+    return torch.where(keep, x, torch.zeros_like(x)).sum() / keep.sum().clamp(min=1)
 
 
 class PPOLoss(NamedTuple):
@@ -188,7 +189,7 @@ class PPOTrainer(Trainer):
         seed: int = 0,
     ):
         super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, env_continuous)
+        self.streams = RewardStreams(behavior, settings, spec, env_continuous, device)
         try:
             self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings

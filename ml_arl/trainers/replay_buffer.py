@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import logging
-import zipfile
 from dataclasses import dataclass
 from typing import Optional
 
@@ -109,25 +108,36 @@ class ReplayBuffer:
             np.savez(f, allow_pickle=False, **arrays)
 
         atomic_write(path, write)
-        logger.info("Saved replay buffer (%d experiences, %.1f MB) to %s", self.size, self.nbytes() / 1e6, path)
+        logger.info("Saved replay buffer (%d experiences, %.3g MB) to %s", self.size, self.nbytes() / 1e6, path)
 
     def load(self, path: str) -> None:
         """Read ``save``'s file; a missing, damaged or mismatched file leaves the buffer empty, with a warning."""
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
+        except Exception as err:  # noqa: BLE001 - numpy and zipfile raise many kinds for damaged bytes; all mean "unreadable"
+            logger.warning("%s: replay buffer not restored (%s: %s); it refills from new experience", path, type(err).__name__, err)
+            return
+        try:
             fields = self._fields()
             if set(arrays) != set(fields):
                 raise ValueError(f"it holds {sorted(arrays)}, this behavior needs {sorted(fields)}")
-            n = min(int(arrays["rewards"].shape[0]), self.capacity)
+            rows = {int(a.shape[0]) if a.ndim else -1 for a in arrays.values()}
+            if len(rows) != 1 or -1 in rows:
+                raise ValueError("its arrays differ in length")
+            n = min(rows.pop(), self.capacity)
+            newest = {key: values[-n:] if n else values[:0] for key, values in arrays.items()}
             for key, target in fields.items():
-                values = arrays[key][-n:] if n else arrays[key][:0]
+                values = newest[key]
+                if values.dtype.kind not in "biuf":
+                    raise ValueError(f"{key} holds {values.dtype} values, not numbers")
                 if tuple(values.shape[1:]) != tuple(target.shape[1:]):
                     raise ValueError(f"{key} has shape {values.shape[1:]}, this behavior needs {tuple(target.shape[1:])}")
-                target[:n] = torch.as_tensor(values, device=self.device).to(target.dtype)
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as err:
+            for key, target in fields.items():  # checked whole before any is copied
+                target[:n] = torch.as_tensor(newest[key], device=self.device).to(target.dtype)
+        except ValueError as err:
             logger.warning("%s: replay buffer not restored (%s); it refills from new experience", path, err)
             return
         self.size = n
         self.next = n % self.capacity
-        logger.info("Restored replay buffer (%d experiences, %.1f MB) from %s", n, self.nbytes() / 1e6, path)
+        logger.info("Restored replay buffer (%d experiences, %.3g MB) from %s", n, self.nbytes() / 1e6, path)

@@ -168,7 +168,7 @@ class SACTrainer(Trainer):
         seed: int = 0,
     ):
         super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, lambda actions: actions)  # stored = sent, tanh-squashed
+        self.streams = RewardStreams(behavior, settings, spec, lambda actions: actions, device)  # stored = sent, tanh-squashed
         net = settings.network_settings
         try:
             self.network = ActorCritic(spec, net, conditional_sigma=True, tanh_squash=True, critic=False).to(device)
@@ -269,7 +269,7 @@ class SACTrainer(Trainer):
         return SignalBatch(batch.obs, batch.next_obs, batch.continuous, batch.discrete, batch.dones, batch.rewards)
 
     def _gradient_step(self, batch: ReplayBatch) -> dict[str, torch.Tensor]:
-        rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * torch.as_tensor(self.streams.strengths)
+        rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * torch.as_tensor(self.streams.strengths, device=self.device)
         dist = self.network.distribution(batch.obs, batch.allowed)
         cont_sample = cont_log_probs = None
         if self.n_cont:

@@ -24,9 +24,11 @@ from ml_arl.exceptions import ConfigError
 from ml_arl.messages import Trajectory
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
+from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.reward_signals import RewardProvider, SignalBatch, make_reward_providers
 
 Actions = Callable[[np.ndarray], np.ndarray]
+CPU = torch.device("cpu")
 
 
 def expert_batch(demo: Demonstrations) -> SignalBatch:
@@ -35,18 +37,26 @@ def expert_batch(demo: Demonstrations) -> SignalBatch:
 
 
 class RewardStreams:
-    def __init__(self, behavior: str, settings: TrainerSettings, spec: BehaviorSpec, env_actions: Actions):
+    def __init__(
+        self, behavior: str, settings: TrainerSettings, spec: BehaviorSpec, env_actions: Actions,
+        device: torch.device = CPU,
+    ):
         signals = settings.reward_signals.items()
+        self.device = device
         brain = behavior.split("?", 1)[0]
         self.env_actions = env_actions  # stored continuous actions -> what the env received
         expert = None
         if settings.reward_signals.gail is not None:
             where = f"behaviors.{brain}.reward_signals.gail.demo_path"
-            expert = expert_batch(load_demonstrations(settings.reward_signals.gail.demo_path, where))
+            expert = expert_batch(load_demonstrations(settings.reward_signals.gail.demo_path, where)).to(device)
         try:
             self.providers: dict[str, RewardProvider] = make_reward_providers(settings.reward_signals, spec, expert)
         except ValueError as err:
             raise ConfigError([f"behaviors.{brain}.{err}"]) from None
+        for provider in self.providers.values():  # on the trainer's device; no step taken yet, so a fresh Adam there
+            provider.to(device)
+            if provider.optimizer is not None:
+                provider.optimizer = Adam(provider.optimizer.params, lr=provider.optimizer.lr)
         self.names = tuple(name for name, _ in signals)
         self.learned = {name: p for name, p in self.providers.items() if name != "extrinsic"}
         self.tags = tuple(self.providers[name].display_name for name in self.names)
@@ -60,7 +70,8 @@ class RewardStreams:
         dones = np.zeros(len(traj), dtype=np.float32)
         dones[-1] = float(traj.done and not traj.interrupted)
         next_obs = [np.concatenate([o[1:], np.asarray(last)[None]]) for o, last in zip(traj.obs, traj.next_obs)]
-        return SignalBatch.from_arrays(traj.obs, self.env_actions(traj.continuous), traj.discrete, dones, next_obs, traj.rewards)
+        batch = SignalBatch.from_arrays(traj.obs, self.env_actions(traj.continuous), traj.discrete, dones, next_obs, traj.rewards)
+        return batch.to(self.device)
 
     def rewards(self, traj: Trajectory, stats: Optional[StatsReporter] = None) -> np.ndarray:
         """[T, streams]: each stream's reward for the trajectory's steps, times its strength; the
@@ -91,8 +102,8 @@ class RewardStreams:
                 assert batch.rewards is not None
                 columns.append(batch.rewards.float())
             else:
-                columns.append(torch.as_tensor(self.providers[name].evaluate(batch)))
-        return torch.stack(columns, dim=1) * torch.as_tensor(self.strengths)[None, :]
+                columns.append(torch.as_tensor(self.providers[name].evaluate(batch), device=self.device))
+        return torch.stack(columns, dim=1) * torch.as_tensor(self.strengths, device=self.device)[None, :]
 
     def update(self, batch: SignalBatch) -> dict[str, float]:
         """One step of every learned signal on ``batch``; their loss tags."""
