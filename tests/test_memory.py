@@ -152,6 +152,26 @@ def test_trajectories_carry_the_memories_the_workers_acted_with() -> None:
     assert not runner.muscles["GoalReach"].memories  # type: ignore[attr-defined]
 
 
+class _SameIdReach(GoalReach):
+    """GoalReach whose one agent keeps its id from episode to episode, as Unity's agents do."""
+
+    def _reset(self, idx: np.ndarray) -> None:
+        super()._reset(idx)
+        self.next_id = int(self.ids[idx].min())
+
+
+def test_an_agent_that_restarts_in_the_same_step_starts_from_zeros() -> None:
+    env = _SameIdReach(continuous=1, show_goal_steps=2, max_episode_steps=8, seed=1)
+    net = ActorCritic(env.spec, NetworkSettings(hidden_units=8, memory=MEMORY))
+    runner = EnvRunner(env, worker_id=0, seed=0)
+    runner.set_policy("GoalReach", PolicyMessage(version=1, weights=net.muscle_weights(), time_horizon=100, deterministic=False))
+    trajectories = runner.run(40).trajectories
+    assert len(trajectories) >= 3 and {t.agent_id for t in trajectories} == {"0-0"}
+    for traj in trajectories:  # one trajectory per episode: each starts from zeros
+        assert traj.memories is not None and traj.done
+        assert np.all(traj.memories[0] == 0) and np.all(np.any(traj.memories[1:] != 0, axis=1))
+
+
 # ---------------------------------------------------------------------------------- ONNX
 
 
