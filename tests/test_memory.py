@@ -17,13 +17,14 @@ from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, 
 
 from ml_arl.envs.env_runner import EnvRunner
 from ml_arl.exceptions import ConfigError
-from ml_arl.messages import PolicyMessage
+from ml_arl.messages import PolicyMessage, Trajectory
 from ml_arl.policy.muscle import Muscle
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import NetworkSettings, build_run_options
+from ml_arl.stats import StatsReporter
 from ml_arl.trainer_controller import TrainerController
-from ml_arl.trainers.ppo import masked_mean, ppo_loss, sequence_rows
+from ml_arl.trainers.ppo import PPOTrainer, masked_mean, ppo_loss, sequence_rows
 
 from .simple_envs import SUCCESS_THRESHOLD, GoalReach, last5
 
@@ -170,6 +171,43 @@ def test_an_agent_that_restarts_in_the_same_step_starts_from_zeros() -> None:
     for traj in trajectories:  # one trajectory per episode: each starts from zeros
         assert traj.memories is not None and traj.done
         assert np.all(traj.memories[0] == 0) and np.all(np.any(traj.memories[1:] != 0, axis=1))
+
+
+def _piece(rng: np.random.Generator, agent: str, steps: int, done: bool) -> Trajectory:
+    return Trajectory(
+        behavior="GoalReach", agent_id=agent, obs=[rng.normal(size=(steps, 1)).astype(np.float32)],
+        next_obs=[rng.normal(size=(1,)).astype(np.float32)], continuous=rng.normal(size=(steps, 1)).astype(np.float32),
+        discrete=np.zeros((steps, 0), np.int32), allowed=None, log_prob=np.full(steps, -1.0, np.float32),
+        rewards=rng.normal(size=steps).astype(np.float32), group_rewards=np.zeros(steps, np.float32), group_id=0,
+        done=done, interrupted=False, policy_version=0, memories=rng.normal(size=(steps, 16)).astype(np.float32),
+    )
+
+
+def test_the_critic_memory_carries_over_trajectories_of_an_episode() -> None:
+    section = {"hyperparameters": {"batch_size": 8, "buffer_size": 16}, "network_settings": {"hidden_units": 8, "memory": MEMORY}}
+    settings = build_run_options({"behaviors": {"GoalReach": section}}, {}, "test").behaviors["GoalReach"]
+    spec = GoalReach().spec
+    torch.manual_seed(0)
+    trainer = PPOTrainer("GoalReach", settings, spec, StatsReporter("GoalReach", []), None, torch.device("cpu"))
+    net = trainer.network
+    assert net.critic_lstm is not None
+    rng = np.random.default_rng(0)
+    first, second, other = _piece(rng, "0-1", 6, False), _piece(rng, "0-1", 5, True), _piece(rng, "0-2", 7, False)
+    for traj in (first, second, other):
+        trainer.add_experience(traj)
+    assert set(trainer.critic_memory) == {"0-2"}  # the ended episode's memory is dropped
+    (starts1, end1), (starts2, _), (starts3, _) = trainer.buffer.critic_memories
+    assert starts1.shape == (2, 16) and np.all(starts1[0] == 0) and np.all(starts3[0] == 0)
+    np.testing.assert_allclose(starts2[0], end1)  # the second piece goes on from the first
+    data, next_obs = trainer.buffer.batch(torch.device("cpu"))
+    with torch.no_grad():
+        values, next_values = trainer._recurrent_values(data, next_obs)
+        episode = net.values([torch.as_tensor(np.concatenate([first.obs[0], second.obs[0]]))], torch.zeros(1, 16))
+    np.testing.assert_allclose(values[:11], episode.numpy(), atol=1e-5)  # as one unbroken sequence
+    assert data.critic_memories is not None
+    np.testing.assert_allclose(data.critic_memories[[0, 4, 6, 10, 11, 15]].numpy(), np.concatenate([starts1, starts2, starts3]))
+    trainer.update()  # sequences of 4 over pieces of 6, 5 and 7 steps: padded and masked
+    assert all(torch.isfinite(p).all() for p in net.parameters())
 
 
 # ---------------------------------------------------------------------------------- ONNX

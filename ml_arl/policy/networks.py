@@ -208,6 +208,24 @@ def _lstm(in_size: int, memory_size: int) -> nn.LSTM:
     return lstm
 
 
+def _run_lstm(
+    lstm: Optional[nn.LSTM], x: torch.Tensor, memories: Optional[torch.Tensor]
+) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+    """``lstm`` over [S * L, in] rows (S sequences of L steps) from ``memories`` [S, 2H] (zeros when
+    None: every row its own sequence); returns [S * L, H] and the memories after each sequence
+    [S, 2H]. Without an LSTM: ``x`` and None."""
+    if lstm is None:
+        return x, None
+    half = lstm.hidden_size
+    if memories is None:
+        memories = x.new_zeros(x.shape[0], 2 * half)
+    seqs = memories.shape[0]
+    h0 = memories[:, :half].unsqueeze(0).contiguous()
+    c0 = memories[:, half:].unsqueeze(0).contiguous()
+    out, (h1, c1) = lstm(x.reshape(seqs, -1, x.shape[1]), (h0, c0))
+    return out.reshape(-1, half), torch.cat([h1[0], c1[0]], dim=1)
+
+
 LOG_SIGMA_MIN, LOG_SIGMA_MAX = -20.0, 2.0  # ML-Agents' clamp of a state-dependent log sigma
 TANH_EPSILON = 1e-6  # log(1 - tanh(u)^2 + eps): the change of variables of a squashed Gaussian
 
@@ -284,8 +302,8 @@ class ActorCritic(nn.Module):
     With ``settings.memory`` the actor has an LSTM between the body and the heads (hidden size
     memory_size / 2; a memory is [h, c], memory_size wide, as ML-Agents'). Its inputs are then
     sequences: ``N = S * sequence_length`` rows, row ``s * L + j`` being step j of sequence s,
-    with ``memories`` [S, memory_size] the memory before each sequence's first step. The critic
-    stays feed-forward (ML-Agents gives it an LSTM of its own: not done yet)."""
+    with ``memories`` [S, memory_size] the memory before each sequence's first step. The critic has
+    an LSTM of its own after its body, as ML-Agents' (its memories are kept by the trainer)."""
 
     def __init__(
         self,
@@ -326,7 +344,8 @@ class ActorCritic(nn.Module):
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
         self.log_sigma = _head(head_in, self.n_cont, gain=0.01) if self.n_cont and conditional_sigma else None
         self.logits = _head(head_in, sum(self.branches), gain=0.01) if self.branches else None
-        self.value_head = _head(head_in if shared_critic else h, len(self.streams), gain=1.0) if critic else None
+        self.critic_lstm = _lstm(h, self.memory_size) if self.memory_size and critic and not shared_critic else None
+        self.value_head = _head(head_in, len(self.streams), gain=1.0) if critic else None
 
     def actor_parameters(self) -> list[nn.Parameter]:
         """The parameters of what the workers act with (encoder, body, heads)."""
@@ -340,10 +359,21 @@ class ActorCritic(nn.Module):
         """The flattened vector observations (what the normalizer sees), None if there are none."""
         return self.encoder.vector_part(obs) if self.encoder.vector else None
 
-    def values(self, obs: list[torch.Tensor]) -> torch.Tensor:
-        """[B, streams]: the critic's value of each reward stream."""
+    def critic_features(self, obs: list[torch.Tensor]) -> torch.Tensor:
+        """The critic's body output [B, h] (before its LSTM, if any)."""
+        return self.critic_body(self.critic_encoder(obs))  # type: ignore[no-any-return]
+
+    def critic_recurrent(
+        self, features: torch.Tensor, memories: Optional[torch.Tensor]
+    ) -> tuple[torch.Tensor, Optional[torch.Tensor]]:
+        """The critic's LSTM over its body's output, as ``recurrent`` for the actor."""
+        return _run_lstm(self.critic_lstm, features, memories)
+
+    def values(self, obs: list[torch.Tensor], memories: Optional[torch.Tensor] = None) -> torch.Tensor:
+        """[B, streams]: the critic's value of each reward stream (with memory: sequences from
+        ``memories`` [S, memory_size], as the actor's)."""
         assert self.value_head is not None, "this network has no critic"
-        return self.value_head(self.critic_body(self.critic_encoder(obs)))
+        return self.value_head(_run_lstm(self.critic_lstm, self.critic_features(obs), memories)[0])
 
     def value(self, obs: list[torch.Tensor]) -> torch.Tensor:
         """[B]: the first stream's value."""
@@ -373,17 +403,7 @@ class ActorCritic(nn.Module):
         """The LSTM over the body's output [S * L, h], from ``memories`` [S, memory_size] (zeros when
         None: every row its own sequence); returns [S * L, memory_size / 2] and the memories after
         each sequence [S, memory_size]. Without memory, the input and None."""
-        if self.lstm is None:
-            return hidden, None
-        half = self.memory_size // 2
-        if memories is None:
-            memories = hidden.new_zeros(hidden.shape[0], self.memory_size)
-        seqs = memories.shape[0]
-        x = hidden.reshape(seqs, -1, hidden.shape[1])
-        h0 = memories[:, :half].unsqueeze(0).contiguous()
-        c0 = memories[:, half:].unsqueeze(0).contiguous()
-        out, (h1, c1) = self.lstm(x, (h0, c0))
-        return out.reshape(-1, half), torch.cat([h1[0], c1[0]], dim=1)
+        return _run_lstm(self.lstm, hidden, memories)
 
     def distribution(
         self, obs: list[torch.Tensor], masks: Optional[torch.Tensor], memories: Optional[torch.Tensor] = None
@@ -398,13 +418,14 @@ class ActorCritic(nn.Module):
         continuous: torch.Tensor,
         discrete: torch.Tensor,
         memories: Optional[torch.Tensor] = None,
+        critic_memories: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Log-probability and entropy of given actions, and the values [B, streams], in one pass
-        (with memory: rows are sequences starting from ``memories``, see the class)."""
+        (with memory: rows are sequences starting from ``memories`` and ``critic_memories``, see the class)."""
         hidden = self.recurrent(self.body(self.encoder(obs)), memories)[0]
         dist = self._distribution(hidden, masks)
         assert self.value_head is not None, "this network has no critic"
-        critic_hidden = hidden if self.shared_critic else self.critic_body(self.critic_encoder(obs))
+        critic_hidden = hidden if self.shared_critic else _run_lstm(self.critic_lstm, self.critic_features(obs), critic_memories)[0]
         return dist.log_prob(continuous, discrete), dist.entropy(), self.value_head(critic_hidden)
 
     def muscle_weights(self) -> ActorWeights:

@@ -6,7 +6,10 @@ With network_settings.memory (an LSTM actor) the update runs over sequences, as 
 trajectory is cut into sequences of ``sequence_length`` steps, its last one padded; every
 sequence starts from the memory the worker acted with at its first step (stored in the
 trajectory; no burn-in, as ML-Agents' PPO); minibatches are whole sequences
-(batch_size // sequence_length of them) and padding is masked out of every loss term.
+(batch_size // sequence_length of them) and padding is masked out of every loss term. The critic
+has its own LSTM; as ML-Agents, the trainer keeps each agent's critic memory from one trajectory
+to the next (dropped when its episode ends) and records, when a trajectory arrives, the critic
+memory before each of its sequences and after its last step.
 
 The trainer is the *brain*: it consumes trajectories from its AgentManagerQueue, updates the
 network when ``buffer_size`` experiences are collected, and announces each new policy version
@@ -54,6 +57,7 @@ class PPOBatch:
     advantages: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N] the mean over streams
     returns: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N, streams] advantages + values
     memories: Optional[torch.Tensor] = None  # [N, memory_size] the actor's memory before each step (with an LSTM)
+    critic_memories: Optional[torch.Tensor] = None  # [N, memory_size] the critic's, at each sequence's first row (else 0)
     mask: Optional[torch.Tensor] = None  # [N] 1 for a step, 0 for padding (laid out in sequences)
 
     def __len__(self) -> int:
@@ -71,6 +75,7 @@ class PPOBatch:
             advantages=self.advantages[idx],
             returns=self.returns[idx],
             memories=None if self.memories is None else self.memories[idx],
+            critic_memories=None if self.critic_memories is None else self.critic_memories[idx],
             mask=None if self.mask is None else self.mask[idx],
         )
 
@@ -83,11 +88,15 @@ class PPOBuffer:
     def __init__(self) -> None:
         self.trajectories: list[Trajectory] = []
         self.stream_rewards: list[np.ndarray] = []  # per trajectory, [T, streams] with each signal's strength
+        # per trajectory, with a recurrent critic: its memory before each sequence [S, M] and after the last step [M]
+        self.critic_memories: list[tuple[np.ndarray, np.ndarray]] = []
         self.size = 0
 
-    def add(self, traj: Trajectory, stream_rewards: np.ndarray) -> None:
+    def add(self, traj: Trajectory, stream_rewards: np.ndarray, critic_memories: Optional[tuple[np.ndarray, np.ndarray]] = None) -> None:
         self.trajectories.append(traj)
         self.stream_rewards.append(stream_rewards)
+        if critic_memories is not None:
+            self.critic_memories.append(critic_memories)
         self.size += len(traj)
 
     def batch(self, device: torch.device) -> tuple[PPOBatch, list[torch.Tensor]]:
@@ -115,6 +124,7 @@ class PPOBuffer:
     def clear(self) -> None:
         self.trajectories = []
         self.stream_rewards = []
+        self.critic_memories = []
         self.size = 0
 
 
@@ -201,6 +211,7 @@ class PPOTrainer(Trainer):
             raise ConfigError([f"behaviors.{name}.network_settings.memory: not supported yet with shared_critic or behavioral_cloning"])
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self.buffer = PPOBuffer()
+        self.critic_memory: dict[str, torch.Tensor] = {}  # agent id -> the critic's memory after its last trajectory
         self.bc = make_behavioral_cloning(
             behavior, settings.behavioral_cloning, self.network, self.hp.learning_rate, self.hp.batch_size,
             self.hp.num_epoch, device, self.rng,
@@ -214,7 +225,28 @@ class PPOTrainer(Trainer):
             vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
             if vectors is not None:
                 self.network.normalizer.update(vectors)
-        self.buffer.add(traj, self.streams.rewards(traj, self.stats))
+        critic = self._critic_memories(traj) if self.network.critic_lstm is not None else None
+        self.buffer.add(traj, self.streams.rewards(traj, self.stats), critic)
+
+    def _critic_memories(self, traj: Trajectory) -> tuple[np.ndarray, np.ndarray]:
+        """The critic's memory before each sequence of ``traj`` and after its last step, from the memory
+        its agent's previous trajectory left (zeros at an episode's start); kept for the next one
+        unless the episode ended (ML-Agents' critic_memory_dict)."""
+        net = self.network
+        memory = self.critic_memory.pop(traj.agent_id, None)
+        if memory is None:
+            memory = torch.zeros(1, net.memory_size, device=self.device)
+        starts = []
+        with torch.no_grad():
+            features = net.critic_features([torch.as_tensor(o, dtype=torch.float32, device=self.device) for o in traj.obs])
+            for first in range(0, len(traj), self.sequence_length):
+                starts.append(memory[0])
+                _, after = net.critic_recurrent(features[first : first + self.sequence_length], memory)
+                assert after is not None
+                memory = after
+        if not traj.done:
+            self.critic_memory[traj.agent_id] = memory
+        return torch.stack(starts).cpu().numpy(), memory[0].cpu().numpy()
 
     def ready_to_update(self) -> bool:
         return self.buffer.size >= self.hp.buffer_size
@@ -222,6 +254,7 @@ class PPOTrainer(Trainer):
     def on_new_phase(self) -> None:
         """A new phase: experience of the last one is not on-policy for it."""
         self.buffer.clear()
+        self.critic_memory.clear()
 
     # ------------------------------------------------------------------ the update
     def update(self) -> None:
@@ -262,7 +295,8 @@ class PPOTrainer(Trainer):
                 minibatches = [data.select(idx) for idx in rows]
             for mb, idx in zip(minibatches, rows):
                 first = None if mb.memories is None else mb.memories[::length]  # each sequence's starting memory
-                log_prob, entropy, values = net.evaluate(mb.obs, mb.allowed, mb.continuous, mb.discrete, first)
+                critic_first = None if mb.critic_memories is None else mb.critic_memories[::length]
+                log_prob, entropy, values = net.evaluate(mb.obs, mb.allowed, mb.continuous, mb.discrete, first, critic_first)
                 loss = ppo_loss(
                     log_prob, mb.log_prob, mb.advantages, values, mb.values, mb.returns, entropy,
                     epsilon, beta, hp.clip_value_loss, mb.mask,
@@ -309,8 +343,11 @@ class PPOTrainer(Trainer):
         is 0 only at a true termination, and never for streams that ignore dones (curiosity, RND)."""
         data, next_obs = self.buffer.batch(self.device)
         with torch.no_grad():
-            values = self.network.values(data.obs).cpu().numpy()
-            next_values = self.network.values(next_obs).cpu().numpy()
+            if self.network.critic_lstm is not None:
+                values, next_values = self._recurrent_values(data, next_obs)
+            else:
+                values = self.network.values(data.obs).cpu().numpy()
+                next_values = self.network.values(next_obs).cpu().numpy()
         streams = self.streams
         advantages = np.empty_like(values)
         start = 0
@@ -327,6 +364,25 @@ class PPOTrainer(Trainer):
         data.returns = torch.as_tensor(advantages, device=self.device) + data.values
         data.advantages = torch.as_tensor(advantages.mean(axis=1), device=self.device)
         return data
+
+    def _recurrent_values(self, data: PPOBatch, next_obs: list[torch.Tensor]) -> tuple[np.ndarray, np.ndarray]:
+        """Values of a recurrent critic: over each trajectory's sequences from the critic memories
+        recorded when it arrived, and for the observation after it from the memory after its last
+        step. Sets ``data.critic_memories`` (each sequence's memory at its first row)."""
+        net = self.network
+        length = self.sequence_length
+        slots = sequence_rows([len(t) for t in self.buffer.trajectories], length)
+        real = slots >= 0
+        starts = torch.as_tensor(np.concatenate([c[0] for c in self.buffer.critic_memories]), device=self.device)
+        ends = torch.as_tensor(np.stack([c[1] for c in self.buffer.critic_memories]), device=self.device)
+        rows = torch.as_tensor(np.maximum(slots, 0), device=self.device)
+        in_slots = net.values([o[rows] for o in data.obs], starts).cpu().numpy()
+        values = np.zeros((len(data), in_slots.shape[1]), np.float32)
+        values[slots[real]] = in_slots[real]
+        critic_memories = torch.zeros(len(data), net.memory_size, device=self.device)
+        critic_memories[torch.as_tensor(slots[::length], device=self.device)] = starts
+        data.critic_memories = critic_memories
+        return values, net.values(next_obs, ends).cpu().numpy()
 
     # ------------------------------------------------------------------ persistence
     def state(self) -> dict[str, Any]:
