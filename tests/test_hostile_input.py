@@ -114,7 +114,7 @@ def test_duplicate_keys_are_a_warning(tmp_path: Path) -> None:
 def test_every_problem_of_a_behavior_is_reported(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     cfg = tmp_path / "c.yaml"
     cfg.write_text(
-        "behaviors:\n  A:\n    trainer_type: sac\n    max_steps: -1\n"
+        "behaviors:\n  A:\n    trainer_type: sacc\n    max_steps: -1\n"
         "    network_settings: {memory: {memory_size: 8}, hidden_units: 0}\n"
         "env_settings: [1]\nengine_settings: {width: 0}\n"
         "environment_parameters: {p: {sampler_type: unifrom}}\n"
