@@ -126,7 +126,7 @@ class VisualEncoder(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for conv in self.convs:
             x = nn.functional.leaky_relu(conv(x), LEAKY_SLOPE)
-        return nn.functional.leaky_relu(self.dense(x.reshape(x.shape[0], -1)), LEAKY_SLOPE)
+        return nn.functional.leaky_relu(self.dense(x.reshape(-1, self.dense.in_features)), LEAKY_SLOPE)
 
     def weights(self) -> VisualEncoderWeights:
         convs = tuple(_conv_weights(conv) for conv in self.convs if isinstance(conv, nn.Conv2d))
@@ -189,7 +189,7 @@ class ResNetEncoder(nn.Module):
         for stack in self.stacks:
             x = stack(x)
         x = nn.functional.silu(x)
-        return torch.relu(self.dense(x.reshape(x.shape[0], -1)))
+        return torch.relu(self.dense(x.reshape(-1, self.dense.in_features)))
 
     def weights(self) -> VisualEncoderWeights:
         stacks = tuple(s.weights() for s in self.stacks if isinstance(s, ResNetStack))
