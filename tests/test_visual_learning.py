@@ -1,0 +1,54 @@
+"""The nature_cnn, resnet and match3 image encoders learn, in the manner of ML-Agents'
+test_visual_advanced_ppo: GoalReach with one image observation filled with the goal's sign and no
+vector (36x36x3 images, 5x5x5 for match3), one discrete branch, step_size 0.5, ML-Agents' PPO
+test hyperparameters (dummy_config.py: batch 16, buffer 64, one layer of 32 units) with
+learning_rate 3e-4, 900 steps; success = the mean of the last 5 episode returns above 0.5, as
+ML-Agents asks of these encoders ("the number of steps is pretty small")."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ml_arl.policy.onnx_export import check_onnx
+from ml_arl.settings import build_run_options
+from ml_arl.trainer_controller import TrainerController
+
+from .simple_envs import last5
+
+PPO = {"trainer_type": "ppo", "hyperparameters": {"learning_rate": 3.0e-4, "learning_rate_schedule": "constant",
+                                                  "batch_size": 16, "buffer_size": 64}}
+IMAGE_SIZES = {"nature_cnn": [36, 36, 3], "resnet": [36, 36, 3], "match3": [5, 5, 5]}
+SUCCESS_THRESHOLD = 0.5
+
+
+def _train(tmp_path: Path, encoder: str, manager: str) -> list[float]:
+    env_args = ["continuous=0", "discrete=1", "step_size=0.5", "vectors=0", "images=1", f"image_size={IMAGE_SIZES[encoder]}"]
+    network = {"num_layers": 1, "hidden_units": 32, "vis_encode_type": encoder}
+    config = {
+        "env_settings": {"env_path": "tests.simple_envs:goal_reach", "env_args": env_args, "manager": manager, "seed": 1},
+        "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": encoder},
+        "default_settings": {**PPO, "network_settings": network, "summary_freq": 100, "max_steps": 900},
+        "behaviors": {},
+    }
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    controller.start_learning()
+    check_onnx(str(tmp_path / encoder / "GoalReach.onnx"))  # the final export keeps to Unity's contract
+    return list(controller.managers["GoalReach"].recent_rewards)
+
+
+@pytest.mark.parametrize("encoder", ["nature_cnn", "match3"])
+def test_visual_encoder_learns_goal_reach(tmp_path: Path, encoder: str) -> None:
+    returns = _train(tmp_path, encoder, "inprocess")
+    assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
+
+
+@pytest.mark.slow
+def test_resnet_learns_goal_reach_in_worker_processes(tmp_path: Path) -> None:
+    """resnet is the heaviest encoder (15 convolutions; about a minute on 2 cores, mostly its
+    backward passes in the updates). It acts in a worker process, as in a real run: there numpy's
+    BLAS has one thread, while in-process it would contend with torch's threads (3x slower on 2
+    shared cores), and the weights cross the process boundary as messages.ActorWeights."""
+    returns = _train(tmp_path, "resnet", "subprocess")
+    assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
