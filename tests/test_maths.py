@@ -272,3 +272,23 @@ def test_encoders_refuse_images_below_ml_agents_minimum(encoder: str) -> None:
     image = np.random.default_rng(0).random((2, need, need, 3), dtype=np.float32)
     assert net.encoder([torch.as_tensor(image)]).shape == (2, 8)
     assert Muscle(net.muscle_weights()).act([image], None).continuous.shape == (2, 1)
+
+
+@pytest.mark.parametrize("encoder", list(VISUAL_SHAPES))
+def test_sac_critics_and_actor_take_every_encoder(encoder: str) -> None:
+    """SAC builds its V and Q networks from the same ObservationEncoder: each encoder gives them
+    [batch, streams, outputs] and gradients reach the encoder's first layer."""
+    from mlagents_envs.base_env import ActionSpec
+
+    from ml_arl.trainers.sac_networks import Critic
+
+    spec = _visual_spec([VISUAL_SHAPES[encoder], (2,)], ActionSpec(2, (3,)))
+    settings = NetworkSettings(hidden_units=8, vis_encode_type=encoder)
+    actor = ActorCritic(spec, settings, conditional_sigma=True, tanh_squash=True, critic=False)
+    q = Critic(spec, settings, actor.normalizer, streams=2, action_inputs=2, outputs=3)
+    obs = [torch.rand(4, *VISUAL_SHAPES[encoder]), torch.randn(4, 2)]
+    out = q(obs, actor.distribution(obs, None).sample_continuous()[0])
+    assert out.shape == (4, 2, 3)
+    out.sum().backward()
+    first = next(q.encoder.encoders[0].parameters())
+    assert first.grad is not None and float(first.grad.abs().sum()) > 0

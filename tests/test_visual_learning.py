@@ -8,9 +8,11 @@ ML-Agents asks of these encoders ("the number of steps is pretty small")."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from ml_arl.exceptions import ConfigError
 from ml_arl.policy.onnx_export import check_onnx
 from ml_arl.settings import build_run_options
 from ml_arl.trainer_controller import TrainerController
@@ -52,3 +54,28 @@ def test_resnet_learns_goal_reach_in_worker_processes(tmp_path: Path) -> None:
     shared cores), and the weights cross the process boundary as messages.ActorWeights."""
     returns = _train(tmp_path, "resnet", "subprocess")
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
+
+
+@pytest.mark.parametrize("where", ["network_settings", "reward_signals.curiosity.network_settings"])
+def test_images_below_the_encoders_minimum_stop_before_training(tmp_path: Path, where: str) -> None:
+    """ML-Agents' minimum image size, for the actor's encoder and for a reward signal's: a one-line
+    config error naming the setting, the size, the minimum and the encoders that fit."""
+    env_args = ["continuous=0", "discrete=1", "vectors=0", "images=1", "image_size=[20, 24, 3]"]
+    settings: dict[str, Any] = {**PPO, "max_steps": 100}
+    if where == "network_settings":
+        settings["network_settings"] = {"vis_encode_type": "nature_cnn"}
+    else:
+        settings["reward_signals"] = {"extrinsic": {}, "curiosity": {"network_settings": {"vis_encode_type": "nature_cnn"}}}
+    config = {
+        "env_settings": {"env_path": "tests.simple_envs:goal_reach", "env_args": env_args, "manager": "inprocess"},
+        "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "small"},
+        "default_settings": settings,
+        "behaviors": {},
+    }
+    with pytest.raises(ConfigError) as err:
+        TrainerController(build_run_options(config, {}, "test")).start_learning()
+    assert str(err.value) == (
+        f"behaviors.GoalReach.{where}.vis_encode_type: observation 0 is 20x24 pixels; 'nature_cnn' needs at least "
+        "36x36 (for images this small use 'simple', 'resnet', 'match3' or 'fully_connected')"
+    )
+    assert not (tmp_path / "small" / "GoalReach").exists()

@@ -211,10 +211,8 @@ def encoder_problem(kind: str, index: int, height: int, width: int) -> Optional[
     if min(height, width) >= need:
         return None
     fits = [f"'{k}'" for k, m in sorted(MIN_RESOLUTION.items(), key=lambda km: -km[1]) if m <= min(height, width)]
-    return (
-        f"observation {index} is {height}x{width} pixels; '{kind}' needs at least {need}x{need} "
-        f"(for images this small use {' or '.join(fits)})"
-    )
+    choice = fits[0] if len(fits) == 1 else f"{', '.join(fits[:-1])} or {fits[-1]}"
+    return f"observation {index} is {height}x{width} pixels; '{kind}' needs at least {need}x{need} (for images this small use {choice})"
 
 
 def check_visual_support(spec: BehaviorSpec, settings: NetworkSettings) -> Optional[str]:
