@@ -24,7 +24,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
-from typing import Callable  # noqa: E402
+from collections.abc import Callable  # noqa: E402
+from functools import partial  # noqa: E402
 
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
@@ -61,6 +62,10 @@ def _time(call: Callable[[], object], repeats: int) -> tuple[list[float], list[f
     return wall, cpu
 
 
+def _torch_act(net: ActorCritic, images: torch.Tensor) -> torch.Tensor:
+    return net.distribution([images], None).sample_discrete()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batch", type=int, default=16)
@@ -75,10 +80,10 @@ def main() -> None:
         net = ActorCritic(_spec(shape), NetworkSettings(hidden_units=32, num_layers=1, vis_encode_type=kind))  # type: ignore[arg-type]
         muscle = Muscle(net.muscle_weights(), seed=0)
         images = rng.random((args.batch, *shape), dtype=np.float32)
-        wall, cpu = _time(lambda: muscle.act([images], None), args.repeats)
+        wall, cpu = _time(partial(muscle.act, [images], None), args.repeats)
         tensor = torch.as_tensor(images)
         with torch.no_grad():
-            torch_wall, _ = _time(lambda: net.distribution([tensor], None).sample_discrete(), args.repeats)
+            torch_wall, _ = _time(partial(_torch_act, net, tensor), args.repeats)
 
         def ms(xs: list[float]) -> str:
             return f"{statistics.median(xs) * 1e3:6.2f} /{min(xs) * 1e3:6.2f}"

@@ -170,9 +170,10 @@ class ResNetStack(nn.Module):
 
 
 class ResNetEncoder(nn.Module):
-    """ML-Agents' ResNet encoder (IMPALA's): image [B, C, H, W] -> stacks of ``RESNET_CHANNELS``
-    -> Swish -> dense -> ReLU -> [B, out_size]. The convolutions keep torch's default init, as
-    ML-Agents' do (Kaiming gains would grow the residual sums block after block)."""
+    """ML-Agents' ResNet encoder (after IMPALA's, Espeholt et al. 2018): image [B, C, H, W] ->
+    a stack per ``RESNET_CHANNELS`` -> Swish -> dense -> ReLU -> [B, out_size]. The convolutions
+    keep torch's default init, as ML-Agents' do (Kaiming gains would grow the residual sums block
+    after block)."""
 
     def __init__(self, height: int, width: int, channels: int, out_size: int):
         super().__init__()
