@@ -11,6 +11,14 @@ same agent. ``interrupted`` (a max-step cut) is kept apart from a true terminati
 trainer bootstraps the value of the last observation only for interrupted or cut trajectories.
 An agent that finishes its episode and reappears in the same step (as Unity agents do) starts
 a fresh trajectory.
+
+Groups (``group_id`` > 0), as ML-Agents' AgentProcessor gathers them for POCA: at every step,
+each agent of a group that acted before leaves a status (the observation it acted on, its
+action, whether its episode just ended); each agent's experience of that step carries its
+groupmates' statuses, and a trajectory's end carries the groupmates' current observations.
+An agent that ends its episode stays in its group's statuses until the step is processed, so
+its groupmates see it leave; ``Groupmates.all_done`` tells the trainer whether the whole group
+had ended when the trajectory did (an agent that leaves early bootstraps from its group's value).
 """
 
 from __future__ import annotations
@@ -19,12 +27,12 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, Optional, TypeVar
+from typing import TYPE_CHECKING, Generic, NamedTuple, Optional, TypeVar
 
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.messages import EpisodeStat, PolicySnapshot, Trajectory
+from ml_arl.messages import EpisodeStat, Groupmates, PolicySnapshot, Trajectory
 from ml_arl.objectives import Objective, ObjectiveBatch, evaluate
 from ml_arl.policy.muscle import ActionInfo
 
@@ -35,6 +43,7 @@ if TYPE_CHECKING:
 class _AgentState:
     __slots__ = (
         "steps", "rewards", "env_rewards", "group_rewards", "group_id", "pending", "ep_reward", "ep_objective", "ep_length",
+        "mates",
     )
 
     def __init__(self) -> None:
@@ -42,11 +51,21 @@ class _AgentState:
         self.rewards: list[float] = []
         self.env_rewards: list[float] = []
         self.group_rewards: list[float] = []
+        self.mates: list[list[_MateStatus]] = []  # per step, the groupmates' statuses
         self.group_id = 0
         self.pending: Optional[tuple] = None  # the last decision, waiting for its reward
         self.ep_reward = 0.0
         self.ep_objective = 0.0
         self.ep_length = 0
+
+
+class _MateStatus(NamedTuple):
+    """A groupmate's part of one step (ML-Agents' AgentStatus, without the reward)."""
+
+    obs: list[np.ndarray]  # the observation rows it acted on
+    continuous: np.ndarray
+    discrete: np.ndarray
+    done: bool
 
 
 def _rows(obs: list[np.ndarray]) -> list[list[np.ndarray]]:
@@ -79,10 +98,15 @@ class AgentProcessor:
         self.trajectories: list[Trajectory] = []
         self.episodes: list[EpisodeStat] = []
         self.policy_version = 0
+        # group id -> agent id -> its status in the latest step / its latest observation rows
+        self.group_status: dict[int, dict[int, _MateStatus]] = {}
+        self.group_obs: dict[int, dict[int, list[np.ndarray]]] = {}
 
     def set_collect(self, collect: bool) -> None:
         if collect != self.collect:
             self.agents.clear()  # half-built experience of the other kind is dropped
+            self.group_status.clear()
+            self.group_obs.clear()
             self.collect = collect
 
     def _objective_of(
@@ -118,6 +142,10 @@ class AgentProcessor:
                 if self.objective is not None else terminal_steps.reward
             )
             t_obs = _rows(terminal_steps.obs) if collect else None
+            if collect:
+                self._add_group_status(ids, np.asarray(terminal_steps.group_id).tolist(), t_obs, True)  # type: ignore[arg-type]
+            if collect and len(decision_steps) and action_info is not None:
+                self._gather_decision_statuses(decision_steps, set(ids))
             for i, (agent_id, reward, objective, interrupted, group_id, group_reward) in enumerate(
                 zip(
                     ids, terminal_steps.reward.tolist(), np.asarray(objectives).tolist(), interrupted_all.tolist(),
@@ -129,7 +157,7 @@ class AgentProcessor:
                     continue
                 if state.pending is not None:
                     state.group_id = group_id
-                    self._complete(state, reward, objective, group_reward)
+                    self._complete(state, reward, objective, group_reward, self._mates_of(agent_id, group_id))
                     if collect:
                         self._emit(state, agent_id, t_obs[i], True, bool(interrupted))  # type: ignore[index]
                 if state.ep_length > 0:
@@ -139,6 +167,14 @@ class AgentProcessor:
                             f"{self.worker_id}-{agent_id}", objective + group_reward,
                         )
                     )
+        elif collect and len(decision_steps) and action_info is not None:
+            self._gather_decision_statuses(decision_steps, set())
+        self._add_decisions(decision_steps, action_info)
+        for agent_id, group_id in zip(terminal_steps.agent_id.tolist(), np.asarray(terminal_steps.group_id).tolist()):
+            self._leave_group(agent_id, group_id)  # after every groupmate's step saw it end
+
+    def _add_decisions(self, decision_steps: DecisionSteps, action_info: Optional[ActionInfo]) -> None:
+        collect = self.collect
         n = len(decision_steps)
         if not n or action_info is None:
             return
@@ -171,16 +207,77 @@ class AgentProcessor:
             if state is None:
                 state = agents[agent_id] = _AgentState()
             elif state.pending is not None:
-                self._complete(state, reward, objective, group_reward)
+                self._complete(state, reward, objective, group_reward, self._mates_of(agent_id, group_id) if collect else [])
                 if collect and len(state.rewards) >= horizon:
                     self._emit(state, agent_id, obs, False, False)
             state.group_id = group_id
             state.pending = (obs, cont, disc, mask, logp)
 
-    def _complete(self, state: _AgentState, reward: float, objective: float, group_reward: float) -> None:
+    # ------------------------------------------------------------------ groups
+    def _gather_decision_statuses(self, decision_steps: DecisionSteps, ended: set[int]) -> None:
+        groups = np.asarray(decision_steps.group_id).tolist()
+        if not any(g > 0 for g in groups):
+            return
+        ids = decision_steps.agent_id.tolist()
+        keep = [i for i, agent_id in enumerate(ids) if agent_id not in ended]  # an agent that ended and restarted: its end counts
+        rows = _rows(decision_steps.obs)
+        self._add_group_status([ids[i] for i in keep], [groups[i] for i in keep], [rows[i] for i in keep], False)
+
+    def _add_group_status(self, ids: list[int], groups: list[int], obs_rows: list[list[np.ndarray]], done: bool) -> None:
+        """Each grouped agent that acted before: its status of this step and its current observation."""
+        for agent_id, group_id, rows in zip(ids, groups, obs_rows):
+            state = self.agents.get(agent_id)
+            if group_id <= 0 or state is None or state.pending is None:
+                continue
+            pending = state.pending
+            self.group_status.setdefault(group_id, {})[agent_id] = _MateStatus(pending[0], pending[1], pending[2], done)
+            self.group_obs.setdefault(group_id, {})[agent_id] = rows
+
+    def _mates_of(self, agent_id: int, group_id: int) -> list[_MateStatus]:
+        if group_id <= 0:
+            return []
+        return [status for other, status in self.group_status.get(group_id, {}).items() if other != agent_id]
+
+    def _leave_group(self, agent_id: int, group_id: int) -> None:
+        for table in (self.group_status, self.group_obs):
+            members = table.get(group_id)
+            if members is not None:
+                members.pop(agent_id, None)
+                if not members:
+                    del table[group_id]
+
+    def _groupmates(self, state: _AgentState, agent_id: int) -> Optional[Groupmates]:
+        """The groupmates' part of the trajectory being emitted, padded to its most groupmates."""
+        if state.group_id <= 0:
+            return None
+        next_rows = [rows for other, rows in self.group_obs.get(state.group_id, {}).items() if other != agent_id]
+        slots = max([len(m) for m in state.mates] + [len(next_rows)])
+        steps = len(state.mates)
+        specs = self.spec.observation_specs
+        obs = [np.zeros((steps, slots, *spec.shape), np.float32) for spec in specs]
+        cont = np.zeros((steps, slots, self.spec.action_spec.continuous_size), np.float32)
+        disc = np.zeros((steps, slots, len(self.branches)), np.int32)
+        present = np.zeros((steps, slots), bool)
+        for t, mates in enumerate(state.mates):
+            for m, status in enumerate(mates):
+                for k, row in enumerate(status.obs):
+                    obs[k][t, m] = row
+                cont[t, m], disc[t, m], present[t, m] = status.continuous, status.discrete, True
+        next_obs = [np.zeros((slots, *spec.shape), np.float32) for spec in specs]
+        for m, rows in enumerate(next_rows):
+            for k, row in enumerate(rows):
+                next_obs[k][m] = row
+        next_present = np.arange(slots) < len(next_rows)
+        all_done = all(status.done for status in state.mates[-1]) if state.mates else True
+        return Groupmates(obs, cont, disc, present, next_obs, next_present, all_done)
+
+    def _complete(
+        self, state: _AgentState, reward: float, objective: float, group_reward: float, mates: list[_MateStatus]
+    ) -> None:
         assert state.pending is not None
         if self.collect:
             state.steps.append(state.pending)
+            state.mates.append(mates)
             state.rewards.append(objective)
             state.env_rewards.append(reward)
             state.group_rewards.append(group_reward)
@@ -207,13 +304,16 @@ class AgentProcessor:
             interrupted=interrupted,
             policy_version=self.policy_version,
             env_rewards=np.asarray(state.env_rewards, np.float32) if self.objective is not None else None,
+            groupmates=self._groupmates(state, agent_id),
         )
         self.trajectories.append(traj)
-        state.steps, state.rewards, state.env_rewards, state.group_rewards = [], [], [], []
+        state.steps, state.rewards, state.env_rewards, state.group_rewards, state.mates = [], [], [], [], []
 
     def end_episodes(self) -> None:
         """Drop every half-built trajectory (after a forced reset); nothing reaches training."""
         self.agents.clear()
+        self.group_status.clear()
+        self.group_obs.clear()
 
     def take(self) -> tuple[list[Trajectory], list[EpisodeStat]]:
         out = (self.trajectories, self.episodes)

@@ -25,6 +25,22 @@ from mlagents_envs.base_env import BehaviorSpec
 # --------------------------------------------------------------------------- experience
 
 
+class Groupmates(NamedTuple):
+    """What an agent's groupmates did at each step of its trajectory (ML-Agents' GroupmateStatus),
+    for a centralised critic (POCA). Slots are padded to the most groupmates seen in the
+    trajectory; ``present[t, m]`` says whether slot m holds a groupmate at step t (padding is 0).
+    A groupmate's entry at step t is the observation it acted on and the action it took, in the
+    same environment step as the agent's own step t."""
+
+    obs: list[np.ndarray]  # one [T, M, *shape] float32 array per observation
+    continuous: np.ndarray  # [T, M, n_cont] raw sampled actions
+    discrete: np.ndarray  # [T, M, n_branches] int32
+    present: np.ndarray  # [T, M] bool
+    next_obs: list[np.ndarray]  # one [M, *shape] array per observation: the groupmates' observations after the last step
+    next_present: np.ndarray  # [M] bool
+    all_done: bool  # every groupmate of the last step had ended its episode too (ML-Agents' all_group_dones_reached)
+
+
 class Trajectory(NamedTuple):
     behavior: str
     agent_id: str  # "<worker>-<agent id>"
@@ -41,6 +57,7 @@ class Trajectory(NamedTuple):
     interrupted: bool  # ... because of a max-step cut, not a terminal state
     policy_version: int
     env_rewards: Optional[np.ndarray] = None  # [T] the environment reward, when an objective changed it
+    groupmates: Optional[Groupmates] = None  # the groupmates' steps, for agents in a group (group_id > 0)
 
     def __len__(self) -> int:  # type: ignore[override]
         return int(self.rewards.shape[0])

@@ -14,7 +14,7 @@ above 0.9 (ML-Agents' criterion). Episodes longer than ``max_episode_steps`` are
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from mlagents_envs.base_env import (
@@ -36,6 +36,7 @@ MIN_STEPS = int(1.0 / STEP_SIZE) + 1
 SUCCESS_REWARD = 1.0 + MIN_STEPS * TIME_PENALTY
 SUCCESS_THRESHOLD = 0.9  # mean of the last 5 episode returns
 IMAGE_SIZE = (20, 20, 3)
+STOP_WINDOW = 20  # solved_at stops a run on the last 20 returns: 5 lucky random episodes in a row must not stop it
 
 
 def last5(returns: list[float]) -> float:
@@ -55,8 +56,16 @@ class GoalReach(BaseEnv):
         max_episode_steps: int = 100,
         seed: int = 0,
         name: str = "GoalReach",
+        solved_at: Optional[float] = None,
     ):
         self.name = name
+        # solved_at: end the run (as a Ctrl-C does: the controller saves and returns) once the
+        # last 20 returns the controller received average above it (stricter than the tests'
+        # last-5 criterion, which random play can meet by luck); single-worker in-process runs
+        self.solved_at = solved_at
+        self.returns: list[float] = []  # handed over to the controller, in order
+        self.seen: list[float] = []  # ended since the runner last handed a batch over
+        self.run_starts = True
         self.n_agents = n_agents
         self.step_size = step_size
         self.dims = continuous + discrete
@@ -74,6 +83,7 @@ class GoalReach(BaseEnv):
         self.pos = np.zeros((n_agents, self.dims), np.float32)
         self.goal = np.ones(n_agents, np.float32)
         self.t = np.zeros(n_agents, np.int32)
+        self.ep_return = np.zeros(n_agents, np.float64)
         self.action: Optional[ActionTuple] = None
         self.result: tuple[DecisionSteps, TerminalSteps] = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
 
@@ -112,7 +122,19 @@ class GoalReach(BaseEnv):
         raise NotImplementedError
 
     def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+        if self.run_starts:
+            self.run_starts = False
+            last = self.returns[-STOP_WINDOW:]
+            if self.solved_at is not None and len(last) == STOP_WINDOW and float(np.mean(last)) > self.solved_at:
+                raise KeyboardInterrupt  # solved: stop as Ctrl-C does, without training on to max_steps
         return self.result
+
+    def take_environment_stats(self) -> dict[str, Any]:
+        """Asked at the end of every EnvRunner.run, whose batch hands ``seen`` over (see tests/solved_envs.py)."""
+        self.returns += self.seen
+        self.seen = []
+        self.run_starts = True
+        return {}
 
     def step(self) -> None:
         action = self.action or self.spec.action_spec.empty_action(self.n_agents)
@@ -128,7 +150,10 @@ class GoalReach(BaseEnv):
         finished = np.all(np.abs(self.pos) >= 1.0, axis=1)
         cut = ~finished & (self.t >= self.max_episode_steps)
         reward = np.where(finished, SUCCESS_REWARD * (self.pos * self.goal[:, None]).mean(axis=1), -TIME_PENALTY).astype(np.float32)
+        self.ep_return += reward
         ended = np.nonzero(finished | cut)[0]
+        self.seen += self.ep_return[ended].tolist()
+        self.ep_return[ended] = 0.0
         terminal = TerminalSteps.empty(self.spec)
         if len(ended):
             terminal = TerminalSteps(
@@ -154,10 +179,27 @@ def goal_reach(
     images: int = 0,
     image_size: Sequence[int] = IMAGE_SIZE,
     n_agents: int = 1,
+    solved_at: Optional[float] = None,
 ) -> GoalReach:
     """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant;
     ``image_size=[36, 36, 3]`` is height, width, channels)."""
     size = tuple(int(n) for n in image_size)
     if len(size) != 3:
         raise ValueError(f"image_size must be [height, width, channels], not {list(image_size)}")
-    return GoalReach(continuous, discrete, step_size, vectors, images, (size[0], size[1], size[2]), n_agents=n_agents, seed=seed or 0)
+    return GoalReach(
+        continuous, discrete, step_size, vectors, images, (size[0], size[1], size[2]), n_agents=n_agents, seed=seed or 0,
+        solved_at=solved_at,
+    )
+
+
+GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards
+
+
+def group_reach(seed: Optional[int] = None, variant: str = "continuous", n_groups: int = 4, num_areas: int = 1) -> BaseEnv:
+    """``env_path: tests.simple_envs:group_reach``: the built-in GroupReach, kept where a test can
+    read each agent's success (``final_rewards``, ML-Agents' criterion) after the run."""
+    from ml_arl.envs.builtin import GroupReach
+
+    env = GroupReach(variant, n_groups=n_groups, seed=seed or 0, num_areas=num_areas)
+    GROUP_REACH_ENVS.append(env)
+    return env

@@ -157,14 +157,15 @@ def train(config: dict[str, Any]) -> tuple[TrainerController, list[float]]:
 
 @pytest.mark.parametrize("actions", [["continuous=1", "discrete=0"], ["continuous=0", "discrete=1"]], ids=["continuous", "discrete"])
 def test_sac_learns_goal_reach(tmp_path: Path, actions: list[str]) -> None:
-    _, returns = train(sac_config(tmp_path, actions))
+    _, returns = train(sac_config(tmp_path, [*actions, "solved_at=0.9"]))  # ends once solved, or at 1000 steps
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("actions", [["continuous=2", "discrete=0"], ["continuous=0", "discrete=2"]], ids=["continuous", "discrete"])
 def test_sac_learns_goal_reach_in_2d(tmp_path: Path, actions: list[str]) -> None:
-    config = sac_config(tmp_path, [*actions, "step_size=0.8"], max_steps=6000, buffer_init_steps=2000)
+    # the run ends once solved (the last 5 returns above 0.8), or at ML-Agents' 6000 steps
+    config = sac_config(tmp_path, [*actions, "step_size=0.8", "solved_at=0.8"], max_steps=6000, buffer_init_steps=2000)
     _, returns = train(config)
     assert last5(returns) > 0.8, returns[-10:]
 
@@ -172,6 +173,6 @@ def test_sac_learns_goal_reach_in_2d(tmp_path: Path, actions: list[str]) -> None
 @pytest.mark.slow
 @pytest.mark.parametrize("actions", [["continuous=1", "discrete=0"], ["continuous=0", "discrete=1"]], ids=["continuous", "discrete"])
 def test_sac_learns_from_images(tmp_path: Path, actions: list[str]) -> None:
-    config = sac_config(tmp_path, [*actions, "vectors=0", "images=1"], batch_size=16, learning_rate=3e-4)
+    config = sac_config(tmp_path, [*actions, "vectors=0", "images=1", "solved_at=0.9"], batch_size=16, learning_rate=3e-4)
     _, returns = train(config)
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]

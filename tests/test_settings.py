@@ -312,12 +312,11 @@ def test_objective_role_and_trainer_type_problems() -> None:
         "A": {"role": "attacker", "objective": {"name": "reward"}},
         "B": {"objective": {"name": "no_such"}},
         "C": {"objective": {"name": "scaled_sum", "params": {"nope": 1}}},
-        "D": {"trainer_type": "poca"},
         "E": {"trainer_type": "no_such_pkg.mod:Trainer"},
         "F": {"role": "spy"},
     }})
     for needle in ("behaviors.A: give either role", "behaviors.B.objective: 'no_such' is neither", "behaviors.C.objective: scaled_sum: bad params",
-                   "behaviors.D.trainer_type: 'poca' is invalid: trainer 'poca' is not supported yet", "behaviors.E.trainer_type: cannot import module", "behaviors.F.role"):
+"behaviors.E.trainer_type: cannot import module", "behaviors.F.role"):
         assert any(needle in p for p in found), (needle, found)
 
 

@@ -31,7 +31,9 @@ TRAINERS = {"ppo": PPO, "sac": SAC}
 
 def run(tmp_path: Path, trainer: dict[str, Any], env_args: list[str], run_id: str, **settings: Any) -> TrainerController:
     config = {
-        "env_settings": {"env_path": "tests.simple_envs:goal_reach", "env_args": env_args, "manager": "inprocess", "seed": 1},
+        # the run ends once solved (the last 20 returns above 0.9) or at max_steps
+        "env_settings": {"env_path": "tests.simple_envs:goal_reach", "env_args": [*env_args, "solved_at=0.9"],
+                         "manager": "inprocess", "seed": 1},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": run_id},
         "default_settings": {**trainer, "summary_freq": 100, "max_steps": 1000, **settings},
         "behaviors": {},

@@ -10,6 +10,10 @@ new episode, in the DecisionSteps of the same step, as Unity agents do.
 
 ``env_settings.num_areas`` multiplies the agents of an environment (``n_agents`` per area).
 
+``GroupReach`` (and ``GroupReachDiscrete``): two-agent groups, each agent a 1-D reach, with a
+group reward when the group's last agent ends; agents that end early leave their group (the
+cooperative task of ``trainer_type: poca``).
+
 ``Trivial`` observes 8 floats and takes 2 continuous actions with fixed-length episodes:
 the benchmark workload, whose step cost is close to nothing.
 """
@@ -215,6 +219,116 @@ class Trivial(_VectorBatchEnv):
         return reward, np.zeros(self.n_agents, dtype=bool)
 
 
+class GroupReach(BaseEnv):
+    """A cooperative group task in the manner of ML-Agents' MultiAgentEnvironment (its POCA test):
+    groups of two agents (group ids 1, 2, ...), each agent a 1-D reach: it starts at 0, observes
+    ``[goal, position]`` with a goal of -1 or +1 of its own, and moves by its action clamped to
+    +-0.2 (discrete: branch of 2, left or right). An agent is done once at -1 or +1; its success
+    is ``SUCCESS * position * goal``. Each step costs 0.01. An agent that ends while its groupmate
+    goes on leaves the group with ``min(-0.01, success)`` (a wrong end is punished at once, a right
+    one is worth only what the group gets later); when the group's last agent ends, the agents
+    ending then get the group reward, the mean success of the whole group. A group is cut
+    (interrupted) after ``max_episode_steps``, then starts again with new agent ids.
+    ``final_rewards`` keeps each agent's success, as ML-Agents' test environment does."""
+
+    STEP = 0.2
+    TIME_PENALTY = 0.01
+    SUCCESS = 1.0 + 6 * TIME_PENALTY  # the best return of a lone reach is about 1.0
+    GROUP_SIZE = 2
+
+    def __init__(self, variant: str = "continuous", n_groups: int = 4, max_episode_steps: int = 20, seed: int = 0, num_areas: int = 1):
+        if variant not in ("continuous", "discrete"):
+            raise ValueError(f"GroupReach variant must be 'continuous' or 'discrete', got {variant!r}")
+        self.behavior_name = "GroupReach" if variant == "continuous" else "GroupReachDiscrete"
+        self.variant = variant
+        self.n_groups = n_groups * num_areas
+        self.max_episode_steps = max_episode_steps
+        self.spec = BehaviorSpec([vector_obs_spec(2)], ActionSpec(1, ()) if variant == "continuous" else ActionSpec(0, (2,)))
+        self.rng = np.random.default_rng(seed)
+        shape = (self.n_groups, self.GROUP_SIZE)
+        self.pos = np.zeros(shape, np.float32)
+        self.goal = np.ones(shape, np.float32)
+        self.success = np.zeros(shape, np.float32)
+        self.active = np.ones(shape, bool)
+        self.ids = np.arange(self.n_groups * self.GROUP_SIZE, dtype=np.int32).reshape(shape)
+        self.next_id = self.ids.size
+        self.t = np.zeros(self.n_groups, np.int32)
+        self.final_rewards: list[float] = []
+        self._actions: Optional[ActionTuple] = None
+        self._result = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
+
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        return BehaviorMapping({self.behavior_name: self.spec})
+
+    def _reset_group(self, g: int) -> None:
+        self.pos[g] = 0.0
+        self.success[g] = 0.0
+        self.goal[g] = self.rng.choice([-1.0, 1.0], self.GROUP_SIZE)
+        self.active[g] = True
+        self.t[g] = 0
+        self.ids[g] = np.arange(self.next_id, self.next_id + self.GROUP_SIZE, dtype=np.int32)
+        self.next_id += self.GROUP_SIZE
+
+    def _steps(self, where: np.ndarray, reward: np.ndarray, group_reward: np.ndarray) -> tuple[list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        g, j = np.nonzero(where)
+        obs = np.stack([self.goal[g, j], self.pos[g, j]], axis=1).astype(np.float32)
+        return [obs], reward[g, j].astype(np.float32), self.ids[g, j].copy(), (g + 1).astype(np.int32), group_reward[g, j].astype(np.float32)
+
+    def reset(self) -> None:
+        for g in range(self.n_groups):
+            self._reset_group(g)
+        zeros = np.zeros_like(self.pos)
+        obs, reward, ids, groups, group_reward = self._steps(self.active, zeros, zeros)
+        self._result = (DecisionSteps(obs, reward, ids, None, groups, group_reward), TerminalSteps.empty(self.spec))
+
+    def step(self) -> None:
+        n_active = int(self.active.sum())
+        actions = self._actions if self._actions is not None else self.spec.action_spec.empty_action(n_active)
+        self._actions = None
+        if self.variant == "continuous":
+            move = np.clip(np.asarray(actions.continuous, np.float32)[:, 0], -self.STEP, self.STEP)
+        else:
+            move = np.where(np.asarray(actions.discrete)[:, 0] > 0, self.STEP, -self.STEP)
+        self.pos[self.active] = np.clip(self.pos[self.active] + move, -1.0, 1.0)  # rows in DecisionSteps order
+        self.t += 1
+        ended = self.active & (np.abs(self.pos) >= 1.0)
+        self.success = np.where(ended, self.SUCCESS * self.pos * self.goal, self.success)
+        still = self.active & ~ended
+        group_over: np.ndarray = np.logical_not(still.any(axis=1))
+        cut = ~group_over & (self.t >= self.max_episode_steps)
+        reward = np.full(self.pos.shape, -self.TIME_PENALTY, np.float32)
+        group_reward = np.zeros(self.pos.shape, np.float32)
+        # leaving early: min(-0.01, success); ending with the group: 0 and the group's mean success
+        leaving, last = ended & ~group_over[:, None], ended & group_over[:, None]
+        reward[leaving] = np.minimum(-self.TIME_PENALTY, self.success)[leaving]
+        reward[last] = 0.0
+        group_reward[last] = np.broadcast_to(self.success.mean(axis=1, keepdims=True), self.pos.shape)[last]
+        self.final_rewards += self.success[ended].tolist()
+        terminal_where = ended | (still & cut[:, None])
+        interrupted = (still & cut[:, None])[terminal_where]
+        obs, t_reward, t_ids, t_groups, t_group_reward = self._steps(terminal_where, reward, group_reward)
+        terminal = TerminalSteps(obs, t_reward, interrupted, t_ids, t_groups, t_group_reward)
+        self.active &= ~ended
+        for g in np.nonzero(group_over | cut)[0]:
+            self._reset_group(int(g))
+            reward[g] = 0.0
+        obs, d_reward, d_ids, d_groups, d_group_reward = self._steps(self.active, reward, np.zeros_like(group_reward))
+        self._result = (DecisionSteps(obs, d_reward, d_ids, None, d_groups, d_group_reward), terminal)
+
+    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+        return self._result
+
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        self._actions = action
+
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
+        raise NotImplementedError("GroupReach takes the actions of all its agents at once")
+
+    def close(self) -> None:
+        pass
+
+
 BUILTIN_ENVS: dict[str, Callable[..., BaseEnv]] = {
     "Reach": lambda seed, **kw: Reach("continuous", seed=seed, **kw),
     "ReachDiscrete": lambda seed, **kw: Reach("discrete", seed=seed, **kw),
@@ -222,4 +336,6 @@ BUILTIN_ENVS: dict[str, Callable[..., BaseEnv]] = {
     "Trivial": lambda seed, **kw: Trivial(seed=seed, **kw),
     "GridDefense": lambda seed, **kw: GridDefense(seed=seed, **kw),
     "Tag": lambda seed, **kw: Tag(seed=seed, **kw),
+    "GroupReach": lambda seed, **kw: GroupReach("continuous", seed=seed, **kw),
+    "GroupReachDiscrete": lambda seed, **kw: GroupReach("discrete", seed=seed, **kw),
 }

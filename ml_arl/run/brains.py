@@ -28,6 +28,7 @@ from ml_arl.run.phases import PhaseSchedule
 from ml_arl.settings import RunOptions, TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.poca import POCATrainer
 from ml_arl.trainers.ppo import PPOTrainer
 from ml_arl.trainers.sac import SACTrainer
 
@@ -35,9 +36,11 @@ logger = logging.getLogger(__name__)
 
 
 def trainer_class(settings: TrainerSettings, brain: str) -> type[Trainer]:
-    """PPO, SAC, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
+    """PPO, SAC, POCA, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
     if settings.trainer_type == "ppo":
         return PPOTrainer
+    if settings.trainer_type == "poca":
+        return POCATrainer
     if settings.trainer_type == "sac":
         return SACTrainer
     where = f"behaviors.{brain}.trainer_type: {settings.trainer_type}"

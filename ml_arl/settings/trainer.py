@@ -82,7 +82,37 @@ class SACSettings(Strict):
         return {**data, "reward_signal_steps_per_update": steps} if ok else data
 
 
-HYPERPARAMETER_MODELS: dict[str, type[Strict]] = {"ppo": PPOSettings, "sac": SACSettings}
+class POCASettings(Strict):
+    """ML-Agents' POCASettings: its keys and defaults (no shared_critic: POCA's critic is its own)."""
+
+    batch_size: Int = Field(1024, gt=0)
+    buffer_size: Int = Field(10240, gt=0)
+    learning_rate: Float = Field(3.0e-4, gt=0)
+    beta: Float = Field(5.0e-3, ge=0)
+    epsilon: Float = Field(0.2, gt=0)
+    lambd: Float = Field(0.95, ge=0, le=1)
+    num_epoch: Int = Field(3, gt=0)
+    learning_rate_schedule: ScheduleType = "linear"
+    beta_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
+    epsilon_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
+
+    @model_validator(mode="before")
+    @classmethod
+    def _inherit_schedules(cls, data: Any) -> Any:
+        # As PPO's (and ML-Agents'): beta and epsilon follow the learning-rate schedule unless given.
+        if not isinstance(data, dict):
+            return data
+        ok, schedule = valid_input(cls, "learning_rate_schedule", data)
+        if not ok:
+            return data
+        return {
+            **data,
+            "beta_schedule": schedule if data.get("beta_schedule") is None else data["beta_schedule"],
+            "epsilon_schedule": schedule if data.get("epsilon_schedule") is None else data["epsilon_schedule"],
+        }
+
+
+HYPERPARAMETER_MODELS: dict[str, type[Strict]] = {"ppo": PPOSettings, "sac": SACSettings, "poca": POCASettings}
 
 
 class MemorySettings(Strict):
@@ -254,12 +284,10 @@ class TrainerSettings(Strict):
     @field_validator("trainer_type")
     @classmethod
     def _trainer_type(cls, value: str) -> str:
-        if value == "poca":
-            raise ValueError("trainer 'poca' is not supported yet; use ppo, sac or a trainer class pkg.module:Class")
         if value not in HYPERPARAMETER_MODELS and not is_import_path(value):
             close = difflib.get_close_matches(value, list(HYPERPARAMETER_MODELS), n=1, cutoff=0.5)
             hint = f"did you mean '{close[0]}'? " if close else ""
-            raise ValueError(f"{hint}expected 'ppo', 'sac' or the import path of a trainer class, pkg.module:Class")
+            raise ValueError(f"{hint}expected 'ppo', 'sac', 'poca' or the import path of a trainer class, pkg.module:Class")
         return value
 
     @field_validator("hyperparameters", mode="before")

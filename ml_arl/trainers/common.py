@@ -41,3 +41,19 @@ def decayed(initial: float, floor: float, step: int, max_steps: int, schedule: s
         return initial
     frac = min(max(step, 0), max_steps) / max_steps
     return (initial - floor) * (1.0 - frac) + floor
+
+
+def lambda_returns(rewards: np.ndarray, values: np.ndarray, value_next: float, gamma: float, lambd: float) -> np.ndarray:
+    """TD(lambda) returns of one trajectory, as ML-Agents' POCA computes them:
+    G_T-1 = r_T-1 + gamma * V(s_T), and G_t = r_t + gamma * ((1 - lambd) * V(s_t+1) + lambd * G_t+1).
+    ``value_next`` is V(s_T): 0 once the agent's whole group ended, else the group's value."""
+    n = rewards.shape[0]
+    out = np.zeros(n, dtype=np.float32)
+    following = float(value_next)  # G_t+1, or V(s_T) after the last step
+    for t in range(n - 1, -1, -1):
+        if t == n - 1:
+            out[t] = rewards[t] + gamma * value_next
+        else:
+            out[t] = rewards[t] + gamma * ((1.0 - lambd) * values[t + 1] + lambd * following)
+        following = float(out[t])
+    return out

@@ -1,0 +1,312 @@
+"""MA-POCA as ML-Agents defines it (Cohen et al. 2021, "On the Use and Misuse of Absorbing
+States in Multi-agent Reinforcement Learning"): agents with the same group id share a
+centralised critic (``trainers/poca_networks.py``) that values the group, and a per-agent
+counterfactual baseline that sees the agent's observation and its groupmates' observations
+and actions. The actor is PPO's (the same muscle and ONNX export).
+
+Per trajectory (``Trajectory.groupmates`` carries what the worker saw of the groupmates):
+- rewards: the extrinsic stream is the agent's reward plus its group reward (ML-Agents'
+  extrinsic signal with groups); other reward signals as in PPO;
+- TD(lambda) returns from the group's values, bootstrapped with the group's value after the
+  last step, which is 0 only when the agent's whole group has ended (an agent that leaves its
+  group early is still credited with what the group goes on to get);
+- advantages: returns minus the agent's baseline, averaged over streams, normalised over the
+  buffer.
+The loss: clipped surrogate + 0.5 * (value loss + 0.5 * baseline loss) - beta * entropy, the
+value and baseline losses clipped to +-epsilon around their estimates before the update.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Optional
+
+import numpy as np
+import torch
+from mlagents_envs.base_env import BehaviorSpec
+
+from ml_arl.checkpoints import CheckpointManager
+from ml_arl.exceptions import ConfigError
+from ml_arl.messages import Groupmates, PolicySnapshot, Trajectory
+from ml_arl.policy.muscle import env_continuous
+from ml_arl.policy.networks import ActorCritic
+from ml_arl.settings import TrainerSettings
+from ml_arl.stats import StatsReporter
+from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.common import lambda_returns
+from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.poca_networks import POCACritic
+from ml_arl.trainers.streams import RewardStreams
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class POCABatch:
+    """Experience as tensors: the buffer's rows or a minibatch of them. Groupmate slots are
+    padded to the most groupmates in the buffer (``present`` marks the filled ones)."""
+
+    obs: list[torch.Tensor]  # one [N, *shape] per observation
+    allowed: Optional[torch.Tensor]  # [N, sum(branches)]
+    continuous: torch.Tensor  # [N, n_cont]
+    discrete: torch.Tensor  # [N, n_branches]
+    log_prob: torch.Tensor  # [N]
+    mates_obs: list[torch.Tensor]  # one [N, M, *shape] per observation
+    mates_continuous: torch.Tensor  # [N, M, n_cont]
+    mates_discrete: torch.Tensor  # [N, M, n_branches]
+    present: torch.Tensor  # [N, M] bool
+    values: torch.Tensor  # [N, streams] the group's value before the update
+    baselines: torch.Tensor  # [N, streams] the agent's baseline before the update
+    returns: torch.Tensor  # [N, streams] TD(lambda) returns
+    advantages: torch.Tensor  # [N] returns - baselines, mean over streams, normalised
+
+    def __len__(self) -> int:
+        return int(self.log_prob.shape[0])
+
+    def select(self, idx: torch.Tensor) -> POCABatch:
+        return POCABatch(
+            obs=[o[idx] for o in self.obs],
+            allowed=None if self.allowed is None else self.allowed[idx],
+            continuous=self.continuous[idx], discrete=self.discrete[idx], log_prob=self.log_prob[idx],
+            mates_obs=[o[idx] for o in self.mates_obs], mates_continuous=self.mates_continuous[idx],
+            mates_discrete=self.mates_discrete[idx], present=self.present[idx],
+            values=self.values[idx], baselines=self.baselines[idx], returns=self.returns[idx], advantages=self.advantages[idx],
+        )
+
+
+def _padded(groupmates: list[Optional[Groupmates]], lengths: list[int], spec: BehaviorSpec) -> tuple[
+    list[np.ndarray], np.ndarray, np.ndarray, np.ndarray, list[np.ndarray], np.ndarray
+]:
+    """Every trajectory's groupmates, padded to the most slots of any: (obs per observation
+    [N, M, ...], continuous, discrete, present [N, M], next obs per observation [n_traj, M, ...],
+    next present [n_traj, M]). A trajectory without a group has no groupmates."""
+    slots = max([g.present.shape[1] for g in groupmates if g is not None] + [0])
+    n, n_traj = sum(lengths), len(lengths)
+    shapes = [tuple(o.shape) for o in spec.observation_specs]
+    obs = [np.zeros((n, slots, *s), np.float32) for s in shapes]
+    nxt = [np.zeros((n_traj, slots, *s), np.float32) for s in shapes]
+    cont = np.zeros((n, slots, spec.action_spec.continuous_size), np.float32)
+    disc = np.zeros((n, slots, len(spec.action_spec.discrete_branches)), np.int64)
+    present = np.zeros((n, slots), bool)
+    next_present = np.zeros((n_traj, slots), bool)
+    start = 0
+    for i, (g, length) in enumerate(zip(groupmates, lengths)):
+        if g is not None:
+            m = g.present.shape[1]
+            rows = slice(start, start + length)
+            for k in range(len(shapes)):
+                obs[k][rows, :m] = g.obs[k]
+                nxt[k][i, :m] = g.next_obs[k]
+            cont[rows, :m], disc[rows, :m], present[rows, :m] = g.continuous, g.discrete, g.present
+            next_present[i, :m] = g.next_present
+        start += length
+    return obs, cont, disc, present, nxt, next_present
+
+
+def group_done(traj: Trajectory) -> bool:
+    """The trajectory ends where its agent's whole group had ended: no value after it
+    (ML-Agents: done_reached and all_group_dones_reached and not interrupted)."""
+    all_done = traj.groupmates.all_done if traj.groupmates is not None else True
+    return traj.done and not traj.interrupted and all_done
+
+
+class POCALoss(NamedTuple):
+    total: torch.Tensor
+    policy: torch.Tensor
+    value: torch.Tensor
+    baseline: torch.Tensor
+
+
+def clipped_value_loss(estimate: torch.Tensor, old: torch.Tensor, returns: torch.Tensor, epsilon: float) -> torch.Tensor:
+    """ML-Agents' trust_region_value_loss: max of the squared errors of the estimate and of the
+    estimate clipped to +-epsilon around ``old``; the mean over rows and streams."""
+    clipped = old + torch.clamp(estimate - old, -epsilon, epsilon)
+    return torch.max((returns - estimate) ** 2, (returns - clipped) ** 2).mean()
+
+
+def poca_loss(
+    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
+    values: torch.Tensor, old_values: torch.Tensor, baselines: torch.Tensor, old_baselines: torch.Tensor,
+    returns: torch.Tensor, entropy: torch.Tensor, epsilon: float, beta: float,
+) -> POCALoss:
+    """``policy + 0.5 * (value + 0.5 * baseline) - beta * mean(entropy)``, as ML-Agents' POCA optimizer."""
+    ratio = torch.exp(log_prob - old_log_prob)
+    surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
+    policy = -surrogate.mean()
+    value = clipped_value_loss(values, old_values, returns, epsilon)
+    baseline = clipped_value_loss(baselines, old_baselines, returns, epsilon)
+    return POCALoss(policy + 0.5 * (value + 0.5 * baseline) - beta * entropy.mean(), policy, value, baseline)
+
+
+class POCATrainer(Trainer):
+    def __init__(
+        self,
+        behavior: str,
+        settings: TrainerSettings,
+        spec: BehaviorSpec,
+        stats: StatsReporter,
+        checkpoints: Optional[CheckpointManager],
+        device: torch.device,
+        training: bool = True,
+        seed: int = 0,
+    ):
+        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
+        self.streams = RewardStreams(behavior, settings, spec, env_continuous)
+        try:
+            self.network = ActorCritic(spec, settings.network_settings, streams=self.streams.names, critic=False).to(device)
+            self.critic = POCACritic(spec, settings.network_settings, self.network.normalizer, self.streams.names).to(device)
+        except ValueError as err:  # the behavior's observations do not fit network_settings
+            raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
+        self.optimizer = Adam(list(self.network.parameters()) + list(self.critic.parameters()), lr=self.hp.learning_rate)
+        self.trajectories: list[Trajectory] = []
+        self.stream_rewards: list[np.ndarray] = []
+        self.size = 0
+        self.group_rewards: dict[str, float] = defaultdict(float)  # per agent, its group rewards this episode
+
+    def policy_snapshot(self) -> PolicySnapshot:
+        return PolicySnapshot(self.policy_version, self.network.muscle_weights())
+
+    def add_experience(self, traj: Trajectory) -> None:
+        if self.network.normalize:
+            vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
+            if vectors is not None:
+                self.network.normalizer.update(vectors)
+        # ML-Agents' extrinsic signal with groups: the agent's reward plus its group reward
+        with_group = Trajectory(**{**traj._asdict(), "rewards": traj.rewards + traj.group_rewards})  # (_replace trips on __len__)
+        self.stream_rewards.append(self.streams.rewards(with_group, self.stats))
+        self.trajectories.append(traj)
+        self.size += len(traj)
+        self._group_episode_stats(traj)
+
+    def _group_episode_stats(self, traj: Trajectory) -> None:
+        """``Environment/Group Cumulative Reward`` when the agent's whole group has ended, as ML-Agents
+        (one value per agent present at the group's end; an agent that left early is not counted)."""
+        self.group_rewards[traj.agent_id] += float(np.sum(traj.group_rewards))
+        if not traj.done:
+            return
+        all_done = traj.groupmates.all_done if traj.groupmates is not None else True
+        total = self.group_rewards.pop(traj.agent_id)
+        if all_done:
+            self.stats.add_stat("Environment/Group Cumulative Reward", total, "histogram")
+
+    def ready_to_update(self) -> bool:
+        return self.size >= self.hp.buffer_size
+
+    def on_new_phase(self) -> None:
+        self.trajectories, self.stream_rewards, self.size = [], [], 0
+
+    # ------------------------------------------------------------------ the update
+    def update(self) -> None:
+        hp = self.hp
+        lr = self.scheduled(hp.learning_rate, 1e-10, hp.learning_rate_schedule)
+        epsilon = self.scheduled(hp.epsilon, 0.1, hp.epsilon_schedule or "linear")
+        beta = self.scheduled(hp.beta, 1e-5, hp.beta_schedule or "linear")
+        self.optimizer.lr = lr
+
+        data = self._batch()
+        n = len(data)
+        batch = min(hp.batch_size, n)
+        losses: list[POCALoss] = []
+        for _ in range(hp.num_epoch):
+            perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
+            for start in range(0, n - batch + 1, batch):
+                mb = data.select(perm[start : start + batch])
+                dist = self.network.distribution(mb.obs, mb.allowed)
+                log_prob, entropy = dist.log_prob(mb.continuous, mb.discrete), dist.entropy()
+                values = self.critic.values(mb.obs, mb.mates_obs, mb.present)
+                baselines = self.critic.baselines(mb.obs, mb.mates_obs, mb.mates_continuous, mb.mates_discrete, mb.present)
+                loss = poca_loss(
+                    log_prob, mb.log_prob, mb.advantages, values, mb.values, baselines, mb.baselines, mb.returns,
+                    entropy, epsilon, beta,
+                )
+                self.optimizer.zero_grad()
+                loss.total.backward()
+                self.optimizer.step()
+                losses.append(POCALoss(*(part.detach() for part in loss)))
+        self.on_new_phase()  # the buffer is spent
+        self.stats.add_stat("Losses/Policy Loss", float(torch.stack([x.policy for x in losses]).mean()))
+        self.stats.add_stat("Losses/Value Loss", float(torch.stack([x.value for x in losses]).mean()))
+        self.stats.add_stat("Losses/Baseline Loss", float(torch.stack([x.baseline for x in losses]).mean()))
+        self.stats.add_stat("Policy/Learning Rate", lr)
+        self.stats.add_stat("Policy/Epsilon", epsilon)
+        self.stats.add_stat("Policy/Beta", beta)
+
+    def _batch(self) -> POCABatch:
+        """The buffer as one batch with the critic's values and baselines, TD(lambda) returns per
+        trajectory and stream, and normalised advantages."""
+        trajs, device = self.trajectories, self.device
+
+        def tensor(array: np.ndarray, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+            return torch.as_tensor(array, dtype=dtype, device=device)
+
+        lengths = [len(t) for t in trajs]
+        n_obs = len(trajs[0].obs)
+        mates_obs, mates_cont, mates_disc, present, next_mates, next_present = _padded([t.groupmates for t in trajs], lengths, self.spec)
+        obs = [tensor(np.concatenate([t.obs[k] for t in trajs])) for k in range(n_obs)]
+        next_obs = [tensor(np.stack([np.asarray(t.next_obs[k]) for t in trajs])) for k in range(n_obs)]
+        data = POCABatch(
+            obs=obs,
+            allowed=tensor(np.concatenate([t.allowed for t in trajs]), torch.bool) if trajs[0].allowed is not None else None,  # type: ignore[misc]
+            continuous=tensor(np.concatenate([t.continuous for t in trajs])),
+            discrete=tensor(np.concatenate([t.discrete for t in trajs]), torch.int64),
+            log_prob=tensor(np.concatenate([t.log_prob for t in trajs])),
+            mates_obs=[tensor(o) for o in mates_obs], mates_continuous=tensor(mates_cont),
+            mates_discrete=tensor(mates_disc, torch.int64), present=tensor(present, torch.bool),
+            values=torch.zeros(0), baselines=torch.zeros(0), returns=torch.zeros(0), advantages=torch.zeros(0),
+        )
+        with torch.no_grad():
+            values = self.critic.values(data.obs, data.mates_obs, data.present).cpu().numpy()
+            baselines = self.critic.baselines(
+                data.obs, data.mates_obs, data.mates_continuous, data.mates_discrete, data.present
+            ).cpu().numpy()
+            next_values = self.critic.values(next_obs, [tensor(o) for o in next_mates], tensor(next_present, torch.bool)).cpu().numpy()
+        streams = self.streams
+        returns = np.empty_like(values)
+        start = 0
+        for i, (traj, rewards) in enumerate(zip(trajs, self.stream_rewards)):
+            end = start + len(traj)
+            done = group_done(traj)
+            for k in range(len(streams.names)):
+                value_next = 0.0 if done and not streams.ignore_done[k] else float(next_values[i, k])
+                returns[start:end, k] = lambda_returns(rewards[:, k], values[start:end, k], value_next, streams.gammas[k], self.hp.lambd)
+            start = end
+        for k, tag in enumerate(streams.tags):
+            self.stats.add_stat(f"Policy/{tag} Value Estimate", float(values[:, k].mean()))
+            self.stats.add_stat(f"Policy/{tag} Baseline Estimate", float(baselines[:, k].mean()))
+        advantages = (returns - baselines).mean(axis=1)
+        if len(advantages) > 1:
+            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-10)
+        data.values, data.baselines = tensor(values), tensor(baselines)
+        data.returns, data.advantages = tensor(returns), tensor(advantages)
+        return data
+
+    # ------------------------------------------------------------------ persistence
+    def state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "Policy": self.network.state_dict(),
+            "Critic": self.critic.state_dict(),
+            "Optimizer": self.optimizer.state_dict(),
+            "global_step": self.step,
+            "policy_version": self.policy_version,
+        }
+        if self.streams.learned:
+            state["RewardSignals"] = self.streams.state()
+        return state
+
+    def export_onnx(self, path: str) -> None:  # type: ignore[override]
+        """The actor as an ONNX model Unity runs (ml_arl.policy.onnx_export)."""
+        from ml_arl.policy.onnx_export import export_onnx
+
+        export_onnx(self.network, path)
+
+    def load_state(self, state: dict[str, Any], resume: bool) -> None:
+        self.network.load_state_dict(state["Policy"])
+        if "Critic" in state:
+            self.critic.load_state_dict(state["Critic"])
+        self.streams.load_state(state.get("RewardSignals"))
+        if resume:
+            self.optimizer.load_state_dict(state["Optimizer"])
+            self.step = int(state["global_step"])
+            self.policy_version = int(state.get("policy_version", 0))

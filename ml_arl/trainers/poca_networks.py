@@ -1,0 +1,140 @@
+"""POCA's centralised critic (ML-Agents' POCAValueNetwork over a MultiAgentNetworkBody).
+
+The critic sees a group as a set of entities. Each entity's observations go through an
+observation encoder (shared by all entities, normalised like the actor's), then through an
+entity embedding: one for an observation alone, one for an observation with the action taken.
+Residual self-attention over the entities (ML-Agents' ResidualSelfAttention: parameter-free
+layer norms, multi-head attention with padded entities masked out, a residual, and the mean
+over the entities present) gives one vector; the number of entities present, scaled to [-1, 1]
+by the most ever seen, is appended, and an MLP and one value head per reward stream follow.
+
+- ``values(obs, mates_obs, present)``: V of the group, every member observed (no actions).
+- ``baselines(obs, mates_obs, mates_actions, present)``: the agent's own observation alone,
+  its groupmates' observations with their actions: the counterfactual baseline of MA-POCA.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from mlagents_envs.base_env import BehaviorSpec
+from torch import nn
+
+from ml_arl.policy.networks import Normalizer, ObservationEncoder
+from ml_arl.settings import NetworkSettings
+
+ATTENTION_HEADS = 4  # ML-Agents' MultiAgentNetworkBody
+MASKED_SCORE = -1e6  # ML-Agents' MultiHeadAttention fills masked keys with this
+MEAN_EPSILON = 1e-7
+
+
+def _small_linear(in_size: int, out_size: int, gain: float, kaiming: bool = False) -> nn.Linear:
+    """ML-Agents' linear_layer with a kernel gain: Normal (or Kaiming He normal) init times ``gain``, zero bias."""
+    lin = nn.Linear(in_size, out_size)
+    with torch.no_grad():
+        if kaiming:
+            nn.init.kaiming_normal_(lin.weight)
+        else:
+            nn.init.normal_(lin.weight)
+        lin.weight.mul_(gain)
+        nn.init.zeros_(lin.bias)
+    return lin
+
+
+def _layer_norm(x: torch.Tensor) -> torch.Tensor:
+    return nn.functional.layer_norm(x, x.shape[-1:], eps=1e-5)
+
+
+class EntityAttention(nn.Module):
+    """Residual self-attention over entities [B, E, H] with a presence mask [B, E] -> [B, H]."""
+
+    def __init__(self, size: int, heads: int):
+        super().__init__()
+        if size % heads:
+            raise ValueError(f"the attention's size ({size}) must be a multiple of its heads ({heads})")
+        self.heads = heads
+        gain = math.sqrt(0.125 / size)
+        self.query, self.key, self.value, self.out = (_small_linear(size, size, gain) for _ in range(4))
+
+    def forward(self, x: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+        b, e, h = x.shape
+        x = _layer_norm(x)
+
+        def split(t: torch.Tensor) -> torch.Tensor:  # [B, E, H] -> [B, heads, E, H / heads]
+            return t.reshape(b, e, self.heads, h // self.heads).transpose(1, 2)
+
+        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
+        scores = q @ k.transpose(2, 3) / math.sqrt(h)  # ML-Agents scales by the embedding size
+        scores = scores.masked_fill(~present[:, None, None, :], MASKED_SCORE)
+        attended = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, e, h)
+        out = _layer_norm(self.out(attended) + x)
+        weights = present.to(out.dtype)[..., None]
+        return (out * weights).sum(1) / (weights.sum(1) + MEAN_EPSILON)
+
+
+class POCACritic(nn.Module):
+    def __init__(self, spec: BehaviorSpec, settings: NetworkSettings, normalizer: Normalizer, streams: Sequence[str]):
+        super().__init__()
+        h = settings.hidden_units
+        self.branches = tuple(int(b) for b in spec.action_spec.discrete_branches)
+        self.n_cont = spec.action_spec.continuous_size
+        self.encoder = ObservationEncoder(spec, settings, normalizer)
+        action_size = self.n_cont + sum(self.branches)
+        gain = math.sqrt(0.125 / h)
+        self.obs_embedding = nn.Sequential(_small_linear(self.encoder.out_size, h, gain), nn.SiLU())
+        self.obs_action_embedding = nn.Sequential(_small_linear(self.encoder.out_size + action_size, h, gain), nn.SiLU())
+        self.attention = EntityAttention(h, ATTENTION_HEADS if h % ATTENTION_HEADS == 0 else 1)
+        layers: list[nn.Module] = []
+        size = h + 1  # the attended group and the scaled number of entities
+        for _ in range(settings.num_layers):
+            layers += [_small_linear(size, h, gain, kaiming=True), nn.SiLU()]
+            size = h
+        self.body = nn.Sequential(*layers)
+        self.value_head = nn.Linear(h, len(streams))
+        nn.init.orthogonal_(self.value_head.weight, gain=1.0)
+        nn.init.zeros_(self.value_head.bias)
+        self.max_entities: torch.Tensor
+        self.register_buffer("max_entities", torch.tensor(1.0))  # the most entities seen (ML-Agents' _current_max_agents)
+
+    def _encode(self, obs: list[torch.Tensor]) -> torch.Tensor:
+        """Observations [B, E, *shape] per observation -> [B, E, encoding]."""
+        b, e = obs[0].shape[:2]
+        flat = [o.reshape(b * e, *o.shape[2:]) for o in obs]
+        return self.encoder(flat).reshape(b, e, -1)
+
+    def _flat_actions(self, continuous: torch.Tensor, discrete: torch.Tensor) -> torch.Tensor:
+        """[B, E, n_cont] and [B, E, branches] -> [B, E, n_cont + sum(branches)]: one-hot discrete actions."""
+        parts = [continuous] if self.n_cont else []
+        for i, size in enumerate(self.branches):
+            parts.append(nn.functional.one_hot(discrete[..., i].long(), size).to(continuous.dtype))
+        return torch.cat(parts, dim=-1)
+
+    def _head(self, entities: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+        group = self.attention(entities, present)
+        count = present.sum(1, keepdim=True).to(group.dtype)
+        most = float(count.max())
+        if self.training and most > float(self.max_entities):
+            self.max_entities.fill_(most)
+        group = torch.cat([group, count * 2.0 / self.max_entities - 1.0], dim=1)
+        return self.value_head(self.body(group))
+
+    def values(self, obs: list[torch.Tensor], mates_obs: list[torch.Tensor], present: torch.Tensor) -> torch.Tensor:
+        """[B, streams]: the group's value. ``obs`` [B, *shape] (the agent), ``mates_obs``
+        [B, M, *shape], ``present`` [B, M] (which groupmate slots are filled)."""
+        everyone = [torch.cat([o[:, None], m], dim=1) for o, m in zip(obs, mates_obs)]
+        entities = self.obs_embedding(self._encode(everyone))
+        mask = torch.cat([torch.ones_like(present[:, :1]), present], dim=1)
+        return self._head(entities, mask)
+
+    def baselines(
+        self, obs: list[torch.Tensor], mates_obs: list[torch.Tensor], mates_continuous: torch.Tensor,
+        mates_discrete: torch.Tensor, present: torch.Tensor,
+    ) -> torch.Tensor:
+        """[B, streams]: the agent's baseline, its groupmates' actions given, its own not."""
+        own = self.obs_embedding(self._encode([o[:, None] for o in obs]))
+        mates = self._encode(mates_obs)
+        mates = self.obs_action_embedding(torch.cat([mates, self._flat_actions(mates_continuous, mates_discrete)], dim=-1))
+        mask = torch.cat([torch.ones_like(present[:, :1]), present], dim=1)
+        return self._head(torch.cat([own, mates], dim=1), mask)
