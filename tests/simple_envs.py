@@ -13,6 +13,7 @@ above 0.9 (ML-Agents' criterion). Episodes longer than ``max_episode_steps`` are
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -176,11 +177,19 @@ def goal_reach(
     step_size: float = STEP_SIZE,
     vectors: int = 1,
     images: int = 0,
+    image_size: Sequence[int] = IMAGE_SIZE,
     n_agents: int = 1,
     solved_at: Optional[float] = None,
 ) -> GoalReach:
-    """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant)."""
-    return GoalReach(continuous, discrete, step_size, vectors, images, n_agents=n_agents, seed=seed or 0, solved_at=solved_at)
+    """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant;
+    ``image_size=[36, 36, 3]`` is height, width, channels)."""
+    size = tuple(int(n) for n in image_size)
+    if len(size) != 3:
+        raise ValueError(f"image_size must be [height, width, channels], not {list(image_size)}")
+    return GoalReach(
+        continuous, discrete, step_size, vectors, images, (size[0], size[1], size[2]), n_agents=n_agents, seed=seed or 0,
+        solved_at=solved_at,
+    )
 
 
 GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards
