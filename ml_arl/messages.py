@@ -99,20 +99,53 @@ class Dense:
 
 @dataclass(frozen=True)
 class Conv:
-    """A valid convolution over channels-last images: w is [kh, kw, in, out]."""
+    """A convolution over channels-last images: w is [kh, kw, in, out]; ``padding`` zeros are
+    added on each side of the height and the width first (0: a valid convolution)."""
 
     w: np.ndarray
     b: np.ndarray
     stride: int
+    padding: int = 0
+
+
+@dataclass(frozen=True)
+class ResidualBlockWeights:
+    """ML-Agents' ResNetBlock: x + conv_b(swish(conv_a(swish(x)))), both 3x3 with padding 1."""
+
+    conv_a: Conv
+    conv_b: Conv
+
+
+@dataclass(frozen=True)
+class ResNetStackWeights:
+    """One stack of ML-Agents' ResNet encoder: ``conv`` (3x3, padding 1), a max-pool
+    (``pool_kernel`` square, ``pool_stride``, no padding), then the residual blocks."""
+
+    conv: Conv
+    pool_kernel: int
+    pool_stride: int
+    blocks: tuple[ResidualBlockWeights, ...]
+
+
+VisualEncoderKind = Literal["simple", "nature_cnn", "resnet", "match3", "fully_connected"]
 
 
 @dataclass(frozen=True)
 class VisualEncoderWeights:
-    """ml_arl.policy.networks.VisualEncoder: convolutions (none for fully_connected), then a
-    dense layer over the flattened (channels, height, width) features; LeakyReLU after each."""
+    """An image encoder of ml_arl.policy.networks (network_settings.vis_encode_type), in the
+    layout of ML-Agents' encoder of the same kind:
 
-    convs: tuple[Conv, ...]
+    - ``simple``, ``nature_cnn``, ``match3``, ``fully_connected``: the ``convs`` (none for
+      fully_connected), each followed by LeakyReLU, then ``dense`` and LeakyReLU;
+    - ``resnet``: the ``stacks``, then Swish, ``dense`` and ReLU.
+
+    ``dense`` reads the last feature map flattened channels-last (height, width, channels):
+    its rows are permuted from torch's (channels, height, width) order."""
+
+    kind: VisualEncoderKind
     dense: Dense
+    convs: tuple[Conv, ...] = ()
+    stacks: tuple[ResNetStackWeights, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-from pathlib import Path
-from typing import Any
 
-import pytest
-import yaml
+# In-process runs act with numpy in the test process, next to torch: a multi-threaded BLAS there
+# competes with torch for the 2 cores (resnet acting went from 9 to 122 ms a step). Worker
+# processes already use one BLAS thread (ml_arl/envs/forkserver.py). Set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

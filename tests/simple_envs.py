@@ -17,6 +17,7 @@ so an agent has to remember it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import numpy as np
@@ -184,14 +185,19 @@ def goal_reach(
     step_size: float = STEP_SIZE,
     vectors: int = 1,
     images: int = 0,
+    image_size: Sequence[int] = IMAGE_SIZE,
     n_agents: int = 1,
     solved_at: Optional[float] = None,
     show_goal_steps: int = 0,
 ) -> GoalReach:
-    """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant)."""
+    """The env factory for ``env_path: tests.simple_envs:goal_reach`` (env_args pick the variant;
+    ``image_size=[36, 36, 3]`` is height, width, channels)."""
+    size = tuple(int(n) for n in image_size)
+    if len(size) != 3:
+        raise ValueError(f"image_size must be [height, width, channels], not {list(image_size)}")
     return GoalReach(
-        continuous, discrete, step_size, vectors, images, n_agents=n_agents, seed=seed or 0, solved_at=solved_at,
-        show_goal_steps=show_goal_steps,
+        continuous, discrete, step_size, vectors, images, (size[0], size[1], size[2]), n_agents=n_agents, seed=seed or 0,
+        solved_at=solved_at, show_goal_steps=show_goal_steps,
     )
 
 

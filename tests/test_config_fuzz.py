@@ -135,8 +135,12 @@ def mutated_texts(draw: st.DrawFn) -> bytes:
     text = yaml.safe_dump(BASE, sort_keys=False)
     for _ in range(draw(st.integers(min_value=1, max_value=5))):
         pos = draw(st.integers(min_value=0, max_value=len(text)))
-        op = draw(st.sampled_from(["insert", "insert", "delete", "repeat"]))
-        if op == "insert":
+        op = draw(st.sampled_from(["insert", "insert", "delete", "repeat", "comment"]))
+        if op == "comment":  # harmless: a comment line at a line start (so accepted files occur too)
+            starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+            at = starts[draw(st.integers(min_value=0, max_value=len(starts) - 1))]
+            text = text[:at] + "# fuzz\n" + text[at:]
+        elif op == "insert":
             text = text[:pos] + draw(st.sampled_from(TOKENS)) + text[pos:]
         elif op == "delete":
             end = min(len(text), pos + draw(st.integers(min_value=1, max_value=40)))

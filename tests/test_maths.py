@@ -196,17 +196,52 @@ def _visual_spec(kind_shapes: list[tuple[int, ...]], action_spec) -> object:  # 
     return BehaviorSpec(specs, action_spec)
 
 
-@pytest.mark.parametrize("encoder", ["simple", "fully_connected"])
+# an image shape per encoder, neither square nor at the minimum, so that a mix-up of height and
+# width or of (C, H, W) and (H, W, C) flattening shows
+VISUAL_SHAPES = {
+    "simple": (24, 21, 3),
+    "nature_cnn": (36, 41, 3),
+    "resnet": (17, 22, 3),
+    "match3": (5, 7, 5),
+    "fully_connected": (6, 4, 2),
+}
+
+
+def _randomised(net: ActorCritic) -> ActorCritic:
+    """Each weight times (1 + 0.3 N(0, 1)), each bias plus 0.05 N(0, 1): no zero biases, and the
+    activations keep the scale of the initialisation."""
+    with torch.no_grad():
+        for p in net.parameters():
+            p.mul_(1.0 + 0.3 * torch.randn_like(p))
+            if p.dim() == 1:
+                p.add_(0.05 * torch.randn_like(p))
+    return net
+
+
+@pytest.mark.parametrize("encoder", list(VISUAL_SHAPES))
 def test_visual_muscle_agrees_with_torch(encoder: str) -> None:
     from mlagents_envs.base_env import ActionSpec
 
-    spec = _visual_spec([(3,), (24, 21, 3), (2,)], ActionSpec(2, (3, 2)))
-    net = ActorCritic(spec, NetworkSettings(normalize=True, hidden_units=16, vis_encode_type=encoder))
+    from ml_arl.policy.muscle import _VisualEncoder
+
+    shape = VISUAL_SHAPES[encoder]
+    torch.manual_seed(0)
+    spec = _visual_spec([(3,), shape, (2,)], ActionSpec(2, (3, 2)))
+    net = _randomised(ActorCritic(spec, NetworkSettings(normalize=True, hidden_units=16, vis_encode_type=encoder)))
     net.normalizer.update(torch.randn(64, 5) * 2 + 1)
     rng = np.random.default_rng(0)
-    obs = [rng.normal(size=(7, 3)).astype(np.float32), rng.random((7, 24, 21, 3), dtype=np.float32),
+    obs = [rng.normal(size=(7, 3)).astype(np.float32), rng.random((7, *shape), dtype=np.float32),
            rng.normal(size=(7, 2)).astype(np.float32)]
-    muscle = Muscle(net.muscle_weights(), seed=1)
+    weights = net.muscle_weights()
+    assert weights.encoders[0].kind == encoder
+    # the encoder alone: numpy (channels-last) == torch (channels-first)
+    with torch.no_grad():
+        want = net.encoder.encoders[0](torch.as_tensor(obs[1]).permute(0, 3, 1, 2)).numpy()
+    got = _VisualEncoder(weights.encoders[0])(obs[1])
+    assert want.std() > 0.01 and (want != 0).mean() > 0.25  # features that vary, not a dead layer
+    np.testing.assert_allclose(got, want, atol=1e-4)
+    # the whole actor
+    muscle = Muscle(weights, seed=1)
     allowed = np.ones((7, 5), bool)
     allowed[:, 1] = False
     info = muscle.act(obs, allowed)
@@ -219,10 +254,41 @@ def test_visual_muscle_agrees_with_torch(encoder: str) -> None:
     assert value.shape == (7, 1)  # one value per reward stream
 
 
-def test_simple_encoder_rejects_small_images() -> None:
+@pytest.mark.parametrize("encoder", ["simple", "nature_cnn", "resnet", "match3"])
+def test_encoders_refuse_images_below_ml_agents_minimum(encoder: str) -> None:
+    """ML-Agents' minimum sizes (MIN_RESOLUTION_FOR_ENCODER): one pixel less in either dimension is
+    a one-line error that names the minimum and the encoders that fit; the minimum itself encodes."""
     from mlagents_envs.base_env import ActionSpec
 
-    spec = _visual_spec([(12, 12, 1)], ActionSpec(1, ()))
-    with pytest.raises(ValueError, match="at least 20x20"):
-        ActorCritic(spec, NetworkSettings(vis_encode_type="simple"))
-    ActorCritic(spec, NetworkSettings(vis_encode_type="fully_connected"))
+    from ml_arl.policy.networks import MIN_RESOLUTION
+
+    need = MIN_RESOLUTION[encoder]
+    assert need == {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5}[encoder]
+    for shape in ((need - 1, need + 4, 3), (need + 4, need - 1, 3)):
+        with pytest.raises(ValueError, match=f"'{encoder}' needs at least {need}x{need}") as err:
+            ActorCritic(_visual_spec([shape], ActionSpec(1, ())), NetworkSettings(vis_encode_type=encoder))
+        assert "\n" not in str(err.value) and "'fully_connected')" in str(err.value)
+    net = ActorCritic(_visual_spec([(need, need, 3)], ActionSpec(1, ())), NetworkSettings(hidden_units=8, vis_encode_type=encoder))
+    image = np.random.default_rng(0).random((2, need, need, 3), dtype=np.float32)
+    assert net.encoder([torch.as_tensor(image)]).shape == (2, 8)
+    assert Muscle(net.muscle_weights()).act([image], None).continuous.shape == (2, 1)
+
+
+@pytest.mark.parametrize("encoder", list(VISUAL_SHAPES))
+def test_sac_critics_and_actor_take_every_encoder(encoder: str) -> None:
+    """SAC builds its V and Q networks from the same ObservationEncoder: each encoder gives them
+    [batch, streams, outputs] and gradients reach the encoder's first layer."""
+    from mlagents_envs.base_env import ActionSpec
+
+    from ml_arl.trainers.sac_networks import Critic
+
+    spec = _visual_spec([VISUAL_SHAPES[encoder], (2,)], ActionSpec(2, (3,)))
+    settings = NetworkSettings(hidden_units=8, vis_encode_type=encoder)
+    actor = ActorCritic(spec, settings, conditional_sigma=True, tanh_squash=True, critic=False)
+    q = Critic(spec, settings, actor.normalizer, streams=2, action_inputs=2, outputs=3)
+    obs = [torch.rand(4, *VISUAL_SHAPES[encoder]), torch.randn(4, 2)]
+    out = q(obs, actor.distribution(obs, None).sample_continuous()[0])
+    assert out.shape == (4, 2, 3)
+    out.sum().backward()
+    first = next(q.encoder.encoders[0].parameters())
+    assert first.grad is not None and float(first.grad.abs().sum()) > 0

@@ -38,6 +38,10 @@ CASES: dict[str, tuple[list[tuple[int, ...]], ActionSpec, dict[str, Any]]] = {
     "visual": ([(4,), (36, 36, 3)], ActionSpec(2, (3,)), {"normalize": True, "vis_encode_type": "simple"}),
     # rank-2 observations are flattened; a small image through the fully connected encoder
     "grid": ([(2, 3), (12, 12, 1)], ActionSpec(2, (2, 2)), {"normalize": True, "vis_encode_type": "fully_connected"}),
+    # the other image encoders, on images that are not square (a height/width mix-up shows)
+    "nature_cnn": ([(36, 41, 3)], ActionSpec(2, (3,)), {"vis_encode_type": "nature_cnn"}),
+    "resnet": ([(3,), (17, 22, 3)], ActionSpec(1, (2, 2)), {"normalize": True, "vis_encode_type": "resnet"}),
+    "match3": ([(5, 7, 5)], ActionSpec(0, (4,)), {"vis_encode_type": "match3"}),
 }
 
 
@@ -52,9 +56,16 @@ def _build(case: str, seed: int = 0) -> ActorCritic:
     torch.manual_seed(seed)
     net = ActorCritic(_spec(shapes, actions), NetworkSettings(hidden_units=32, **settings))
     with torch.no_grad():
-        # random weights everywhere (init leaves zero biases and tiny heads), and a mean that hits the clamp
+        # random weights everywhere (init leaves zero biases and tiny heads), and a mean that hits the clamp;
+        # image encoders keep the scale of their init (added noise would grow through their layers and
+        # saturate every action)
+        encoders = {id(p) for p in net.encoder.encoders.parameters()}
         for p in net.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
+            if id(p) in encoders:
+                p.mul_(1.0 + 0.3 * torch.randn_like(p))
+                p.add_(0.05 * torch.randn_like(p) if p.dim() == 1 else 0.0)
+            else:
+                p.add_(torch.randn_like(p) * 0.3)
         if net.mu is not None:
             net.mu.bias[0] = 4.0
     if net.normalize:
@@ -311,3 +322,37 @@ def test_sac_actor_exports_within_the_contract(case: str, tmp_path: Path) -> Non
     assert inside.sum() >= 2
     raw_std = np.arctanh(samples).std(axis=0)
     np.testing.assert_allclose(raw_std[inside], std[inside], rtol=0.25)  # the state-dependent sigma
+
+
+# the ops of ML-Agents' own exports (PPO, discrete, simple encoder), plus MaxPool and Relu, which its
+# resnet encoder adds, and Flatten for our rank-2 observations; every one is in ONNX opset 9 and in
+# Unity's importer
+ML_AGENTS_OPS = {
+    "Add", "ArgMax", "Clip", "Concat", "Constant", "Conv", "Div", "Exp", "Flatten", "Gemm", "Identity", "LeakyRelu", "Log",
+    "MaxPool", "Mul", "Multinomial", "RandomNormalLike", "Relu", "Reshape", "Sigmoid", "Slice", "Softmax", "Sub",
+}
+
+
+@pytest.mark.parametrize("case", ["visual", "grid", "nature_cnn", "resnet", "match3"])
+def test_image_encoders_export_with_opset_9_ops(case: str) -> None:
+    """Each encoder's graph keeps to ML-Agents' ops: its convolutions carry their padding as an
+    attribute (no Pad node), resnet's max-pools are 3x3 of stride 2 without padding, and its
+    residual sums are plain Adds."""
+    from ml_arl.policy.onnx_export import export_model
+
+    model = export_model(_build(case))
+    ops = [node.op_type for node in model.graph.node]
+    assert set(ops) <= ML_AGENTS_OPS, set(ops) - ML_AGENTS_OPS
+    attrs = [(node.op_type, {a.name: list(a.ints) for a in node.attribute}) for node in model.graph.node]
+    convs = [a for op, a in attrs if op == "Conv"]
+    pools = [a for op, a in attrs if op == "MaxPool"]
+    vis_encode_type = CASES[case][2]["vis_encode_type"]
+    if vis_encode_type == "resnet":
+        assert len(convs) == 3 * (1 + 2 * 2) and all(c["pads"] == [1, 1, 1, 1] for c in convs)
+        assert len(pools) == 3
+        assert all(p["kernel_shape"] == [3, 3] and p["strides"] == [2, 2] and not any(p.get("pads", [])) for p in pools)
+        assert ops.count("Add") >= 3 * 2  # a residual sum per block
+    else:
+        assert not pools
+        assert len(convs) == {"simple": 2, "nature_cnn": 3, "match3": 2, "fully_connected": 0}[vis_encode_type]
+        assert all(not any(c.get("pads", [])) for c in convs)

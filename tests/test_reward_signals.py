@@ -374,8 +374,9 @@ def test_factory_order_names_and_flags() -> None:
     assert built["extrinsic"].update(random_batch(spec, 4)) == {}
     with pytest.raises(ValueError, match="demo_path 'd.demo'"):
         make_reward_providers(RewardSignals.model_validate({"gail": {"demo_path": "d.demo"}}), spec, None)
-    with pytest.raises(ValueError, match="reward_signals.rnd.network_settings.vis_encode_type"):
-        make_reward_providers(RewardSignals.model_validate({"rnd": {"network_settings": {"vis_encode_type": "resnet"}}}), image_spec(), None)
+    with pytest.raises(ValueError, match="reward_signals.rnd.network_settings.vis_encode_type: observation 0 is 20x20 pixels; "
+                       "'nature_cnn' needs at least 36x36"):
+        make_reward_providers(RewardSignals.model_validate({"rnd": {"network_settings": {"vis_encode_type": "nature_cnn"}}}), image_spec(), None)
 
 
 LOSS_TAG = {"curiosity": "Losses/Curiosity Forward Loss", "gail": "Losses/GAIL Loss", "rnd": "Losses/RND Loss"}
@@ -401,10 +402,11 @@ def test_every_signal_learns_with_each_action_kind(kind: str) -> None:
             assert signal.evaluate(batch).max() <= 1 / 0.02  # the cap: 1 once scaled by strength
 
 
-def test_image_observations() -> None:
+@pytest.mark.parametrize("encoder", ["simple", "resnet", "match3", "fully_connected"])  # those that take 20x20 images
+def test_image_observations(encoder: str) -> None:
     torch.manual_seed(7)
     spec = image_spec()
-    built = providers(spec, random_batch(spec, 32, offset=0.5, seed=12), vis_encode_type="simple")
+    built = providers(spec, random_batch(spec, 32, offset=0.5, seed=12), vis_encode_type=encoder)
     batch = random_batch(spec, 16, seed=13)
     for name, signal in built.items():
         if name != "extrinsic":

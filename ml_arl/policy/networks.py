@@ -8,15 +8,17 @@ hand-over.
 
 Observations: every rank-1/2 observation is flattened and concatenated (and normalised when
 ``normalize``); every rank-3 observation is an image, delivered as mlagents-envs 0.28 decodes
-it (height, width, channels), and goes through its own encoder (``vis_encode_type``: ``simple``
-= two convolutions as ML-Agents' simple encoder, or ``fully_connected``). The encoder input is
-channels-first, as in the exported ONNX model; ``encode`` transposes the env's layout.
+it (height, width, channels), and goes through its own encoder (``vis_encode_type``, each in
+the layout of ML-Agents' encoder of that name: ``simple``, ``nature_cnn``, ``resnet``, ``match3``
+or ``fully_connected``; ``MIN_RESOLUTION`` holds the smallest images each takes). The encoder
+input is channels-first, as in the exported ONNX model; ``ObservationEncoder`` transposes the
+env's layout.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Optional
 
 import numpy as np
@@ -24,7 +26,16 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
-from ml_arl.messages import ActorWeights, Conv, Dense, LSTMWeights, VisualEncoderWeights
+from ml_arl.messages import (
+    ActorWeights,
+    Conv,
+    Dense,
+    LSTMWeights,
+    ResidualBlockWeights,
+    ResNetStackWeights,
+    VisualEncoderKind,
+    VisualEncoderWeights,
+)
 from ml_arl.settings import NetworkSettings
 
 MASK_LOGIT = -1e8
@@ -42,60 +53,177 @@ def vector_size(spec: BehaviorSpec) -> int:
     return int(sum(int(np.prod(o.shape)) for o in spec.observation_specs if len(o.shape) != 3))
 
 
-# (kernel, stride, channels) of the "simple" encoder's two convolutions (ML-Agents' layout)
-SIMPLE_CONVS = ((8, 4, 16), (4, 2, 32))
+# The image encoders, in the layouts of ML-Agents' (torch_entities/encoders.py). Convolution
+# stacks: (kernel, stride, output channels) of each convolution, each followed by LeakyReLU, then
+# a dense layer and LeakyReLU. fully_connected is the dense layer alone.
+CONV_LAYOUTS: dict[VisualEncoderKind, tuple[tuple[int, int, int], ...]] = {
+    "simple": ((8, 4, 16), (4, 2, 32)),
+    "nature_cnn": ((8, 4, 32), (4, 2, 64), (3, 1, 64)),  # the Nature DQN stack (Mnih et al. 2015)
+    "match3": ((3, 1, 35), (3, 1, 144)),  # small kernels for boards (King's Candy Crush tester)
+    "fully_connected": (),
+}
+# resnet: per stack, a 3x3 convolution (padding 1) to these channels, a 3x3 max-pool of stride 2
+# and RESNET_BLOCKS residual blocks; then Swish, a dense layer and ReLU
+RESNET_CHANNELS = (16, 32, 32)
+RESNET_BLOCKS = 2
+POOL_KERNEL, POOL_STRIDE = 3, 2
 LEAKY_SLOPE = 0.01
-MIN_SIMPLE_SIZE = 20
+# ML-Agents' MIN_RESOLUTION_FOR_ENCODER: the smallest height and width each encoder takes
+MIN_RESOLUTION: dict[VisualEncoderKind, int] = {"fully_connected": 1, "match3": 5, "simple": 20, "nature_cnn": 36, "resnet": 15}
 
 
-def _conv_out(size: int, kernel: int, stride: int) -> int:
-    return (size - kernel) // stride + 1
+def _conv_out(size: int, kernel: int, stride: int, padding: int = 0) -> int:
+    return (size + 2 * padding - kernel) // stride + 1
+
+
+def _np32(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to("cpu", torch.float32).numpy().copy()
+
+
+def _dense_weights(lin: nn.Linear) -> Dense:
+    return Dense(_np32(lin.weight.T), _np32(lin.bias))
+
+
+def _conv_weights(conv: nn.Conv2d) -> Conv:
+    assert conv.bias is not None
+    # [out, in, kh, kw] -> [kh, kw, in, out]: contracts with channels-last windows in numpy
+    padding = conv.padding
+    assert not isinstance(padding, str)
+    return Conv(_np32(conv.weight.permute(2, 3, 1, 0)), _np32(conv.bias), int(conv.stride[0]), int(padding[0]))
+
+
+def _flat_dense_weights(lin: nn.Linear, channels: int, height: int, width: int) -> Dense:
+    """A dense layer over a (C, H, W) feature map flattened by torch, with its rows reordered to
+    read the map flattened channels-last (H, W, C), as the numpy encoders hold it."""
+    w = lin.weight.detach().reshape(lin.out_features, channels, height, width).permute(2, 3, 1, 0)
+    return Dense(_np32(w.reshape(-1, lin.out_features)), _np32(lin.bias))
+
+
+def _kaiming_leaky(layer: nn.Module) -> None:
+    assert isinstance(layer, (nn.Linear, nn.Conv2d)) and layer.bias is not None
+    nn.init.kaiming_normal_(layer.weight, a=LEAKY_SLOPE, nonlinearity="leaky_relu")
+    nn.init.zeros_(layer.bias)
 
 
 class VisualEncoder(nn.Module):
-    """Image [B, C, H, W] -> [B, out_size]. ``simple``: conv 8x8/4 (16) -> LeakyReLU -> conv 4x4/2 (32)
-    -> LeakyReLU -> dense -> LeakyReLU. ``fully_connected``: dense -> LeakyReLU."""
+    """A convolution stack (``simple``, ``nature_cnn``, ``match3``; no convolution for
+    ``fully_connected``): image [B, C, H, W] -> [B, out_size]; each convolution (``CONV_LAYOUTS``)
+    and the final dense layer are followed by LeakyReLU."""
 
-    def __init__(self, height: int, width: int, channels: int, out_size: int, kind: str):
+    def __init__(self, height: int, width: int, channels: int, out_size: int, kind: VisualEncoderKind):
         super().__init__()
         self.kind = kind
         self.convs = nn.ModuleList()
-        if kind == "simple":
-            c, h, w = channels, height, width
-            for kernel, stride, out_c in SIMPLE_CONVS:
-                conv = nn.Conv2d(c, out_c, kernel, stride)
-                nn.init.kaiming_normal_(conv.weight, a=LEAKY_SLOPE, nonlinearity="leaky_relu")
-                assert conv.bias is not None
-                nn.init.zeros_(conv.bias)
-                self.convs.append(conv)
-                c, h, w = out_c, _conv_out(h, kernel, stride), _conv_out(w, kernel, stride)
-            flat = c * h * w
-        else:
-            flat = channels * height * width
-        self.dense = nn.Linear(flat, out_size)
-        nn.init.kaiming_normal_(self.dense.weight, a=LEAKY_SLOPE, nonlinearity="leaky_relu")
-        nn.init.zeros_(self.dense.bias)
+        c, h, w = channels, height, width
+        for kernel, stride, out_c in CONV_LAYOUTS[kind]:
+            conv = nn.Conv2d(c, out_c, kernel, stride)
+            _kaiming_leaky(conv)
+            self.convs.append(conv)
+            c, h, w = out_c, _conv_out(h, kernel, stride), _conv_out(w, kernel, stride)
+        self.final_shape = (c, h, w)
+        self.dense = nn.Linear(c * h * w, out_size)
+        _kaiming_leaky(self.dense)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         for conv in self.convs:
             x = nn.functional.leaky_relu(conv(x), LEAKY_SLOPE)
-        return nn.functional.leaky_relu(self.dense(x.reshape(x.shape[0], -1)), LEAKY_SLOPE)
+        return nn.functional.leaky_relu(self.dense(x.reshape(-1, self.dense.in_features)), LEAKY_SLOPE)
+
+    def weights(self) -> VisualEncoderWeights:
+        convs = tuple(_conv_weights(conv) for conv in self.convs if isinstance(conv, nn.Conv2d))
+        dense = _flat_dense_weights(self.dense, *self.final_shape)
+        return VisualEncoderWeights(self.kind, dense, convs=convs)
+
+
+class ResidualBlock(nn.Module):
+    """ML-Agents' ResNetBlock: x + conv(swish(conv(swish(x)))), 3x3 convolutions with padding 1."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv_a = nn.Conv2d(channels, channels, 3, 1, padding=1)
+        self.conv_b = nn.Conv2d(channels, channels, 3, 1, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        silu = nn.functional.silu
+        return x + self.conv_b(silu(self.conv_a(silu(x))))
+
+    def weights(self) -> ResidualBlockWeights:
+        return ResidualBlockWeights(_conv_weights(self.conv_a), _conv_weights(self.conv_b))
+
+
+class ResNetStack(nn.Module):
+    """3x3 convolution (padding 1) -> 3x3 max-pool of stride 2 -> residual blocks."""
+
+    def __init__(self, in_channels: int, channels: int, blocks: int):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, channels, 3, 1, padding=1)
+        self.blocks = nn.ModuleList(ResidualBlock(channels) for _ in range(blocks))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = nn.functional.max_pool2d(self.conv(x), POOL_KERNEL, POOL_STRIDE)
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+    def weights(self) -> ResNetStackWeights:
+        blocks = tuple(b.weights() for b in self.blocks if isinstance(b, ResidualBlock))
+        return ResNetStackWeights(_conv_weights(self.conv), POOL_KERNEL, POOL_STRIDE, blocks)
+
+
+class ResNetEncoder(nn.Module):
+    """ML-Agents' ResNet encoder (after IMPALA's, Espeholt et al. 2018): image [B, C, H, W] ->
+    a stack per ``RESNET_CHANNELS`` -> Swish -> dense -> ReLU -> [B, out_size]. The convolutions
+    keep torch's default init, as ML-Agents' do (Kaiming gains would grow the residual sums block
+    after block)."""
+
+    def __init__(self, height: int, width: int, channels: int, out_size: int):
+        super().__init__()
+        self.stacks = nn.ModuleList()
+        c, h, w = channels, height, width
+        for out_c in RESNET_CHANNELS:
+            self.stacks.append(ResNetStack(c, out_c, RESNET_BLOCKS))
+            c, h, w = out_c, _conv_out(h, POOL_KERNEL, POOL_STRIDE), _conv_out(w, POOL_KERNEL, POOL_STRIDE)
+        self.final_shape = (c, h, w)
+        self.dense = nn.Linear(c * h * w, out_size)
+        _kaiming_leaky(self.dense)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for stack in self.stacks:
+            x = stack(x)
+        x = nn.functional.silu(x)
+        return torch.relu(self.dense(x.reshape(-1, self.dense.in_features)))
+
+    def weights(self) -> VisualEncoderWeights:
+        stacks = tuple(s.weights() for s in self.stacks if isinstance(s, ResNetStack))
+        return VisualEncoderWeights("resnet", _flat_dense_weights(self.dense, *self.final_shape), stacks=stacks)
+
+
+def visual_encoder(kind: VisualEncoderKind, height: int, width: int, channels: int, out_size: int) -> nn.Module:
+    """The encoder ``network_settings.vis_encode_type`` names, for images of this size."""
+    if kind == "resnet":
+        return ResNetEncoder(height, width, channels, out_size)
+    return VisualEncoder(height, width, channels, out_size, kind)
+
+
+def encoder_problem(kind: str, index: int, height: int, width: int) -> Optional[str]:
+    """Why image observation ``index`` cannot go through the ``kind`` encoder (None if it can)."""
+    if kind not in MIN_RESOLUTION:
+        return f"'{kind}' is not an image encoder; use one of {', '.join(MIN_RESOLUTION)}"
+    need = MIN_RESOLUTION[kind]
+    if min(height, width) >= need:
+        return None
+    fits = [f"'{k}'" for k, m in sorted(MIN_RESOLUTION.items(), key=lambda km: -km[1]) if m <= min(height, width)]
+    choice = fits[0] if len(fits) == 1 else f"{', '.join(fits[:-1])} or {fits[-1]}"
+    return f"observation {index} is {height}x{width} pixels; '{kind}' needs at least {need}x{need} (for images this small use {choice})"
 
 
 def check_visual_support(spec: BehaviorSpec, settings: NetworkSettings) -> Optional[str]:
     """Why this behavior's images cannot be encoded with ``settings`` (None if they can)."""
     for i in visual_indices(spec):
         h, w, _ = spec.observation_specs[i].shape
-        if settings.vis_encode_type not in ("simple", "fully_connected"):
-            return (
-                f"network_settings.vis_encode_type: '{settings.vis_encode_type}' is not supported yet "
-                "for visual observations; use 'simple' or 'fully_connected'"
-            )
-        if settings.vis_encode_type == "simple" and min(h, w) < MIN_SIMPLE_SIZE:
-            return (
-                f"network_settings.vis_encode_type: observation {i} is {h}x{w} pixels; 'simple' needs at least "
-                f"{MIN_SIMPLE_SIZE}x{MIN_SIMPLE_SIZE} (use 'fully_connected' for smaller images)"
-            )
+        problem = encoder_problem(settings.vis_encode_type, i, int(h), int(w))
+        if problem is not None:
+            return f"network_settings.vis_encode_type: {problem}"
     return None
 
 
@@ -114,7 +242,7 @@ class ObservationEncoder(nn.Module):
         self.normalize = settings.normalize
         self._normalizer = [normalizer]  # shared with the owner; a list keeps it out of this module's state
         self.encoders = nn.ModuleList(
-            VisualEncoder(*_image_shape(spec, i), settings.hidden_units, settings.vis_encode_type) for i in self.visual
+            visual_encoder(settings.vis_encode_type, *_image_shape(spec, i), settings.hidden_units) for i in self.visual
         )
         self.out_size = vector_size(spec) + settings.hidden_units * len(self.visual)
 
@@ -430,43 +558,32 @@ class ActorCritic(nn.Module):
 
     def muscle_weights(self) -> ActorWeights:
         """The actor as numpy arrays (float32), for ml_arl.policy.muscle.Muscle."""
-        def np32(t: torch.Tensor) -> np.ndarray:
-            return t.detach().to("cpu", torch.float32).numpy().copy()
-
-        def dense(lin: nn.Linear) -> Dense:
-            return Dense(np32(lin.weight.T), np32(lin.bias))
-
         encoders = []
         for enc in self.encoder.encoders:
-            assert isinstance(enc, VisualEncoder)
-            convs = []
-            for conv in enc.convs:
-                assert isinstance(conv, nn.Conv2d) and conv.bias is not None
-                # [out, in, kh, kw] -> [kh, kw, in, out]: contracts with HWC windows in numpy
-                convs.append(Conv(np32(conv.weight.permute(2, 3, 1, 0)), np32(conv.bias), int(conv.stride[0])))
-            encoders.append(VisualEncoderWeights(tuple(convs), dense(enc.dense)))
+            assert isinstance(enc, (VisualEncoder, ResNetEncoder))
+            encoders.append(enc.weights())
         linears = [m for m in self.body if isinstance(m, nn.Linear)]
         hidden = linears[-1].out_features
         empty = Dense(np.zeros((hidden, 0), np.float32), np.zeros(0, np.float32))
         return ActorWeights(
-            body=tuple(dense(lin) for lin in linears),
+            body=tuple(_dense_weights(lin) for lin in linears),
             activation=self.activation,  # type: ignore[arg-type]
-            mu=dense(self.mu) if self.mu is not None else empty,
-            log_std=np32(self.log_std),
-            log_sigma=dense(self.log_sigma) if self.log_sigma is not None else None,
+            mu=_dense_weights(self.mu) if self.mu is not None else empty,
+            log_std=_np32(self.log_std),
+            log_sigma=_dense_weights(self.log_sigma) if self.log_sigma is not None else None,
             tanh_squash=self.tanh_squash,
-            logits=dense(self.logits) if self.logits is not None else empty,
+            logits=_dense_weights(self.logits) if self.logits is not None else empty,
             branches=self.branches,
             visual=tuple(self.encoder.visual),
             encoders=tuple(encoders),
-            norm_mean=np32(self.normalizer.mean) if self.normalize else None,
-            norm_std=np32(self.normalizer.std()) if self.normalize else None,
-            lstm=self._lstm_weights(np32),
+            norm_mean=_np32(self.normalizer.mean) if self.normalize else None,
+            norm_std=_np32(self.normalizer.std()) if self.normalize else None,
+            lstm=self._lstm_weights(),
         )
 
-    def _lstm_weights(self, np32: Callable[[torch.Tensor], np.ndarray]) -> Optional[LSTMWeights]:
+    def _lstm_weights(self) -> Optional[LSTMWeights]:
         if self.lstm is None:
             return None
         params = dict(self.lstm.named_parameters())
         bias = params["bias_ih_l0"] + params["bias_hh_l0"]
-        return LSTMWeights(np32(params["weight_ih_l0"].T), np32(params["weight_hh_l0"].T), np32(bias))
+        return LSTMWeights(_np32(params["weight_ih_l0"].T), _np32(params["weight_hh_l0"].T), _np32(bias))

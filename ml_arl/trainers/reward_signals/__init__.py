@@ -11,6 +11,7 @@ from typing import Optional
 
 from mlagents_envs.base_env import BehaviorSpec
 
+from ml_arl.policy.networks import encoder_problem
 from ml_arl.settings import CuriositySettings, GAILSettings, RewardSignals, RNDSettings
 from ml_arl.trainers.reward_signals.base import (
     ExtrinsicProvider,
@@ -33,21 +34,15 @@ __all__ = [
     "make_reward_providers",
 ]
 
-VISUAL_ENCODERS = ("simple", "fully_connected")  # what ObservationEncoder builds
-MIN_SIMPLE_SIZE = 20  # the "simple" encoder's two convolutions need 20x20 pixels
-
 
 def _visual_problem(name: str, spec: BehaviorSpec, kind: str) -> Optional[str]:
+    """Why the signal's encoder cannot take this behavior's images (the actor's check, worded
+    for the signal's own network_settings)."""
     for i, obs in enumerate(spec.observation_specs):
-        if len(obs.shape) != 3:
-            continue
-        if kind not in VISUAL_ENCODERS:
-            return f"reward_signals.{name}.network_settings.vis_encode_type: '{kind}' is not supported yet for visual observations; use 'simple' or 'fully_connected'"
-        if kind == "simple" and min(obs.shape[0], obs.shape[1]) < MIN_SIMPLE_SIZE:
-            return (
-                f"reward_signals.{name}.network_settings.vis_encode_type: observation {i} is {obs.shape[0]}x{obs.shape[1]} "
-                f"pixels; 'simple' needs at least {MIN_SIMPLE_SIZE}x{MIN_SIMPLE_SIZE} (use 'fully_connected')"
-            )
+        if len(obs.shape) == 3:
+            problem = encoder_problem(kind, i, int(obs.shape[0]), int(obs.shape[1]))
+            if problem is not None:
+                return f"reward_signals.{name}.network_settings.vis_encode_type: {problem}"
     return None
 
 
