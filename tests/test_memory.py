@@ -183,14 +183,16 @@ def _piece(rng: np.random.Generator, agent: str, steps: int, done: bool) -> Traj
     )
 
 
-def test_the_critic_memory_carries_over_trajectories_of_an_episode() -> None:
-    section = {"hyperparameters": {"batch_size": 8, "buffer_size": 16}, "network_settings": {"hidden_units": 8, "memory": MEMORY}}
+@pytest.mark.parametrize("shared_critic", [False, True])
+def test_the_critic_memory_carries_over_trajectories_of_an_episode(shared_critic: bool) -> None:
+    section = {"hyperparameters": {"batch_size": 8, "buffer_size": 16, "shared_critic": shared_critic},
+               "network_settings": {"hidden_units": 8, "memory": MEMORY}}
     settings = build_run_options({"behaviors": {"GoalReach": section}}, {}, "test").behaviors["GoalReach"]
     spec = GoalReach().spec
     torch.manual_seed(0)
     trainer = PPOTrainer("GoalReach", settings, spec, StatsReporter("GoalReach", []), None, torch.device("cpu"))
     net = trainer.network
-    assert net.critic_lstm is not None
+    assert net.critic_lstm is not None and (net.critic_lstm is net.lstm) == shared_critic
     rng = np.random.default_rng(0)
     first, second, other = _piece(rng, "0-1", 6, False), _piece(rng, "0-1", 5, True), _piece(rng, "0-2", 7, False)
     for traj in (first, second, other):
@@ -256,9 +258,13 @@ def test_onnx_recurrent_contract_step_by_step(actions: ActionSpec, tmp_path: Pat
 # ---------------------------------------------------------------------------------- learning
 
 
-@pytest.mark.parametrize("actions", ["continuous=1", "discrete=1"])
-def test_recurrent_ppo_remembers_the_goal(tmp_path: Path, actions: str) -> None:
-    """ML-Agents' test_recurrent_ppo: memory_size 16, learning_rate 1e-3, batch 64, buffer 128, 6000 steps."""
+@pytest.mark.parametrize(
+    ("actions", "shared_critic", "memory_size"),
+    [("continuous=1", False, 16), ("discrete=1", False, 16), ("continuous=1", True, 32)],
+)
+def test_recurrent_ppo_remembers_the_goal(tmp_path: Path, actions: str, shared_critic: bool, memory_size: int) -> None:
+    """ML-Agents' test_recurrent_ppo: memory_size 16, learning_rate 1e-3, batch 64, buffer 128, 6000 steps.
+    A shared critic reads the actor's LSTM: 16 (8 hidden units) is too small for both heads here."""
     env_args = [actions, "continuous=0"] if actions.startswith("discrete") else [actions]
     config = {
         "env_settings": {"env_path": "tests.simple_envs:goal_reach", "manager": "inprocess", "seed": 1,
@@ -267,8 +273,9 @@ def test_recurrent_ppo_remembers_the_goal(tmp_path: Path, actions: str) -> None:
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "memory"},
         "default_settings": {
             "trainer_type": "ppo", "summary_freq": 500, "max_steps": 6000,
-            "hyperparameters": {"learning_rate": 1.0e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 128},
-            "network_settings": {"num_layers": 1, "hidden_units": 32, "memory": {"memory_size": 16, "sequence_length": 16}},
+            "hyperparameters": {"learning_rate": 1.0e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 128,
+                                "shared_critic": shared_critic},
+            "network_settings": {"num_layers": 1, "hidden_units": 32, "memory": {"memory_size": memory_size, "sequence_length": 16}},
         },
         "behaviors": {},
     }

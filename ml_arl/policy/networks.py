@@ -431,7 +431,8 @@ class ActorCritic(nn.Module):
     memory_size / 2; a memory is [h, c], memory_size wide, as ML-Agents'). Its inputs are then
     sequences: ``N = S * sequence_length`` rows, row ``s * L + j`` being step j of sequence s,
     with ``memories`` [S, memory_size] the memory before each sequence's first step. The critic has
-    an LSTM of its own after its body, as ML-Agents' (its memories are kept by the trainer)."""
+    an LSTM of its own after its body (the actor's with ``shared_critic``), as ML-Agents'; its
+    memories are kept by the trainer."""
 
     def __init__(
         self,
@@ -472,7 +473,7 @@ class ActorCritic(nn.Module):
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
         self.log_sigma = _head(head_in, self.n_cont, gain=0.01) if self.n_cont and conditional_sigma else None
         self.logits = _head(head_in, sum(self.branches), gain=0.01) if self.branches else None
-        self.critic_lstm = _lstm(h, self.memory_size) if self.memory_size and critic and not shared_critic else None
+        self.critic_lstm = self.lstm if shared_critic else _lstm(h, self.memory_size) if self.memory_size and critic else None
         self.value_head = _head(head_in, len(self.streams), gain=1.0) if critic else None
 
     def actor_parameters(self) -> list[nn.Parameter]:

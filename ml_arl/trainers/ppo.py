@@ -3,13 +3,15 @@ linear schedules for learning rate / epsilon / beta, advantages normalised over 
 optional observation normalisation. One Adam optimizer over actor and critic.
 
 With network_settings.memory (an LSTM actor) the update runs over sequences, as ML-Agents': each
-trajectory is cut into sequences of ``sequence_length`` steps, its last one padded; every
+trajectory is cut into sequences of ``sequence_length`` steps, its last one padded at its end
+(ML-Agents pads the first one at its front, which starts it from the padding's memory); every
 sequence starts from the memory the worker acted with at its first step (stored in the
 trajectory; no burn-in, as ML-Agents' PPO); minibatches are whole sequences
 (batch_size // sequence_length of them) and padding is masked out of every loss term. The critic
-has its own LSTM; as ML-Agents, the trainer keeps each agent's critic memory from one trajectory
-to the next (dropped when its episode ends) and records, when a trajectory arrives, the critic
-memory before each of its sequences and after its last step.
+has an LSTM too (its own, or the actor's with shared_critic); as ML-Agents, the trainer keeps
+each agent's critic memory from one trajectory to the next (dropped when its episode ends) and
+records, when a trajectory arrives, the critic memory before each of its sequences and after its
+last step.
 
 The trainer is the *brain*: it consumes trajectories from its AgentManagerQueue, updates the
 network when ``buffer_size`` experiences are collected, and announces each new policy version
@@ -206,9 +208,9 @@ class PPOTrainer(Trainer):
             raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
         memory = settings.network_settings.memory
         self.sequence_length = memory.sequence_length if memory is not None else 1
-        if memory is not None and (self.hp.shared_critic or settings.behavioral_cloning is not None):
+        if memory is not None and settings.behavioral_cloning is not None:
             name = behavior.split("?", 1)[0]
-            raise ConfigError([f"behaviors.{name}.network_settings.memory: not supported yet with shared_critic or behavioral_cloning"])
+            raise ConfigError([f"behaviors.{name}.network_settings.memory: not supported yet with behavioral_cloning"])
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self.buffer = PPOBuffer()
         self.critic_memory: dict[str, torch.Tensor] = {}  # agent id -> the critic's memory after its last trajectory
