@@ -15,15 +15,17 @@ import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
+from ml_arl.demo.reader import Demonstrations
 from ml_arl.envs.env_runner import EnvRunner
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicyMessage, Trajectory
 from ml_arl.policy.muscle import Muscle
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
-from ml_arl.settings import NetworkSettings, build_run_options
+from ml_arl.settings import BehavioralCloningSettings, NetworkSettings, build_run_options
 from ml_arl.stats import StatsReporter
 from ml_arl.trainer_controller import TrainerController
+from ml_arl.trainers.behavioral_cloning import BehavioralCloning
 from ml_arl.trainers.ppo import PPOTrainer, masked_mean, ppo_loss, sequence_rows
 
 from .simple_envs import SUCCESS_THRESHOLD, GoalReach, last5
@@ -210,6 +212,38 @@ def test_the_critic_memory_carries_over_trajectories_of_an_episode(shared_critic
     np.testing.assert_allclose(data.critic_memories[[0, 4, 6, 10, 11, 15]].numpy(), np.concatenate([starts1, starts2, starts3]))
     trainer.update()  # sequences of 4 over pieces of 6, 5 and 7 steps: padded and masked
     assert all(torch.isfinite(p).all() for p in net.parameters())
+
+
+def test_behavioral_cloning_learns_through_the_memory() -> None:
+    """Demonstrated episodes of 4 steps that show the goal only at their first step and act it at
+    every step: sequences of 4 from zero memories can imitate the last 3 steps only by remembering."""
+    spec = GoalReach().spec
+    rng = np.random.default_rng(0)
+    episodes, length = 64, 4
+    goal = rng.choice([-1.0, 1.0], episodes).astype(np.float32)
+    obs = np.zeros((episodes, length, 1), np.float32)
+    obs[:, 0, 0] = goal
+    steps = episodes * length
+    ends = np.tile(np.arange(length) == length - 1, episodes)
+    demo = Demonstrations(
+        spec, [obs.reshape(steps, 1)], [obs.reshape(steps, 1)], np.repeat(goal, length)[:, None], np.zeros((steps, 0), np.int32),
+        np.zeros(steps, np.float32), ends, np.zeros(steps, bool), episodes, steps, 0.0, (),
+    )
+    torch.manual_seed(0)
+    net = ActorCritic(spec, NetworkSettings(hidden_units=16, num_layers=1, memory={"memory_size": 16, "sequence_length": length}))
+    settings = BehavioralCloningSettings(demo_path="unused.demo", strength=1.0)
+    bc = BehavioralCloning(settings, net, demo, 1e-2, 64, 3, torch.device("cpu"), np.random.default_rng(1), length)
+
+    def later_steps_right() -> float:
+        with torch.no_grad():
+            dist = net.distribution([torch.as_tensor(obs.reshape(steps, 1))], None, torch.zeros(episodes, 16))
+        assert dist.mu is not None
+        return float(np.mean(np.sign(dist.mu.numpy().reshape(episodes, length)[:, 1:]) == goal[:, None]))
+
+    assert later_steps_right() < 0.75
+    for step in range(6):
+        bc.update(step)
+    assert later_steps_right() > 0.95
 
 
 # ---------------------------------------------------------------------------------- ONNX

@@ -7,6 +7,10 @@ demonstrations (or over ``samples_per_update`` of them) in minibatches of ``batc
 The loss, per minibatch: the mean squared error between the actor's sampled continuous actions
 and the demonstrated ones, plus, for discrete branches, the cross-entropy of the demonstrated
 action under the actor's (masked) distribution, averaged over branches.
+
+With an LSTM actor (network_settings.memory), as ML-Agents' BC module: the demonstrations are
+cut into consecutive sequences of ``sequence_length`` steps (episode ends are not respected, as
+ML-Agents'), each run from a zero memory; a minibatch is batch_size // sequence_length of them.
 """
 
 from __future__ import annotations
@@ -25,9 +29,13 @@ from ml_arl.trainers.optim import Adam
 LR_FLOOR = 1e-10
 
 
-def bc_loss(network: ActorCritic, obs: list[torch.Tensor], continuous: torch.Tensor, discrete: torch.Tensor) -> torch.Tensor:
-    """ML-Agents' behavioral cloning loss of one minibatch of demonstrations."""
-    dist = network.distribution(obs, None)
+def bc_loss(
+    network: ActorCritic, obs: list[torch.Tensor], continuous: torch.Tensor, discrete: torch.Tensor,
+    memories: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """ML-Agents' behavioral cloning loss of one minibatch of demonstrations (with an LSTM: sequences
+    from ``memories``, as ``ActorCritic.distribution``)."""
+    dist = network.distribution(obs, None, memories)
     loss = torch.zeros((), device=continuous.device)
     if network.n_cont:
         sampled, _ = dist.sample_continuous()
@@ -51,8 +59,10 @@ class BehavioralCloning:
         default_num_epoch: int,
         device: torch.device,
         rng: np.random.Generator,
+        sequence_length: int = 1,
     ):
         self.settings = settings
+        self.sequence_length = sequence_length if network.lstm is not None else 1
         self.network = network
         self.device = device
         self.rng = rng
@@ -76,16 +86,26 @@ class BehavioralCloning:
         if lr <= LR_FLOOR or self.size == 0:
             return {"Losses/Pretraining Loss": 0.0}
         self.optimizer.lr = lr
-        batch = min(self.batch_size, self.size)
-        batches = self.size // batch
+        # the unit of a minibatch: a step, or with an LSTM a sequence of them
+        length = self.sequence_length
+        units = self.size // length
+        if units == 0:
+            return {"Losses/Pretraining Loss": 0.0}
+        batch = max(min(self.batch_size, self.size) // length, 1)
+        batches = units // batch
         if self.settings.samples_per_update > 0:
-            batches = max(1, min(batches, self.settings.samples_per_update // batch))
+            batches = max(1, min(batches, self.settings.samples_per_update // (batch * length)))
+        offsets = torch.arange(length, device=self.device)
         losses: list[torch.Tensor] = []
         for _ in range(self.num_epoch):
-            order = torch.as_tensor(self.rng.permutation(self.size), device=self.device)
+            order = torch.as_tensor(self.rng.permutation(units), device=self.device)
             for i in range(batches):
-                idx = order[i * batch : (i + 1) * batch]
-                loss = bc_loss(self.network, [o[idx] for o in self.obs], self.continuous[idx], self.discrete[idx])
+                picks = order[i * batch : (i + 1) * batch]
+                idx = (picks[:, None] * length + offsets).reshape(-1) if length > 1 else picks
+                memories = None
+                if self.network.lstm is not None:
+                    memories = torch.zeros(len(picks), self.network.memory_size, device=self.device)
+                loss = bc_loss(self.network, [o[idx] for o in self.obs], self.continuous[idx], self.discrete[idx], memories)
                 self.optimizer.zero_grad()
                 loss.backward()
                 self.optimizer.step()
@@ -109,6 +129,7 @@ def make_behavioral_cloning(
     default_num_epoch: int,
     device: torch.device,
     rng: np.random.Generator,
+    sequence_length: int = 1,
 ) -> Optional[BehavioralCloning]:
     """The BC module of a behavior with ``behavioral_cloning`` (None without)."""
     if settings is None:
@@ -117,4 +138,6 @@ def make_behavioral_cloning(
 
     where = f"behaviors.{behavior.split('?', 1)[0]}.behavioral_cloning.demo_path"
     demo = load_demonstrations(settings.demo_path, where)
-    return BehavioralCloning(settings, network, demo, policy_learning_rate, default_batch_size, default_num_epoch, device, rng)
+    return BehavioralCloning(
+        settings, network, demo, policy_learning_rate, default_batch_size, default_num_epoch, device, rng, sequence_length
+    )

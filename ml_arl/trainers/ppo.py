@@ -208,15 +208,12 @@ class PPOTrainer(Trainer):
             raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
         memory = settings.network_settings.memory
         self.sequence_length = memory.sequence_length if memory is not None else 1
-        if memory is not None and settings.behavioral_cloning is not None:
-            name = behavior.split("?", 1)[0]
-            raise ConfigError([f"behaviors.{name}.network_settings.memory: not supported yet with behavioral_cloning"])
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
         self.buffer = PPOBuffer()
         self.critic_memory: dict[str, torch.Tensor] = {}  # agent id -> the critic's memory after its last trajectory
         self.bc = make_behavioral_cloning(
             behavior, settings.behavioral_cloning, self.network, self.hp.learning_rate, self.hp.batch_size,
-            self.hp.num_epoch, device, self.rng,
+            self.hp.num_epoch, device, self.rng, self.sequence_length,
         )
 
     def policy_snapshot(self) -> PolicySnapshot:
