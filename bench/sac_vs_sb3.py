@@ -18,6 +18,7 @@ Prints per-seed times and steps, medians and the ratio of the medians ours/SB3 (
 goal: <= 0.5). It is a measurement, not a test: the exit code does not depend on the ratio.
 
     python bench/sac_vs_sb3.py [--seeds 0 1 2] [--config config/sac/Pendulum.yaml] [--keep] [--only ours|sb3]
+                               [--max-seconds S]
 
 SB3 is a bench-only extra: ``pip install -e ".[bench]"``.
 """
@@ -99,7 +100,7 @@ class EpisodeFiles:
                     self.episodes.append((float(fields[0]), float(fields[1]), int(fields[2])))
 
 
-def run_ours(seed: int, config: str, keep: bool) -> Result:
+def run_ours(seed: int, config: str, keep: bool, max_seconds: Optional[float] = None) -> Result:
     work = tempfile.mkdtemp(prefix=f"pendulum-bench-s{seed}-")
     log_dir = os.path.join(work, "episodes")
     os.makedirs(log_dir)
@@ -121,7 +122,7 @@ def run_ours(seed: int, config: str, keep: bool) -> Result:
             while proc.poll() is None:
                 time.sleep(POLL_S)
                 files.update()
-                if first_solved(files.episodes) is not None:
+                if first_solved(files.episodes) is not None or (max_seconds is not None and time.time() - t0 > max_seconds):
                     proc.send_signal(signal.SIGINT)
                     break
             rc = proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
@@ -230,6 +231,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="seeds, run one after another (default: 0 1 2)")
     p.add_argument("--config", default=CONFIG, help=f"arl-learn config (default: {CONFIG})")
     p.add_argument("--only", choices=("ours", "sb3"), help="run one side only (no ratio)")
+    p.add_argument("--max-seconds", type=float, help="ml_arl only: interrupt a run after this long (for tuning)")
     p.add_argument("--keep", action="store_true", help="keep the arl-learn results folders (run_logs/timers.json)")
     p.add_argument("--sb3-child", type=int, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
@@ -263,7 +265,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     sb3_inproc: list[Optional[float]] = []
     for seed in args.seeds:
         if args.only != "sb3":
-            ours.append(run_ours(seed, args.config, args.keep))
+            ours.append(run_ours(seed, args.config, args.keep, args.max_seconds))
             print(f"  seed {seed}: ml_arl {_seconds(ours[-1].seconds, ' s')} ({ours[-1].steps} steps)", flush=True)
         if args.only != "ours":
             result, inproc = run_sb3(seed)
