@@ -14,12 +14,16 @@ from typing import Any
 import numpy as np
 import pytest
 import torch
+from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 from torch import nn
 
+from ml_arl.envs.builtin import vector_obs_spec
 from ml_arl.messages import Trajectory
 from ml_arl.settings import build_run_options
+from ml_arl.stats import StatsReporter
 from ml_arl.trainer_controller import TrainerController
-from ml_arl.trainers.replay_buffer import ReplayBuffer
+from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.replay_buffer import ReplayBatch, ReplayBuffer
 from ml_arl.trainers.sac import REPLAY_BUFFER_FILE, SACTrainer, condense_q, sac_losses
 from ml_arl.trainers.sac_networks import soft_update
 
@@ -169,6 +173,115 @@ def test_replay_buffer_damaged_files_leave_it_empty(tmp_path: Path, caplog: pyte
         copy.load(str(path))  # never raises
         assert len(copy) == 0, name
         assert f"{path}: replay buffer not restored" in caplog.text, (name, caplog.text)
+# ------------------------------------------------------------------ the gradient step
+
+
+def _trainer(n_cont: int, branches: tuple[int, ...], normalize: bool = True) -> SACTrainer:
+    """A small SAC trainer with 300 random experiences; the same weights for the same torch seed."""
+    options = build_run_options({"behaviors": {"B": {
+        "trainer_type": "sac", "hyperparameters": {"batch_size": 32, "learning_rate": 3e-3, "tau": 0.05},
+        "network_settings": {"hidden_units": 16, "num_layers": 2, "normalize": normalize},
+    }}}, {}, "test")
+    spec = BehaviorSpec([vector_obs_spec(3)], ActionSpec(n_cont, branches))
+    torch.manual_seed(0)
+    trainer = SACTrainer("B", options.behaviors["B"], spec, StatsReporter("B", []), None, torch.device("cpu"), seed=3)
+    rng = np.random.default_rng(0)
+    n = 300
+    discrete = np.stack([rng.integers(0, b, n) for b in branches], 1).astype(np.int32) if branches else np.zeros((n, 0), np.int32)
+    trainer.add_experience(Trajectory(
+        "B", "0-0", [rng.standard_normal((n, 3)).astype(np.float32)], [np.zeros(3, np.float32)],
+        np.tanh(rng.standard_normal((n, n_cont))).astype(np.float32), discrete, None, np.zeros(n, np.float32),
+        rng.standard_normal(n).astype(np.float32), np.zeros(n, np.float32), 0, True, False, 0,
+    ))
+    return trainer
+
+
+def _three_pass_step(t: SACTrainer, batch: ReplayBatch) -> None:
+    """The gradient step as ML-Agents takes it: each Q network scores the actor's sample and the
+    stored action in one pass, then the policy, value and entropy losses each get their own
+    backward pass and optimizer step (the reference for SACTrainer's single backward pass)."""
+    rewards = batch.rewards[:, None] * torch.as_tensor(t.streams.strengths)
+    dist = t.network.distribution(batch.obs, batch.allowed)
+    cont_sample = cont_log_probs = None
+    if t.n_cont:
+        cont_sample, cont_log_probs = dist.sample_continuous()
+    disc_log_probs = torch.cat(dist.branch_log_probs(), dim=1) if t.branches else None
+    n = len(batch)
+    both_obs = [torch.cat([o, o]) for o in batch.obs]
+    both_actions = torch.cat([cont_sample if cont_sample is not None else batch.continuous, batch.continuous])
+    q1_policy, q1 = t.q1(both_obs, both_actions).split(n)
+    q2_policy, q2 = t.q2(both_obs, both_actions).split(n)
+    if t.branches:
+        q1, q2 = condense_q(q1, batch.discrete, t.branches), condense_q(q2, batch.discrete, t.branches)
+    else:
+        q1, q2 = q1[..., 0], q2[..., 0]
+    values = t.value_net(batch.obs)[..., 0]
+    with torch.no_grad():
+        target_values = t.target_net(batch.next_obs)[..., 0]
+    loss = sac_losses(
+        q1, q2, target_values, rewards, batch.dones, t.gammas, t.use_dones, values, q1_policy, q2_policy,
+        cont_log_probs, disc_log_probs, t.branches, t.log_alpha_cont, t.log_alpha_disc, t.target_entropy_cont,
+        t.target_entropy_disc if t.branches else None,
+    )
+    t.policy_optimizer.zero_grad()
+    loss.policy.backward(retain_graph=True)
+    t.policy_optimizer.step()
+    t.value_optimizer.zero_grad()
+    (loss.q1 + loss.q2 + loss.value).backward()
+    t.value_optimizer.step()
+    t.entropy_optimizer.zero_grad()
+    loss.entropy.backward()
+    t.entropy_optimizer.step()
+    for src, tgt in zip(t.value_net.parameters(), t.target_net.parameters()):
+        with torch.no_grad():
+            tgt.mul_(1.0 - t.hp.tau).add_(src, alpha=t.hp.tau)
+
+
+def _weights(t: SACTrainer) -> dict[str, torch.Tensor]:
+    nets = {"pi": t.network, "v": t.value_net, "target": t.target_net, "q1": t.q1, "q2": t.q2}
+    weights = {f"{k}.{name}": v.clone() for k, net in nets.items() for name, v in net.state_dict().items()}
+    for name in ("log_alpha_cont", "log_alpha_disc"):
+        alpha = getattr(t, name)
+        if alpha is not None:
+            weights[name] = alpha.detach().clone()
+    return weights
+
+
+@pytest.mark.parametrize("actions", [(1, ()), (0, (3,)), (2, (2, 3))], ids=["continuous", "discrete", "hybrid"])
+def test_gradient_step_equals_three_backward_passes(actions: tuple[int, tuple[int, ...]]) -> None:
+    """One backward pass for all losses gives every parameter the gradient of its own loss only:
+    after 20 steps the weights match ML-Agents' three passes exactly."""
+    fast, reference = _trainer(*actions), _trainer(*actions)
+    for k in range(20):
+        batch = fast.replay.sample(32, np.random.default_rng(k))
+        torch.manual_seed(k)  # the same reparameterised sample
+        fast._gradient_step(batch)
+        torch.manual_seed(k)
+        _three_pass_step(reference, batch)
+    got, want = _weights(fast), _weights(reference)
+    assert got.keys() == want.keys()
+    for name, value in want.items():
+        assert torch.allclose(got[name], value, rtol=0, atol=1e-6), name
+    assert all(p.requires_grad for p in fast.q1.parameters())  # unfrozen after the actor's term
+
+
+def test_adam_step_all_equals_stepping_each() -> None:
+    torch.manual_seed(0)
+    params = [torch.randn(4, 3, requires_grad=True) for _ in range(3)]
+    copies = [p.detach().clone().requires_grad_(True) for p in params]
+    grouped = [Adam(params[:2], lr=0.1), Adam(params[2:], lr=0.1)]
+    separate = [Adam(copies[:2], lr=0.1), Adam(copies[2:], lr=0.1)]
+    for _ in range(3):
+        for ps in (params, copies):
+            for p in ps:
+                p.grad = None
+            sum((p**2).sum() for p in ps).backward()  # type: ignore[union-attr]
+        Adam.step_all(grouped)
+        for opt in separate:
+            opt.step()
+    for p, q in zip(params, copies):
+        assert torch.equal(p, q)
+    assert grouped[0].state_dict()["state"][0]["step"] == 3
 
 
 # ------------------------------------------------------------------ learning

@@ -370,7 +370,9 @@ class ActionDistribution:
         self.std = std
         self.branch_logits = branch_logits
         self.tanh_squash = tanh_squash
-        self.normal = torch.distributions.Normal(mu, std) if mu is not None and std is not None else None
+        # no argument validation: its checks (finite mean, positive std, real samples) are several
+        # tensor ops per call, a noticeable part of a small network's training step
+        self.normal = torch.distributions.Normal(mu, std, validate_args=False) if mu is not None and std is not None else None
         self._branch_log_probs: Optional[list[torch.Tensor]] = None
 
     def branch_log_probs(self) -> list[torch.Tensor]:

@@ -60,16 +60,48 @@ class Adam:
         for p in self.params:
             p.grad = None
 
-    @torch.no_grad()
-    def step(self) -> None:
+    def _stepped(self) -> tuple[list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor], list[torch.Tensor]]:
+        """(params, grads, exp_avgs, exp_avg_sqs, steps) of the parameters that have a gradient."""
         indices = [i for i, p in enumerate(self.params) if p.grad is not None]
-        if not indices:
-            return
         params = [self.params[i] for i in indices]
         grads = [p.grad for p in params]
         exp_avgs = [self.exp_avgs[i] for i in indices]
         exp_avg_sqs = [self.exp_avg_sqs[i] for i in indices]
         steps = [self.state_steps[i] for i in indices]
+        return params, grads, exp_avgs, exp_avg_sqs, steps  # type: ignore[return-value]
+
+    @staticmethod
+    @torch.no_grad()
+    def step_all(optimizers: Sequence[Adam]) -> None:
+        """``step()`` of each optimizer, with one fused kernel call for those that share their
+        settings (the update is per parameter: the result is the same as stepping each)."""
+        first = optimizers[0]
+        same = all(
+            o.fused and (o.lr, o.betas, o.eps) == (first.lr, first.betas, first.eps) for o in optimizers
+        )
+        if not same:
+            for o in optimizers:
+                o.step()
+            return
+        lists: tuple[list[torch.Tensor], ...] = ([], [], [], [], [])
+        for o in optimizers:
+            for into, part in zip(lists, o._stepped()):
+                into.extend(part)
+        params, grads, exp_avgs, exp_avg_sqs, steps = lists
+        if not params:
+            return
+        torch._foreach_add_(steps, 1)
+        torch._fused_adam_(
+            params, grads, exp_avgs, exp_avg_sqs, [], steps,  # type: ignore[arg-type]
+            lr=first.lr, beta1=first.betas[0], beta2=first.betas[1], weight_decay=0.0, eps=first.eps,
+            amsgrad=False, maximize=False,
+        )
+
+    @torch.no_grad()
+    def step(self) -> None:
+        params, grads, exp_avgs, exp_avg_sqs, steps = self._stepped()
+        if not params:
+            return
         beta1, beta2 = self.betas
         torch._foreach_add_(steps, 1)
         if self.fused:

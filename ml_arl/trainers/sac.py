@@ -37,7 +37,7 @@ from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.replay_buffer import ReplayBatch, ReplayBuffer
 from ml_arl.trainers.reward_signals import SignalBatch
-from ml_arl.trainers.sac_networks import Critic, soft_update
+from ml_arl.trainers.sac_networks import Critic, frozen, soft_update
 from ml_arl.trainers.streams import RewardStreams
 
 logger = logging.getLogger(__name__)
@@ -115,33 +115,38 @@ def sac_losses(
     value_loss = (0.5 * ((values - v_backup) ** 2).mean(0)).mean()
 
     # the actor: maximise Q (the first Q network, averaged over streams) plus entropy
+    # (the sums below start from the first term present rather than from zeros: the same numbers, fewer tensor ops)
     mean_q1 = q1_policy.mean(1)  # [B, A]
-    policy_terms = torch.zeros(q1_policy.shape[0], device=q1_policy.device)
+    policy_terms: Optional[torch.Tensor] = None
     if disc_log_probs is not None:
         assert alpha_disc is not None
         probs = disc_log_probs.exp()
         per_branch = _branch_sums(disc_log_probs * probs, branches) * alpha_disc[None, :] - _branch_sums(mean_q1 * probs, branches)
-        policy_terms = policy_terms + per_branch.sum(-1)
+        policy_terms = per_branch.sum(-1)
         expected_q1 = (probs * mean_q1).sum(-1)
     else:
         expected_q1 = mean_q1[:, 0]
     if cont_log_probs is not None:
         assert alpha_cont is not None
-        policy_terms = policy_terms + (alpha_cont * cont_log_probs - expected_q1[:, None]).mean(-1)
+        cont_terms = (alpha_cont * cont_log_probs - expected_q1[:, None]).mean(-1)
+        policy_terms = cont_terms if policy_terms is None else policy_terms + cont_terms
+    assert policy_terms is not None, "SAC needs continuous actions or discrete branches"
     policy_loss = policy_terms.mean()
 
     # the entropy coefficients (as logs), towards the target entropies
-    entropy_loss = torch.zeros((), device=q1.device)
+    entropy_loss: Optional[torch.Tensor] = None
     if disc_log_probs is not None:
         assert log_alpha_disc is not None and target_entropy_disc is not None
         with torch.no_grad():
             diff = _branch_sums(disc_log_probs * disc_log_probs.exp(), branches) + target_entropy_disc[None, :]
-        entropy_loss = entropy_loss - (log_alpha_disc[None, :] * diff).mean(-1).mean()
+        entropy_loss = -(log_alpha_disc[None, :] * diff).mean(-1).mean()
     if cont_log_probs is not None:
         assert log_alpha_cont is not None
         with torch.no_grad():
             diff_c = cont_log_probs.sum(-1) + target_entropy_cont
-        entropy_loss = entropy_loss - (log_alpha_cont * diff_c).mean()
+        cont_entropy_loss = (log_alpha_cont * diff_c).mean()
+        entropy_loss = -cont_entropy_loss if entropy_loss is None else entropy_loss - cont_entropy_loss
+    assert entropy_loss is not None
     return SACLoss(q1_loss, q2_loss, value_loss, policy_loss, entropy_loss)
 
 
@@ -202,6 +207,17 @@ class SACTrainer(Trainer):
         )
         alphas = [a for a in (self.log_alpha_cont, self.log_alpha_disc) if a is not None]
         self.entropy_optimizer = Adam(alphas, lr=lr)
+        self._optimizers = (self.policy_optimizer, self.value_optimizer, self.entropy_optimizer)
+        self._q1_params = list(self.q1.parameters())
+        self._value_params = list(self.value_net.parameters())
+        self._target_params = list(self.target_net.parameters())
+        self._stat_names = ["Losses/Policy Loss", "Losses/Value Loss", "Losses/Q1 Loss", "Losses/Q2 Loss"]
+        if self.log_alpha_cont is not None:
+            self._stat_names.append("Policy/Continuous Entropy Coeff")
+        if self.log_alpha_disc is not None:
+            self._stat_names.append("Policy/Discrete Entropy Coeff")
+        self._strengths_of: Optional[np.ndarray] = None
+        self._strengths_tensor = torch.zeros(0)
         obs_shapes = [tuple(int(d) for d in o.shape) for o in spec.observation_specs]
         self.replay = ReplayBuffer(self.hp.buffer_size, obs_shapes, self.n_cont, self.branches, device)
         self.update_steps = 1  # gradient steps taken + 1, as ML-Agents counts them
@@ -244,19 +260,18 @@ class SACTrainer(Trainer):
         lr = self.scheduled(hp.learning_rate, 1e-10, hp.learning_rate_schedule)
         for optimizer in (self.policy_optimizer, self.value_optimizer, self.entropy_optimizer):
             optimizer.lr = lr
-        totals: dict[str, list[torch.Tensor]] = defaultdict(list)
+        steps: list[torch.Tensor] = []  # each step's stats, turned into numbers once per burst
         while self._updates_due():
-            batch = self.replay.sample(hp.batch_size, self.rng)
-            for name, value in self._gradient_step(batch).items():
-                totals[name].append(value)
+            steps.append(self._gradient_step(self.replay.sample(hp.batch_size, self.rng)))
             self.update_steps += 1
         signal_stats: dict[str, list[float]] = defaultdict(list)
         while self.streams.learned and (self.step - hp.buffer_init_steps) / self.signal_update_steps > (hp.reward_signal_steps_per_update or hp.steps_per_update):
             for tag, number in self.streams.update(self._signal_batch(self.replay.sample(hp.batch_size, self.rng))).items():
                 signal_stats[tag].append(number)
             self.signal_update_steps += 1
-        for name, values in totals.items():
-            self.stats.add_stat(name, float(torch.stack(values).mean()))
+        if steps:
+            for name, value in zip(self._stat_names, torch.stack(steps).mean(0).tolist()):
+                self.stats.add_stat(name, value)
         for tag, numbers in signal_stats.items():
             self.stats.add_stat(tag, float(np.mean(numbers)))
         if self.bc is not None:
@@ -268,24 +283,34 @@ class SACTrainer(Trainer):
     def _signal_batch(batch: ReplayBatch) -> SignalBatch:
         return SignalBatch(batch.obs, batch.next_obs, batch.continuous, batch.discrete, batch.dones, batch.rewards)
 
-    def _gradient_step(self, batch: ReplayBatch) -> dict[str, torch.Tensor]:
-        rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * torch.as_tensor(self.streams.strengths, device=self.device)
+    def _gradient_step(self, batch: ReplayBatch) -> torch.Tensor:
+        """One gradient step of the actor, the critics and the entropy coefficients; returns the
+        step's stats (STAT_NAMES, as one detached tensor).
+
+        Every loss is taken at the same parameters, as ML-Agents' three backward passes and
+        optimizer steps do; here one backward pass serves all of them, each parameter getting the
+        gradient of its own loss only: the actor the policy loss (through Q1's value of its own
+        action, with Q1's parameters held fixed), Q1/Q2/V their losses, the entropy coefficients
+        theirs. Q2 scores the actor's action without a graph: it only enters the value target."""
+        rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * self._strengths()
         dist = self.network.distribution(batch.obs, batch.allowed)
         cont_sample = cont_log_probs = None
         if self.n_cont:
             cont_sample, cont_log_probs = dist.sample_continuous()
         disc_log_probs = torch.cat(dist.branch_log_probs(), dim=1) if self.branches else None
-        # each Q network scores the actor's fresh sample and the stored action in one pass of 2B rows
-        n = len(batch)
-        both_obs = [torch.cat([o, o]) for o in batch.obs]
-        policy_actions = cont_sample if cont_sample is not None else batch.continuous
-        both_actions = torch.cat([policy_actions, batch.continuous])
-        q1_policy, q1 = self.q1(both_obs, both_actions).split(n)
-        q2_policy, q2 = self.q2(both_obs, both_actions).split(n)
+        q1_full = self.q1(batch.obs, batch.continuous)
+        q2_full = self.q2(batch.obs, batch.continuous)
+        if cont_sample is not None:
+            with frozen(self._q1_params):  # the policy's gradient reaches the action, not Q1
+                q1_policy = self.q1(batch.obs, cont_sample)
+            with torch.no_grad():
+                q2_policy = self.q2(batch.obs, cont_sample)
+        else:  # without continuous actions, Q does not depend on the actor's sample
+            q1_policy, q2_policy = q1_full.detach(), q2_full.detach()
         if self.branches:
-            q1, q2 = condense_q(q1, batch.discrete, self.branches), condense_q(q2, batch.discrete, self.branches)
+            q1, q2 = condense_q(q1_full, batch.discrete, self.branches), condense_q(q2_full, batch.discrete, self.branches)
         else:
-            q1, q2 = q1[..., 0], q2[..., 0]
+            q1, q2 = q1_full[..., 0], q2_full[..., 0]
         values = self.value_net(batch.obs)[..., 0]
         with torch.no_grad():
             target_values = self.target_net(batch.next_obs)[..., 0]
@@ -295,27 +320,22 @@ class SACTrainer(Trainer):
             self.log_alpha_cont, self.log_alpha_disc, self.target_entropy_cont,
             self.target_entropy_disc if self.branches else None,
         )
-        self.policy_optimizer.zero_grad()
-        loss.policy.backward(retain_graph=True)  # the Q passes are shared with the value losses
-        self.policy_optimizer.step()
-        self.value_optimizer.zero_grad()
-        (loss.q1 + loss.q2 + loss.value).backward()
-        self.value_optimizer.step()
-        self.entropy_optimizer.zero_grad()
-        loss.entropy.backward()
-        self.entropy_optimizer.step()
-        soft_update(self.value_net, self.target_net, self.hp.tau)
-        out = {
-            "Losses/Policy Loss": loss.policy.detach(),
-            "Losses/Value Loss": loss.value.detach(),
-            "Losses/Q1 Loss": loss.q1.detach(),
-            "Losses/Q2 Loss": loss.q2.detach(),
-        }
-        if self.log_alpha_cont is not None:
-            out["Policy/Continuous Entropy Coeff"] = self.log_alpha_cont.detach().exp().mean()
-        if self.log_alpha_disc is not None:
-            out["Policy/Discrete Entropy Coeff"] = self.log_alpha_disc.detach().exp().mean()
-        return out
+        for optimizer in self._optimizers:
+            optimizer.zero_grad()
+        torch.autograd.backward([loss.policy, loss.q1, loss.q2, loss.value, loss.entropy])
+        Adam.step_all(self._optimizers)
+        soft_update(self._value_params, self._target_params, self.hp.tau)
+        with torch.no_grad():
+            stats = [loss.policy, loss.value, loss.q1, loss.q2]
+            stats += [alpha.exp().mean() for alpha in (self.log_alpha_cont, self.log_alpha_disc) if alpha is not None]
+            return torch.stack(stats)
+
+    def _strengths(self) -> torch.Tensor:
+        """The reward signals' strengths as a tensor (made again if the streams changed)."""
+        if self._strengths_of is not self.streams.strengths:
+            self._strengths_of = self.streams.strengths
+            self._strengths_tensor = torch.as_tensor(self.streams.strengths, device=self.device)
+        return self._strengths_tensor
 
     # ------------------------------------------------------------------ persistence
     def state(self) -> dict[str, Any]:

@@ -6,12 +6,19 @@ They share the actor's observation normalizer (updated by the trainer)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
+from torch.nn import functional as F
 
 from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, _mlp
 from ml_arl.settings import NetworkSettings
+
+# networks.ACTIVATIONS as functions
+ACTIVATION_FUNCTIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {"swish": F.silu, "tanh": torch.tanh}
 
 
 class Critic(nn.Module):
@@ -33,17 +40,40 @@ class Critic(nn.Module):
         self.encoder = ObservationEncoder(spec, settings, normalizer)
         self.body = _mlp(self.encoder.out_size + action_inputs, settings.hidden_units, settings.num_layers, settings.activation)
         self.head = _head(settings.hidden_units, streams * outputs, gain=1.0)
+        # the body's layers called as functions: a gradient step evaluates a critic seven times,
+        # and nn.Module's call machinery would cost more than these small layers
+        linears = [m for m in self.body if isinstance(m, nn.Linear)]
+        self._layers = [(lin, ACTIVATION_FUNCTIONS[settings.activation]) for lin in linears]
 
     def forward(self, obs: list[torch.Tensor], actions: torch.Tensor | None = None) -> torch.Tensor:
-        x = self.encoder(obs)
+        x = self.encoder.forward(obs)  # (no hooks on these modules: skips nn.Module's call machinery)
         if self.action_inputs:
             assert actions is not None
             x = torch.cat([x, actions], dim=1)
-        return self.head(self.body(x)).reshape(-1, self.streams, self.outputs)
+        for lin, activation in self._layers:
+            x = activation(F.linear(x, lin.weight, lin.bias))
+        head = self.head
+        return F.linear(x, head.weight, head.bias).reshape(-1, self.streams, self.outputs)
 
 
-def soft_update(source: nn.Module, target: nn.Module, tau: float) -> None:
-    """target <- tau * source + (1 - tau) * target, parameter by parameter (ML-Agents' soft_update)."""
+def soft_update(source: nn.Module | Sequence[torch.Tensor], target: nn.Module | Sequence[torch.Tensor], tau: float) -> None:
+    """target <- tau * source + (1 - tau) * target, parameter by parameter (ML-Agents' soft_update).
+    Takes modules or their parameter lists (a trainer keeps the lists: no module walk per step)."""
+    src: list[torch.Tensor] = list(source.parameters()) if isinstance(source, nn.Module) else list(source)
+    tgt: list[torch.Tensor] = list(target.parameters()) if isinstance(target, nn.Module) else list(target)
     with torch.no_grad():
-        for src, tgt in zip(source.parameters(), target.parameters()):
-            tgt.mul_(1.0 - tau).add_(src, alpha=tau)
+        torch._foreach_mul_(tgt, 1.0 - tau)
+        torch._foreach_add_(tgt, src, alpha=tau)
+
+
+@contextmanager
+def frozen(params: Sequence[torch.Tensor]) -> Iterator[None]:
+    """What runs inside records no gradient path to ``params`` (gradients still reach the
+    inputs): a network scored as a fixed function, without a copy of its weights."""
+    for p in params:
+        p.requires_grad_(False)
+    try:
+        yield
+    finally:
+        for p in params:
+            p.requires_grad_(True)
