@@ -73,6 +73,28 @@ def build(tmp_path: Path) -> Path:
     return make_build(tmp_path / "builds")
 
 
+@pytest.fixture
+def editor_port() -> Any:
+    """Port 5004, the Unity Editor's, is one per machine: a test that needs it holds this lock (a
+    file in the temp folder), so test runs side by side (pytest-xdist, other checkouts) take turns."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "ml_arl-tests-editor-port-5004.lock", "w") as lock:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "another test run held port 5004 for 10 minutes"
+                time.sleep(0.2)
+        try:
+            yield 5004
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
 @pytest.mark.slow
 def test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats(tmp_path: Path, build: Path) -> None:
     cfg = config(
@@ -136,7 +158,7 @@ def test_two_behaviors_with_masks_and_images(tmp_path: Path, build: Path) -> Non
 
 
 @pytest.mark.slow
-def test_editor_mode_trains_with_a_player_started_by_hand(tmp_path: Path) -> None:
+def test_editor_mode_trains_with_a_player_started_by_hand(tmp_path: Path, editor_port: int) -> None:
     from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
 
     assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
@@ -239,7 +261,7 @@ def test_hung_build_times_out_naming_the_worker(tmp_path: Path, build: Path) -> 
     assert "UnityTimeOutException" in log and "Traceback (most recent call last)" in log, log
 
 
-def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path) -> None:
+def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path, editor_port: int) -> None:
     """Editor mode (no --env) and nothing presses Play: one line naming the port and the wait,
     saying how to fix it; no restart, no traceback, nothing written."""
     from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
