@@ -23,11 +23,13 @@ lint: $(STAMP)
 	$(BIN)/ruff check ml_arl tests bench
 	$(BIN)/mypy ml_arl
 
+# The tests in two processes (pytest-xdist): one alone keeps about one core busy (torch gets half the
+# cores; many tests wait on subprocesses or timeouts). tests/conftest.py keeps some in one process.
 test: lint
-	$(BIN)/python -m pytest -q tests
+	$(BIN)/python -m pytest -q -n 2 tests
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow" tests
+	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py

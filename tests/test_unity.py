@@ -6,10 +6,12 @@ protocol version), loopback-only listening and the exported ONNX models."""
 from __future__ import annotations
 
 import glob
+import os
 import re
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -69,6 +71,28 @@ def one_line_error(proc: subprocess.CompletedProcess[str], rc: int = 2) -> str:
 @pytest.fixture
 def build(tmp_path: Path) -> Path:
     return make_build(tmp_path / "builds")
+
+
+@pytest.fixture
+def editor_port() -> Any:
+    """Port 5004, the Unity Editor's, is one per machine: a test that needs it holds this lock (a
+    file in the temp folder), so test runs side by side (pytest-xdist, other checkouts) take turns."""
+    import fcntl
+    import tempfile
+
+    with open(Path(tempfile.gettempdir()) / "ml_arl-tests-editor-port-5004.lock", "w") as lock:
+        deadline = time.monotonic() + 600
+        while True:
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                assert time.monotonic() < deadline, "another test run held port 5004 for 10 minutes"
+                time.sleep(0.2)
+        try:
+            yield 5004
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.mark.slow
@@ -134,7 +158,7 @@ def test_two_behaviors_with_masks_and_images(tmp_path: Path, build: Path) -> Non
 
 
 @pytest.mark.slow
-def test_editor_mode_trains_with_a_player_started_by_hand(tmp_path: Path) -> None:
+def test_editor_mode_trains_with_a_player_started_by_hand(tmp_path: Path, editor_port: int) -> None:
     from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
 
     assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
@@ -237,16 +261,38 @@ def test_hung_build_times_out_naming_the_worker(tmp_path: Path, build: Path) -> 
     assert "UnityTimeOutException" in log and "Traceback (most recent call last)" in log, log
 
 
-def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path) -> None:
+def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path, editor_port: int) -> None:
     """Editor mode (no --env) and nothing presses Play: one line naming the port and the wait,
     saying how to fix it; no restart, no traceback, nothing written."""
     from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
 
     assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
-    started = time.monotonic()
-    proc = arl_learn([str(config(tmp_path)), "--run-id", "ed", "--timeout-wait", "2"], cwd=tmp_path, timeout=60)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 2, out
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "ml_arl.cli", str(config(tmp_path)), "--run-id", "ed", "--timeout-wait", "2"],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1"),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    watchdog = threading.Timer(60, trainer.kill)
+    watchdog.start()
+    # the wait is timed from "Listening on port 5004" to the error line, without the start-up
+    # (imports) and the shutdown, which a loaded machine stretches
+    seen: dict[str, float] = {}
+    lines = []
+    try:
+        assert trainer.stdout is not None
+        for line in trainer.stdout:
+            lines.append(line)
+            for key in ("Listening on port 5004", "[ERROR]"):
+                if key in line:
+                    seen.setdefault(key, time.monotonic())
+        returncode = trainer.wait()
+    finally:
+        watchdog.cancel()
+        if trainer.poll() is None:
+            trainer.kill()
+            trainer.wait()
+    out = "".join(lines)
+    assert returncode == 2, out
     assert_no_traceback(out)
     errors = [line for line in out.splitlines() if "[ERROR]" in line or "[WARNING]" in line]
     assert len(errors) == 1, out
@@ -254,7 +300,9 @@ def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path) -
     assert "press Play in the Unity Editor" in errors[0] and "--env" in errors[0], out
     assert "Restarting" not in out, out
     assert not (tmp_path / "results").exists()
-    assert time.monotonic() - started < 30, out
+    assert seen.keys() == {"Listening on port 5004", "[ERROR]"}, out
+    waited = seen["[ERROR]"] - seen["Listening on port 5004"]
+    assert waited < 30, (waited, out)
 
 
 def test_missing_and_non_executable_builds_are_one_line_errors(tmp_path: Path) -> None:
