@@ -22,7 +22,7 @@ from ml_arl.objectives import ObjectiveError, build_objective
 from ml_arl.settings.errors import validate
 from ml_arl.settings.parameters import check_environment_parameters, curricula_criteria, is_curriculum
 from ml_arl.settings.run import PhaseSettings, RunOptions, phase_settings
-from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, PPOSettings, SACSettings, TrainerSettings
+from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, PPOSettings, TrainerSettings
 from ml_arl.settings.values import deep_merge, short
 
 logger = logging.getLogger("ml_arl.settings")
@@ -246,7 +246,7 @@ def _trainer_section_problems(settings: TrainerSettings, where: str, num_envs: i
     """Checks across a trainer section's keys: batch vs buffer, network size, objective, trainer class."""
     problems = []
     hp = settings.hyperparameters
-    if isinstance(hp, (PPOSettings, SACSettings)) and hp.batch_size > hp.buffer_size:
+    if type(hp) in HYPERPARAMETER_MODELS.values() and hp.batch_size > hp.buffer_size:
         problems.append(
             f"{where}.hyperparameters.batch_size: {hp.batch_size} is larger than buffer_size "
             f"({hp.buffer_size}); make batch_size <= buffer_size"

@@ -26,7 +26,9 @@ logger = logging.getLogger(__name__)
 ScheduleType = Literal["linear", "constant"]
 
 
-class PPOSettings(Strict):
+class _ClippedPolicySettings(Strict):
+    """The keys PPO and POCA share, with ML-Agents' defaults."""
+
     batch_size: Int = Field(1024, gt=0)
     buffer_size: Int = Field(10240, gt=0)
     learning_rate: Float = Field(3.0e-4, gt=0)
@@ -34,13 +36,9 @@ class PPOSettings(Strict):
     epsilon: Float = Field(0.2, gt=0)
     lambd: Float = Field(0.95, ge=0, le=1)
     num_epoch: Int = Field(3, gt=0)
-    shared_critic: bool = False
     learning_rate_schedule: ScheduleType = "linear"
     beta_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
     epsilon_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
-    # ml_arl extensions; the defaults are ML-Agents' behaviour.
-    clip_value_loss: bool = True  # ML-Agents clips the value change per update to +-epsilon
-    max_grad_norm: Optional[Float] = Field(None, gt=0)  # clip the gradient norm (SB3 uses 0.5)
 
     @model_validator(mode="before")
     @classmethod
@@ -56,6 +54,13 @@ class PPOSettings(Strict):
             "beta_schedule": schedule if data.get("beta_schedule") is None else data["beta_schedule"],
             "epsilon_schedule": schedule if data.get("epsilon_schedule") is None else data["epsilon_schedule"],
         }
+
+
+class PPOSettings(_ClippedPolicySettings):
+    shared_critic: bool = False
+    # ml_arl extensions; the defaults are ML-Agents' behaviour.
+    clip_value_loss: bool = True  # ML-Agents clips the value change per update to +-epsilon
+    max_grad_norm: Optional[Float] = Field(None, gt=0)  # clip the gradient norm (SB3 uses 0.5)
 
 
 class SACSettings(Strict):
@@ -82,34 +87,8 @@ class SACSettings(Strict):
         return {**data, "reward_signal_steps_per_update": steps} if ok else data
 
 
-class POCASettings(Strict):
+class POCASettings(_ClippedPolicySettings):
     """ML-Agents' POCASettings: its keys and defaults (no shared_critic: POCA's critic is its own)."""
-
-    batch_size: Int = Field(1024, gt=0)
-    buffer_size: Int = Field(10240, gt=0)
-    learning_rate: Float = Field(3.0e-4, gt=0)
-    beta: Float = Field(5.0e-3, ge=0)
-    epsilon: Float = Field(0.2, gt=0)
-    lambd: Float = Field(0.95, ge=0, le=1)
-    num_epoch: Int = Field(3, gt=0)
-    learning_rate_schedule: ScheduleType = "linear"
-    beta_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
-    epsilon_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
-
-    @model_validator(mode="before")
-    @classmethod
-    def _inherit_schedules(cls, data: Any) -> Any:
-        # As PPO's (and ML-Agents'): beta and epsilon follow the learning-rate schedule unless given.
-        if not isinstance(data, dict):
-            return data
-        ok, schedule = valid_input(cls, "learning_rate_schedule", data)
-        if not ok:
-            return data
-        return {
-            **data,
-            "beta_schedule": schedule if data.get("beta_schedule") is None else data["beta_schedule"],
-            "epsilon_schedule": schedule if data.get("epsilon_schedule") is None else data["epsilon_schedule"],
-        }
 
 
 HYPERPARAMETER_MODELS: dict[str, type[Strict]] = {"ppo": PPOSettings, "sac": SACSettings, "poca": POCASettings}
