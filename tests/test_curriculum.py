@@ -11,6 +11,7 @@ import json
 import logging
 import os
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -486,8 +487,15 @@ def test_parameters_without_a_reset_reach_each_worker_with_its_next_step(tmp_pat
         for _ in range(3):
             manager.step()
         manager.set_environment_parameters({"bonus": 2.0}, reset=False)
-        for _ in range(3):
+        # A worker slowed by a busy machine may answer none of a few steps: step until every
+        # worker has taken the parameters and stepped past them (within a deadline).
+        deadline = time.monotonic() + 60.0
+        while time.monotonic() < deadline:
             manager.step()
+            if all(log.exists() and events(log)[-1][0] == "params" and events(log)[-1][2] == {"bonus": 2.0}
+                   for log in logs):
+                manager.step()
+                break
     finally:
         manager.close()
     for log in logs:
