@@ -5,7 +5,8 @@ ml_arl and Stable-Baselines3 side by side, seed after seed (never both at once):
 * ml_arl: ``arl-learn config/sac/Pendulum.yaml --seed S`` as a subprocess, its env swapped for
   bench.pendulum_probe (Pendulum-v1 that logs each finished episode with a timestamp). Time runs
   from the process start to the first moment the episodes of all workers, merged in time order,
-  reach the mean; the run is then interrupted (SIGINT, exit 0). It stops by itself at max_steps.
+  reach the mean; the run is then interrupted (SIGTERM, which arl-learn handles as Ctrl-C: exit 0;
+  SIGINT would be ignored by a bench started in the background). It stops by itself at max_steps.
 * SB3: SAC with rl-baselines3-zoo's Pendulum-v1 hyperparameters (``MlpPolicy``, learning_rate
   1e-3, everything else SB3's defaults: 256 x 256 networks, batch 256, buffer 1e6,
   learning_starts 100, one gradient step per env step, tau 0.005, gamma 0.99, entropy
@@ -123,7 +124,7 @@ def run_ours(seed: int, config: str, keep: bool, max_seconds: Optional[float] = 
                 time.sleep(POLL_S)
                 files.update()
                 if first_solved(files.episodes) is not None or (max_seconds is not None and time.time() - t0 > max_seconds):
-                    proc.send_signal(signal.SIGINT)
+                    proc.send_signal(signal.SIGTERM)  # arl-learn's Ctrl-C path; SIGINT is ignored when the bench runs in the background
                     break
             rc = proc.wait(timeout=SHUTDOWN_TIMEOUT_S)
         except BaseException:

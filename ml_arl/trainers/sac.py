@@ -285,7 +285,7 @@ class SACTrainer(Trainer):
 
     def _gradient_step(self, batch: ReplayBatch) -> torch.Tensor:
         """One gradient step of the actor, the critics and the entropy coefficients; returns the
-        step's stats (STAT_NAMES, as one detached tensor).
+        step's stats (``_stat_names``' values, as one tensor without a graph).
 
         Every loss is taken at the same parameters, as ML-Agents' three backward passes and
         optimizer steps do; here one backward pass serves all of them, each parameter getting the

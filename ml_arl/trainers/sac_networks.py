@@ -70,10 +70,11 @@ def soft_update(source: nn.Module | Sequence[torch.Tensor], target: nn.Module | 
 def frozen(params: Sequence[torch.Tensor]) -> Iterator[None]:
     """What runs inside records no gradient path to ``params`` (gradients still reach the
     inputs): a network scored as a fixed function, without a copy of its weights."""
+    before = [p.requires_grad for p in params]
     for p in params:
         p.requires_grad_(False)
     try:
         yield
     finally:
-        for p in params:
-            p.requires_grad_(True)
+        for p, flag in zip(params, before):
+            p.requires_grad_(flag)
