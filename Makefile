@@ -23,10 +23,15 @@ lint: $(STAMP)
 	$(BIN)/ruff check ml_arl tests bench
 	$(BIN)/mypy ml_arl
 
-# The tests in two processes (pytest-xdist): one alone keeps about one core busy (torch gets half the
-# cores; many tests wait on subprocesses or timeouts). tests/conftest.py keeps some in one process.
-test: lint
-	$(BIN)/python -m pytest -q -n 2 tests
+# `lint`, with mypy (about a minute of one core from a cold cache, as in CI) beside the tests, its
+# report after theirs; either failing fails the target. The tests run in two processes (pytest-xdist):
+# one test at a time keeps about one of two cores busy. tests/conftest.py keeps some in one process.
+test: $(STAMP)
+	$(BIN)/ruff check ml_arl tests bench
+	$(BIN)/mypy ml_arl > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
+	$(BIN)/python -m pytest -q -n 2 tests; tests=$$?; \
+	wait $$mypy; typed=$$?; echo "$(BIN)/mypy ml_arl:"; cat $(VENV)/mypy.log; \
+	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests

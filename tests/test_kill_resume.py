@@ -5,8 +5,8 @@ or damaged checkpoint (the newest one that loads, with a warning; none: one line
 
 Full disk: RLIMIT_FSIZE in the arl-learn process (writes past the limit fail with EFBIG, as
 ENOSPC would; works as root and needs no mount). Read-only folder: root ignores permissions and
-mounts may be refused in CI, so creating a file under results/ fails with EROFS by a patch
-installed before the real ``ml_arl.cli.main`` runs.
+mounts may be refused in CI, so creating a file under results/ fails with EROFS by a patch of
+``tempfile.mkstemp`` while ``ml_arl.cli.main`` runs in the test process.
 """
 
 from __future__ import annotations
@@ -380,26 +380,29 @@ def test_event_file_that_cannot_grow_is_one_line_without_a_thread_traceback(tmp_
     assert re.search(r"ResultsWriteError: out/B: cannot write \(File too large\)", proc.stdout), proc.stdout
 
 
-READ_ONLY = """\
-import errno, os, sys, tempfile
-RESULTS = os.path.abspath("results")
-_mkstemp = tempfile.mkstemp
-def read_only(*args, **kwargs):
-    folder = os.path.abspath(kwargs.get("dir") or ".")
-    if folder == RESULTS or folder.startswith(RESULTS + os.sep):
-        raise OSError(errno.EROFS, os.strerror(errno.EROFS), folder)
-    return _mkstemp(*args, **kwargs)
-tempfile.mkstemp = read_only
-"""
+def test_resume_into_a_read_only_results_folder_is_one_line_and_changes_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """main() in this process, both runs (a failed write through the command: the full disk above)."""
+    import errno
+    import tempfile
 
-
-def test_resume_into_a_read_only_results_folder_is_one_line_and_changes_nothing(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "reach.yaml", reach_config(max_steps=1000, summary_freq=500, checkpoint_interval=500))
-    first = arl_learn_here([str(cfg), "--run-id", "ro", "--seed", "3"], cwd=tmp_path)  # main() in this process
+    first = arl_learn_here([str(cfg), "--run-id", "ro", "--seed", "3"], cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
     run = tmp_path / "results" / "ro"
     before = snapshot(run)
-    proc = run_cli(READ_ONLY, [str(cfg), "--run-id", "ro", "--seed", "3", "--resume"], tmp_path)
+    results, mkstemp = str(tmp_path / "results"), tempfile.mkstemp
+
+    def read_only(*args: Any, **kwargs: Any) -> Any:  # every file arl-learn writes starts as a temporary file
+        folder = os.path.abspath(kwargs.get("dir") or ".")
+        if folder == results or folder.startswith(results + os.sep):
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), folder)
+        return mkstemp(*args, **kwargs)
+
+    monkeypatch.setattr(tempfile, "mkstemp", read_only)
+    proc = arl_learn_here([str(cfg), "--run-id", "ro", "--seed", "3", "--resume"], cwd=tmp_path)
+    monkeypatch.undo()
     assert proc.returncode == 1, proc.stdout + proc.stderr
     line = one_error_line(proc)
     assert "results/ro/configuration.yaml: cannot write (Read-only file system)" in line, line

@@ -274,8 +274,8 @@ def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path, e
     )
     watchdog = threading.Timer(60, trainer.kill)
     watchdog.start()
-    # the wait is timed from "Listening on port 5004" to the error line, without the start-up
-    # (imports) and the shutdown, which a loaded machine stretches
+    # the wait is timed from "Listening on port 5004" (after arl-learn's start-up) to the error line
+    # (before its shutdown): a loaded machine stretches both to many seconds
     seen: dict[str, float] = {}
     lines = []
     try:
