@@ -29,7 +29,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check ml_arl tests bench
 	$(BIN)/mypy ml_arl > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
-	$(BIN)/python -m pytest -q -n 2 tests; tests=$$?; \
+	$(BIN)/python -m pytest -q -n 2 --durations=25 tests; tests=$$?; \
 	wait $$mypy; typed=$$?; echo "$(BIN)/mypy ml_arl:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
