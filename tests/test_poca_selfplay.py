@@ -6,6 +6,7 @@ with ghost swaps and a rising ELO, and arl-learn on config/poca/SoccerLine.yaml 
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -28,7 +29,7 @@ from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.ghost import GhostController, GhostTrainer
 from ml_arl.trainers.poca import POCATrainer
 
-from .conftest import ROOT, arl_learn, write_config
+from .conftest import ROOT, arl_learn, arl_learn_here, write_config
 from .test_arl import scalars
 
 Policy = Callable[[np.ndarray], np.ndarray]
@@ -218,8 +219,8 @@ def test_poca_learns_against_a_frozen_ghost_swaps_and_elo_rises(tmp_path: Path, 
         muscle = Muscle(weights, deterministic=False, seed=seed)
         return lambda obs: muscle.act([obs], np.ones((len(obs), 3), bool)).discrete[:, 0]
 
-    assert (play((learned_policy(0), random_policy(5)), 300, seed=3) == 1).mean() >= 0.8
-    assert (play((random_policy(6), learned_policy(1)), 300, seed=4) == -1).mean() >= 0.8
+    assert (play((learned_policy(0), random_policy(5)), 300, seed=3) == 1).mean() >= 0.75
+    assert (play((random_policy(6), learned_policy(1)), 300, seed=4) == -1).mean() >= 0.75
 
     run_dir = tmp_path / "frozen" / "SoccerLine"
     elo = [v for _, v in scalars(run_dir, "Self-play/ELO")]
@@ -230,9 +231,9 @@ def test_poca_learns_against_a_frozen_ghost_swaps_and_elo_rises(tmp_path: Path, 
 
 
 def test_arl_learn_soccer_line_switches_teams_and_resumes(tmp_path: Path) -> None:
-    config = soccer_config(tmp_path, "soccer", 4000, save_steps=1000, team_change=2000, swap_steps=500)
+    config = soccer_config(tmp_path, "soccer", 3000, save_steps=500, team_change=1500, swap_steps=500)
     config["behaviors"]["SoccerLine"]["summary_freq"] = 1000
-    config["behaviors"]["SoccerLine"]["checkpoint_interval"] = 2000
+    config["behaviors"]["SoccerLine"]["checkpoint_interval"] = 1500
     cfg = write_config(tmp_path / "soccer.yaml", config)
     proc = arl_learn([str(cfg)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -240,14 +241,15 @@ def test_arl_learn_soccer_line_switches_teams_and_resumes(tmp_path: Path) -> Non
     run = tmp_path / "soccer"
     status = json.loads((run / "run_logs" / "training_status.json").read_text())
     saved = status["SoccerLine"]
-    assert saved["final_checkpoint"]["steps"] >= 4000 and saved["elo"] != 1200.0
+    assert saved["final_checkpoint"]["steps"] >= 3000 and saved["elo"] != 1200.0
     assert (run / "SoccerLine.onnx").exists()
     assert scalars(run / "SoccerLine", "Self-play/ELO") and scalars(run / "SoccerLine", "Environment/Group Cumulative Reward")
 
-    config["behaviors"]["SoccerLine"]["max_steps"] = 6000
+    config["behaviors"]["SoccerLine"]["max_steps"] = 4000
     write_config(cfg, config)
-    proc = arl_learn([str(cfg), "--resume"], cwd=tmp_path)
+    proc = arl_learn_here([str(cfg), "--resume"], cwd=tmp_path)  # main() in this process: one interpreter less
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"continues at ELO {saved['elo']:.1f}" in proc.stdout
     status = json.loads((run / "run_logs" / "training_status.json").read_text())
-    assert status["SoccerLine"]["final_checkpoint"]["steps"] >= 6000
+    assert status["SoccerLine"]["final_checkpoint"]["steps"] >= 4000
+    assert re.search(r"SoccerLine\. Step: 4000\. .* Mean Group Reward: -?[\d.]+\. Training\. ELO: [\d.]+\.", proc.stdout), proc.stdout
