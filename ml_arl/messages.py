@@ -72,6 +72,7 @@ class EpisodeStat(NamedTuple):
     objective: float = 0.0  # return in the behavior's objective
     agent_id: str = ""  # "<worker>-<agent id>"
     final: float = 0.0  # objective + group reward of the last step: who won (self-play ELO)
+    group_done: bool = True  # every groupmate ended with it (ML-Agents' all_group_dones_reached; True without a group)
 
 
 class StepBatch(NamedTuple):
