@@ -16,6 +16,7 @@ import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 from torch import nn
 
+from ml_arl import limits
 from ml_arl.policy.conditioning import ConditionalBody, HyperLayer, column_runs, goal_columns
 from ml_arl.policy.muscle import Muscle
 from ml_arl.policy.networks import ActorCritic, Normalizer
@@ -199,7 +200,9 @@ SAC = {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant", "batch_siz
        "buffer_size": 5000, "tau": 0.01, "init_entcoef": 0.01}  # tests/test_sac.py's (ML-Agents' test values)
 
 
-def _learn(tmp_path: Path, trainer: str, conditioning: str, actions: list[str], seed: int = 1, max_steps: int = 0) -> list[float]:
+def _learn(
+    tmp_path: Path, trainer: str, conditioning: str, actions: list[str], seed: int = 1, max_steps: int = 0
+) -> tuple[TrainerController, list[float]]:
     config: dict[str, Any] = {
         "env_settings": {"env_path": "tests.goal_envs:goal_signal_reach", "manager": "inprocess", "seed": seed,
                          # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one slow episode early)
@@ -214,7 +217,7 @@ def _learn(tmp_path: Path, trainer: str, conditioning: str, actions: list[str], 
     }
     controller = TrainerController(build_run_options(config, {}, "test"))
     controller.start_learning()
-    return list(controller.managers["GoalReach"].recent_rewards)
+    return controller, list(controller.managers["GoalReach"].recent_rewards)
 
 
 @pytest.mark.parametrize(
@@ -224,6 +227,22 @@ def _learn(tmp_path: Path, trainer: str, conditioning: str, actions: list[str], 
     ids=["ppo-hyper-continuous", "ppo-hyper-discrete", "ppo-none-discrete", "sac-hyper-continuous"],
 )
 def test_learns_the_goal_from_its_signal(tmp_path: Path, trainer: str, conditioning: str, actions: list[str]) -> None:
-    returns = _learn(tmp_path, trainer, conditioning, actions)
+    controller, returns = _learn(tmp_path, trainer, conditioning, actions)
+    body = controller.trainers["GoalReach"].network.body
+    assert isinstance(body, ConditionalBody) == (conditioning == "hyper")
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
     check_onnx(str(tmp_path / "goal" / "GoalReach.onnx"))
+
+
+def test_memory_check_counts_the_hypernetworks() -> None:
+    """The hypernetwork's output layer grows as hidden_units cubed: the memory check before training counts it."""
+    spec = _spec([((4,), DEFAULT), ((2,), GOAL)], ActionSpec(1, ()))
+    assert limits.behavior_memory_problem(spec, 2048, 2, 1, "none") is None
+    problem = limits.behavior_memory_problem(spec, 2048, 2, 1, "hyper")
+    assert problem is not None and "use fewer hidden_units" in problem
+    # the estimate is the networks' own count
+    torch.manual_seed(0)
+    net = ActorCritic(spec, NetworkSettings(hidden_units=8, num_layers=2))
+    plain = ActorCritic(spec, NetworkSettings(hidden_units=8, num_layers=2, goal_conditioning_type="none"))
+    extra = sum(p.numel() for p in net.parameters()) - sum(p.numel() for p in plain.parameters())
+    assert extra == 2 * limits.hyper_layer_parameters(8, 8, 2)
