@@ -52,14 +52,16 @@ Behaviors:
                  episode gets new agent ids, as Unity's episode ids.
   Recall?team=0  memory task: continuous action (1); obs [cue], cue = the episode's goal (-1 or
                  +1) in its first 2 decisions, 0 after; a hidden x starts at 0 and moves by
-                 a clamped to [-0.2, 0.2]; done once |x| = 1 with reward 1.06 * x * goal, each other step -0.01;
-                 cut after L steps. Without a memory the best policy scores about 0.
+                 a clamped to [-0.2, 0.2]; done once |x| = 1 with reward 1.06 * x * goal, each
+                 other step -0.01; cut after L steps. Without a memory the best policy scores
+                 about 0.
   Crowd?team=0   a buffer-sensor observation: continuous action (1); obs [x] and "BufferSensor",
                  shape (4, 3) with dimension properties (VARIABLE_SIZE, NONE) as Unity's
-                 BufferSensor sends it: 1 to 4 entities a episode, rows [(p + 1) / 2, is_goal,
-                 is_decoy] in a random order, then rows of zeros. Exactly one entity is the goal.
-                 x moves by 0.25*a; reward -0.1*|p_goal - x| per step, +1 and done when
-                 |p_goal - x| < 0.15; cut after L steps. New agent ids every episode.
+                 BufferSensor sends it: 1 to 4 entities an episode, each at p = -1 or +1, rows
+                 [p / 2, is_goal, is_decoy] in a random order, then rows of zeros. Exactly one
+                 entity is the goal. x starts at 0 and moves by a clamped to [-0.2, 0.2]; done
+                 once |x| = 1 with reward 1.06 * x * p_goal, each other step -0.01; cut after L
+                 steps. New agent ids every episode.
 
 Messages are hand-encoded / decoded on the wire (proto3 wire format) so that the stand-in costs the
 bridge as little as a real player does; the generated protobuf classes are only used for the
@@ -849,8 +851,8 @@ class _Episodic:
     def __init__(self, world: World, n: int) -> None:
         self.world = world
         self.n = n
-        self.ids = np.arange(n, dtype=np.int64)
-        self.next_id = n
+        self.ids = np.zeros(n, dtype=np.int64)  # every episode (a RESET's too) gets new ids: 0, 1, ...
+        self.next_id = 0
 
     def _new_ids(self, idx: np.ndarray) -> None:
         self.ids[idx] = np.arange(self.next_id, self.next_id + len(idx))
@@ -956,6 +958,7 @@ class Recall(_Episodic):
         self.goal[idx] = self.world.rng.choice([-1.0, 1.0], len(idx))
         self.t[idx] = 0
         self.returns[idx] = 0.0
+        self._new_ids(idx)
 
     def _info(self, i: int, reward: float, **kw: Any) -> bytes:
         cue = self.goal[i] if self.t[i] < RECALL_SHOW_STEPS else 0.0
@@ -977,7 +980,6 @@ class Recall(_Episodic):
         self.world.record(self.name, self.returns[done].tolist())
         self.world.episodes += len(done)
         self._start(done)
-        self._new_ids(done)
         rewards[done] = 0.0
         return b"".join(terminal + [self._info(i, float(rewards[i])) for i in range(self.n)])
 
@@ -992,7 +994,8 @@ class Crowd(_Episodic):
         self.episode_length = episode_length
         self.x = np.zeros(n)
         self.goal = np.zeros(n)
-        self.entities = np.zeros((n, CROWD_ENTITIES, CROWD_ENTITY_SIZE))
+        self.places = np.zeros((n, CROWD_ENTITIES))  # entity positions, in row order
+        self.kinds = np.zeros((n, CROWD_ENTITIES, 2))  # rows [is_goal, is_decoy]; padding rows all 0
         self.t = np.zeros(n, dtype=np.int64)
         self.returns = np.zeros(n)
 
@@ -1002,23 +1005,27 @@ class Crowd(_Episodic):
     def _start(self, idx: np.ndarray) -> None:
         rng = self.world.rng
         for i in idx.tolist():
-            count = int(rng.integers(1, CROWD_ENTITIES + 1))
-            places = rng.uniform(-1.0, 1.0, count)
-            rows = np.zeros((CROWD_ENTITIES, CROWD_ENTITY_SIZE))
-            rows[:count, 0] = (places + 1.0) / 2.0
-            rows[:count, 2] = 1.0  # decoys ...
+            count = int(rng.integers(1, CROWD_ENTITIES + 1))  # appended in a random order, one of them the goal
+            self.places[i] = 0.0
+            self.places[i, :count] = rng.choice([-1.0, 1.0], count)
+            self.kinds[i] = 0.0
+            self.kinds[i, :count, 1] = 1.0
             goal = int(rng.integers(0, count))
-            rows[goal, 1:] = (1.0, 0.0)  # ... but one
-            rows[:count] = rows[rng.permutation(count)]  # appended in any order; the padding stays last
-            self.entities[i] = rows
-            self.goal[i] = places[goal]
-        self.x[idx] = rng.uniform(-1.0, 1.0, len(idx))
+            self.kinds[i, goal] = (1.0, 0.0)
+            self.goal[i] = self.places[i, goal]
+        self.x[idx] = 0.0
         self.t[idx] = 0
         self.returns[idx] = 0.0
+        self._new_ids(idx)
+
+    def entities(self, i: int) -> np.ndarray:
+        """The buffer: rows [p / 2, is_goal, is_decoy], then rows of zeros (a present row sums to
+        0.5 or 1.5: never all zeros, nor summing to 0 as padding rows do)."""
+        return np.concatenate([self.places[i, :, None] / 2.0, self.kinds[i]], axis=1)
 
     def _info(self, i: int, reward: float, **kw: Any) -> bytes:
         obs = vector("VectorSensor", np.array([self.x[i]])) + float_observation(
-            "BufferSensor", self.entities[i], (VARIABLE_SIZE, NONE)
+            "BufferSensor", self.entities(i), (VARIABLE_SIZE, NONE)
         )
         return agent_info(int(self.ids[i]), reward, obs, **kw)
 
@@ -1027,19 +1034,17 @@ class Crowd(_Episodic):
         return b"".join(self._info(i, 0.0) for i in range(self.n))
 
     def step(self, actions: list[bytes]) -> bytes:
-        self.x = np.clip(self.x + 0.25 * self._moves(actions, self.n), -1.0, 1.0)
+        self.x = np.clip(self.x + np.clip(self._moves(actions, self.n), -MOVE, MOVE), -1.0, 1.0)
         self.t += 1
-        distance = np.abs(self.goal - self.x)
-        reached = distance < 0.15
-        rewards = np.where(reached, 1.0, -0.1 * distance)
+        finished = np.abs(self.x) >= 1.0 - 1e-6
+        rewards = np.where(finished, SUCCESS * np.sign(self.x) * self.goal, -TIME_PENALTY)
         self.returns += rewards
-        cut = ~reached & (self.t >= self.episode_length)
-        done = np.flatnonzero(reached | cut)
+        cut = ~finished & (self.t >= self.episode_length)
+        done = np.flatnonzero(finished | cut)
         terminal = [self._info(i, float(rewards[i]), done=True, max_step=bool(cut[i])) for i in done.tolist()]
         self.world.record(self.name, self.returns[done].tolist())
         self.world.episodes += len(done)
         self._start(done)
-        self._new_ids(done)
         rewards[done] = 0.0
         return b"".join(terminal + [self._info(i, float(rewards[i])) for i in range(self.n)])
 
