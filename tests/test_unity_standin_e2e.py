@@ -135,11 +135,12 @@ def test_ppo_without_memory_cannot_learn_recall(tmp_path: Path, build: Path) -> 
     assert last5(returns) < SUCCESS_THRESHOLD or np.mean(returns[-20:]) < 0.6, returns[-20:]
 
 
-def _variable_size_supported() -> bool:
-    """Whether ml_arl builds an actor that treats a VARIABLE_SIZE observation as a set of entities:
-    its action must not change when the entity rows are given in another order. (An actor that
-    flattens the rows into one vector, as ml_arl's did before variable-length observations, fails
-    this check; so does one that cannot be built.)"""
+def variable_size_problem() -> str | None:
+    """Why ml_arl cannot learn from a VARIABLE_SIZE observation as a set of entities yet (None if it
+    can): the workers' actor (the numpy muscle of an ActorCritic) must be buildable for one, and its
+    action must not change when the entity rows come in another order while it does change with
+    the rows' contents. (An actor that flattens the rows into one vector, as ml_arl's did before
+    variable-length observations, fails the order check.)"""
     try:
         import torch
         from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
@@ -162,25 +163,39 @@ def _variable_size_supported() -> bool:
         muscle = Muscle(net.muscle_weights(), deterministic=True)
         rng = np.random.default_rng(0)
         vec = rng.uniform(-1, 1, (8, 1)).astype(np.float32)
-        entities = np.zeros((8, 4, 3), np.float32)
+        entities = np.zeros((8, 4, 3), np.float32)  # 3 entities and a padding row
         entities[:, :3] = rng.uniform(0.1, 1.0, (8, 3, 3))
         shuffled = entities.copy()
         shuffled[:, :3] = entities[:, [2, 0, 1]]
         a = muscle.act([vec, entities], None).continuous
         b = muscle.act([vec, shuffled], None).continuous
         other = muscle.act([vec, np.roll(entities, 1, axis=0)], None).continuous
-        spread = float(np.abs(a - other).max())
-        return spread > 1e-4 and float(np.abs(a - b).max()) < 1e-4 * max(1.0, spread) * 10
-    except Exception:
-        return False
+    except Exception as err:  # noqa: BLE001 - any failure means: not supported
+        return f"building or running an actor for it fails: {type(err).__name__}: {err}"
+    spread = float(np.abs(a - other).max())
+    if spread < 1e-4:
+        return "the actor's action does not depend on the entities"
+    if float(np.abs(a - b).max()) > 1e-4 * max(1.0, spread):
+        return "the actor's action changes with the order of the entity rows"
+    return None
 
 
-@pytest.mark.skipif(not _variable_size_supported(), reason="ml_arl has no network for VARIABLE_SIZE observations yet (branch varlen)")
+VARIABLE_SIZE_PROBLEM = variable_size_problem()
+
+
+@pytest.mark.skipif(VARIABLE_SIZE_PROBLEM is not None,
+                    reason=f"ml_arl has no network for VARIABLE_SIZE observations yet (branch varlen): {VARIABLE_SIZE_PROBLEM}")
 def test_ppo_learns_from_a_buffer_sensor_through_the_build(tmp_path: Path, build: Path) -> None:
     """Crowd: the goal is one of 1 to 4 entities of a BufferSensor observation, in a random order."""
-    settings = {**PPO, "max_steps": 20000, "hyperparameters": {**PPO["hyperparameters"], "batch_size": 128, "buffer_size": 1024},
+    # an actor flattening the rows (not order-invariant) got there in about 27000 steps with these settings
+    settings = {**PPO, "max_steps": 30000, "hyperparameters": {**PPO["hyperparameters"], "learning_rate": 3.0e-3,
+                                                               "batch_size": 128, "buffer_size": 512},
                 "network_settings": {"num_layers": 2, "hidden_units": 64}}
     started = time.perf_counter()
-    returns, out = train(tmp_path, build, "Crowd", settings, "--agents", "8", solved_at=0.8)
+    returns, out = train(tmp_path, build, "Crowd", settings, "--agents", "8")
     print(f"Crowd: {time.perf_counter() - started:.1f} s, {len(returns)} episodes")
-    assert np.mean(returns[-STOP_WINDOW:]) > 0.75, (returns[-20:], out)
+    assert last5(returns) > SUCCESS_THRESHOLD, (returns[-20:], out)
+    import onnx
+
+    model = onnx.load(str(tmp_path / "results" / "crowd" / "Crowd.onnx"))
+    assert [[d.dim_value for d in i.type.tensor_type.shape.dim][1:] for i in model.graph.input] == [[1], [4, 3]]
