@@ -40,7 +40,7 @@ Behaviors:
   Picker?team=0  discrete branches [3, 2]; obs one-hot(cue) + [flag]; reward 0.5 per matching branch,
                  -1 for an action disabled by the mask; episodes of 5 decisions.
   Mates?team=0   groups of two agents (as a SimpleMultiAgentGroup: group ids 1001, 1002, ...;
-                 --agents N gives N // 2 groups per area), continuous action (1); obs [goal, x]
+                 --agents N gives N // 2 groups per area, at least 1), continuous action (1); obs [goal, x]
                  with a goal of -1 or +1 of its own; x starts at 0 and moves by a clamped to
                  [-0.2, 0.2] (as tests/simple_envs.py GoalReach and GroupReach). An agent
                  is done once |x| = 1, its success 1.06 * x * goal. Each step costs 0.01 (reward).
