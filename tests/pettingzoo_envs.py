@@ -101,5 +101,5 @@ class SolvingSpread(PettingZooEnv):
         return {}
 
 
-def solving_spread(seed: int = 0, worker_id: int = 0, solved_at: float = -19.0, window: int = 60, **kwargs: Any) -> SolvingSpread:
+def solving_spread(seed: int = 0, worker_id: int = 0, solved_at: float = -20.0, window: int = 60, **kwargs: Any) -> SolvingSpread:
     return SolvingSpread(make_pettingzoo_env("mpe2.simple_spread_v3", seed=seed, **kwargs), solved_at, window)

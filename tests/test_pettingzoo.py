@@ -117,7 +117,7 @@ def _train(tmp_path: Path, config: dict) -> TrainerController:
 @pytest.mark.slow
 def test_simple_spread_learns_above_random(tmp_path: Path) -> None:
     config = tiny_config(
-        "tests.pettingzoo_envs:solving_spread", max_steps=45000, time_horizon=25,
+        "tests.pettingzoo_envs:solving_spread", max_steps=40000, time_horizon=25,
         hyperparameters={"batch_size": 256, "buffer_size": 1500, "learning_rate": 3e-3, "beta": 5e-3, "num_epoch": 4,
                          "learning_rate_schedule": "constant"},
         network_settings={"hidden_units": 64, "num_layers": 2, "normalize": True},

@@ -79,7 +79,7 @@ class _Codec:
         self.image = is_image(obs_space)
         self.one_hot = 0
         if self.image:
-            h, w, c = obs_space.shape
+            h, w, c = (int(x) for x in obs_space.shape or ())
             self.obs_shape: tuple[int, ...] = (h, w, c)
             obs_spec = ObservationSpec(
                 (h, w, c),
@@ -108,6 +108,7 @@ class _Codec:
         elif isinstance(act_space, spaces.Discrete):
             action_spec = ActionSpec(0, (int(act_space.n),))
         elif isinstance(act_space, spaces.MultiDiscrete):
+            self.nvec_shape = np.shape(act_space.nvec)
             action_spec = ActionSpec(0, tuple(int(n) for n in np.asarray(act_space.nvec).reshape(-1)))
         else:
             raise TypeError(f"behavior {behavior!r}: action space {act_space} is not supported (Box, Discrete, MultiDiscrete)")
@@ -141,7 +142,7 @@ class _Codec:
             return a.reshape(space.shape).astype(space.dtype)
         if isinstance(space, spaces.Discrete):
             return int(action.discrete[i, 0]) + int(space.start)
-        return action.discrete[i].astype(np.int64).reshape(np.asarray(space.nvec).shape)
+        return action.discrete[i].astype(np.int64).reshape(self.nvec_shape)
 
 
 class PettingZooEnv(BaseEnv):
