@@ -7,7 +7,8 @@ tight loop (resets included), no adapter. Adapter: the same through ml_arl's Pet
 minus the updates: worker processes step the env through the adapter with the policy's actor
 (default network: 2 x 128), assemble trajectories, ship them to the main process, which routes
 them through the behavior's AgentManagerQueue to a trainer that consumes them. Printed: env
-steps/s (one step moves all 3 agents) and the ratio to the env alone, medians of --repeats.
+steps/s (one step moves all 3 agents) and the ratio to the env alone, medians of --repeats
+rounds (each round runs every measurement once; ratios are taken within a round).
 
     python bench/pettingzoo_pipeline.py [--seconds 5] [--repeats 5] [--workers 1 2]
 """
@@ -102,18 +103,23 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(1)
 
-    alone_runs = [alone_steps_per_second(args.seconds) for _ in range(args.repeats)]
-    alone = statistics.median(alone_runs)
-    print(f"simple_spread alone (random actions): {alone:,.0f} env steps/s  (runs: {', '.join(f'{x:,.0f}' for x in alone_runs)})")
-    rows: list[tuple[str, float, list[float]]] = []
-    runs = [adapter_steps_per_second(args.seconds) for _ in range(args.repeats)]
-    rows.append(("adapter, 1 process", statistics.median(runs), runs))
-    for n in args.workers:
-        runs = [pipeline_steps_per_second(n, args.seconds) for _ in range(args.repeats)]
-        rows.append((f"subprocess, N={n}", statistics.median(runs), runs))
-    print(f"{'pipeline':<20} {'env steps/s':>12} {'of alone':>9}  runs")
-    for name, sps, all_runs in rows:
-        print(f"{name:<20} {sps:>12,.0f} {sps / alone:>8.0%}  {', '.join(f'{x:,.0f}' for x in all_runs)}")
+    # one round = every measurement once, back to back, so that a busy machine slows a round's
+    # measurements alike; each ratio is taken within its round, then the median over rounds
+    names = ["alone", "adapter, 1 process", *(f"subprocess, N={n}" for n in args.workers)]
+    runs: dict[str, list[float]] = {name: [] for name in names}
+    for _ in range(args.repeats):
+        runs["alone"].append(alone_steps_per_second(args.seconds))
+        runs["adapter, 1 process"].append(adapter_steps_per_second(args.seconds))
+        for n in args.workers:
+            runs[f"subprocess, N={n}"].append(pipeline_steps_per_second(n, args.seconds))
+    alone = runs["alone"]
+    print(f"simple_spread alone (random actions): {statistics.median(alone):,.0f} env steps/s "
+          f"(runs: {', '.join(f'{x:,.0f}' for x in alone)})")
+    print(f"{'pipeline':<20} {'env steps/s':>12} {'of alone':>9}  runs (ratio per round)")
+    for name in names[1:]:
+        ratios = [x / a for x, a in zip(runs[name], alone)]
+        print(f"{name:<20} {statistics.median(runs[name]):>12,.0f} {statistics.median(ratios):>8.0%}  "
+              f"{', '.join(f'{x:,.0f} ({r:.0%})' for x, r in zip(runs[name], ratios))}")
 
 
 if __name__ == "__main__":
