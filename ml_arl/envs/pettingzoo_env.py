@@ -323,19 +323,10 @@ class PettingZooEnv(BaseEnv):
             )
 
 
-def _import_module(path: str) -> Any:
-    import importlib
-
-    try:
-        return importlib.import_module(path)
-    except ImportError as err:
-        raise ValueError(f"cannot import module {path!r} ({err}); is it installed and on PYTHONPATH?") from None
-
-
 def env_constructor(target: str) -> tuple[Callable[..., Any], str]:
     """``pkg.module`` (its ``parallel_env``, else its AEC ``env``) or ``pkg.module:attr`` -> (callable, what it is).
     ValueError with a one-line message when the target is missing."""
-    from ml_arl.import_path import ImportPathError, resolve
+    from ml_arl.import_path import ImportPathError, load_module, resolve
 
     if ":" in target:
         try:
@@ -345,9 +336,10 @@ def env_constructor(target: str) -> tuple[Callable[..., Any], str]:
         if not callable(fn):
             raise ValueError(f"{target} is not callable; it must return a PettingZoo ParallelEnv or AECEnv")
         return fn, target
-    if not all(part.isidentifier() for part in target.split(".")):
-        raise ValueError(f"{target!r} is not a module path; write it as package.module (e.g. mpe2.simple_spread_v3)")
-    module = _import_module(target)
+    try:
+        module = load_module(target)
+    except ImportPathError as err:
+        raise ValueError(str(err)) from None
     for name in ("parallel_env", "env"):
         fn = getattr(module, name, None)
         if callable(fn):
