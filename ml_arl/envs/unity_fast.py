@@ -607,6 +607,7 @@ def steps_from_wire(
 # ============================================================================================
 
 SERVICE = "communicator_objects.UnityToExternalProto"
+CLOSE_GRACE_S = 2.0  # how long close() lets the call in flight return the close message
 
 
 class RawExchangeServicer:
@@ -674,7 +675,10 @@ class RawExchange(RpcCommunicator):
             conn = self.unity_to_external.parent_conn
             conn.send_bytes(header_message(STATUS_CLOSE))
             conn.close()
-            self.server.stop(False)
+            # A grace period lets the Exchange call the build is blocked in return the close
+            # message (mlagents-envs stops at once: on a busy machine the build then sees its
+            # call cancelled instead of the close); with no call in flight it returns at once.
+            self.server.stop(CLOSE_GRACE_S).wait(CLOSE_GRACE_S)
             self.is_open = False
 
 
