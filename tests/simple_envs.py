@@ -201,6 +201,44 @@ def goal_reach(
     )
 
 
+class EntityReach(GoalReach):
+    """GoalReach whose goal is shown only as one entity of a variable-length observation (Unity's
+    BufferSensor: shape (max_entities, 2), dimension properties (VARIABLE_SIZE, NONE)). At every
+    step an agent sees 1 to ``max_entities`` entities, in random order and followed by all-zero
+    padding rows: the goal [1, goal] and distractors [0, -1 or +1]. With ``vectors`` the agent also
+    has a vector observation of the episode's elapsed fraction (its "self", which carries nothing
+    about the goal)."""
+
+    def __init__(self, continuous: int = 1, discrete: int = 0, vectors: int = 1, max_entities: int = 4, **kwargs: Any):
+        super().__init__(continuous, discrete, vectors=vectors, images=0, name="EntityReach", **kwargs)
+        self.max_entities = max_entities
+        obs_specs = list(self.spec.observation_specs) + [
+            ObservationSpec((max_entities, 2), (DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE), ObservationType.DEFAULT, "entities")
+        ]
+        self.spec = BehaviorSpec(obs_specs, self.spec.action_spec)
+        self.result = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
+
+    def _observe(self, goal: np.ndarray, t: Optional[np.ndarray] = None) -> list[np.ndarray]:
+        n = len(goal)
+        elapsed = (t if t is not None else np.zeros(n)).astype(np.float32) / self.max_episode_steps
+        vectors = [np.ones((n, *shape), np.float32) * elapsed.reshape(-1, 1) for shape in self.shapes]
+        entities = np.zeros((n, self.max_entities, 2), np.float32)
+        for row in range(n):
+            count = int(self.rng.integers(1, self.max_entities + 1))
+            rows = np.stack([np.zeros(count, np.float32), self.rng.choice([-1.0, 1.0], count).astype(np.float32)], axis=1)
+            rows[0] = (1.0, goal[row])
+            entities[row, :count] = rows[self.rng.permutation(count)]
+        return vectors + [entities]
+
+
+def entity_reach(
+    seed: Optional[int] = None, continuous: int = 1, discrete: int = 0, vectors: int = 1, max_entities: int = 4,
+    solved_at: Optional[float] = None,
+) -> EntityReach:
+    """``env_path: tests.simple_envs:entity_reach`` (behavior "EntityReach")."""
+    return EntityReach(continuous, discrete, vectors, max_entities, seed=seed or 0, solved_at=solved_at)
+
+
 GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards
 
 
