@@ -138,6 +138,26 @@ def test_variable_length_of_other_ranks_is_refused() -> None:
         assert "\n" not in str(err.value)
 
 
+def test_poca_critic_attends_over_groupmates_with_entities() -> None:
+    from ml_arl.policy.networks import Normalizer
+    from ml_arl.trainers.poca_networks import POCACritic
+
+    torch.manual_seed(2)
+    spec = _spec([(3,), (5, 4)], {1}, ActionSpec(1, (2,)))
+    critic = POCACritic(spec, NetworkSettings(hidden_units=16), Normalizer(3), ["extrinsic"])
+    assert critic.encoder.entities is not None
+    own = _torch(_observations(spec, 4, seed=6))
+    mates = [torch.stack([o, o.flip(0)], dim=1) for o in _torch(_observations(spec, 4, seed=7))]  # [B, 2, *shape]
+    present = torch.tensor([[True, False], [True, True], [False, False], [True, False]])
+    with torch.no_grad():
+        values = critic.values(own, mates, present)
+        baselines = critic.baselines(own, mates, torch.randn(4, 2, 1), torch.zeros(4, 2, 1, dtype=torch.long), present)
+        other = [m.clone() for m in mates]
+        other[1][~present] = torch.randn(int((~present).sum()), 5, 4)  # an absent groupmate's entities are ignored
+        np.testing.assert_allclose(critic.values(own, other, present).numpy(), values.numpy(), atol=1e-6)
+    assert values.shape == baselines.shape == (4, 1) and torch.isfinite(values).all()
+
+
 # ------------------------------------------------------------------ torch = numpy = ONNX
 
 
