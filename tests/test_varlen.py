@@ -256,3 +256,28 @@ def test_sac_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
 
 
 
+
+
+# ------------------------------------------------------------------ demonstrations
+
+
+def test_demo_round_trip_keeps_variable_length_observations(tmp_path: Path) -> None:
+    from ml_arl.demo.reader import load_demonstrations, spec_difference
+
+    from .test_demonstrations import acted, in_write_order, interleaved, write_demo
+
+    spec = _spec([(3,), (5, 4)], {1}, ActionSpec(1, ()))
+    first, second = acted(np.random.default_rng(0), spec, quantized=False)
+    for ep in first + second:  # some entity rows padding
+        ep.obs[1][:, 3:] = 0.0
+    trajectories = interleaved(first, "Buffer", horizon=3) + interleaved(second, "Buffer", horizon=3)
+    write_demo(tmp_path / "Buffer.demo", spec, trajectories, behavior="Buffer")
+    demo = load_demonstrations(str(tmp_path / "Buffer.demo"))
+    assert demo.spec.observation_specs[1].dimension_property == VARIABLE
+    expected = in_write_order(trajectories, first + second)
+    np.testing.assert_array_equal(demo.obs[1], np.concatenate([ep.obs[1] for ep in expected]))
+    assert spec_difference(demo.spec, spec, "behavior Buffer") is None
+    fixed = _spec([(3,), (5, 4)], set(), ActionSpec(1, ()))
+    assert spec_difference(demo.spec, fixed, "behavior Buffer") == (
+        "obs 1 is variable-length (a BufferSensor's) in the demo, of fixed size in behavior Buffer"
+    )

@@ -27,9 +27,10 @@ from collections.abc import Sequence
 from typing import Optional
 
 import torch
-from mlagents_envs.base_env import BehaviorSpec, DimensionProperty, ObservationSpec
+from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
+from ml_arl.envs.specs import is_variable_length
 from ml_arl.messages import Dense, EntityEncoderWeights
 
 ATTENTION_EMBEDDING_SIZE = 128  # ML-Agents' ObservationEncoder: fixed, whatever hidden_units is
@@ -38,11 +39,6 @@ MASKED_SCORE = -1e6  # ML-Agents' MultiHeadAttention gives masked keys this scor
 MEAN_EPSILON = 1e-7  # added to the number of entities present before the mean
 LAYER_NORM_EPSILON = 1e-5
 PADDING_THRESHOLD = 0.01  # an entity whose squares sum below this is padding
-
-
-def is_variable_length(obs: ObservationSpec) -> bool:
-    """Whether an observation's dimension properties mark it variable-length (a BufferSensor's)."""
-    return any(int(p) & int(DimensionProperty.VARIABLE_SIZE) for p in obs.dimension_property)
 
 
 def variable_indices(spec: BehaviorSpec) -> list[int]:
