@@ -79,13 +79,14 @@ def layer_norm(x: torch.Tensor) -> torch.Tensor:
 
 
 def entities_present(entities: torch.Tensor) -> torch.Tensor:
-    """[B, E, size] -> [B, E] bool: True for an entity, False for a padding row."""
-    return (entities * entities).sum(-1) >= PADDING_THRESHOLD
+    """[B, E, size] -> [B, E]: 1.0 for an entity, 0.0 for a padding row (exported as ReduceSum,
+    Less and Cast, as ML-Agents' mask)."""
+    return 1.0 - ((entities * entities).sum(-1) < PADDING_THRESHOLD).to(entities.dtype)
 
 
 class EntityAttention(nn.Module):
-    """Residual self-attention over entities [B, E, H] with a presence mask [B, E] -> [B, H]
-    (ML-Agents' ResidualSelfAttention)."""
+    """Residual self-attention over entities [B, E, H] with a presence mask [B, E] (bool, or 1.0
+    for present and 0.0 for padding) -> [B, H] (ML-Agents' ResidualSelfAttention)."""
 
     def __init__(self, size: int, heads: int):
         super().__init__()
@@ -104,11 +105,12 @@ class EntityAttention(nn.Module):
 
         q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
         scores = q @ k.transpose(2, 3) / math.sqrt(h)  # ML-Agents scales by the embedding size
-        # masked keys get MASKED_SCORE: where() rather than masked_fill, which opset 9 lacks
-        scores = torch.where(present[:, None, None, :], scores, torch.full_like(scores, MASKED_SCORE))
+        # masked keys score MASKED_SCORE, written as arithmetic (Mul, Add) as ML-Agents does for Unity's runtimes
+        keep = present.to(scores.dtype).reshape(-1, 1, 1, e)
+        scores = scores * keep + (1.0 - keep) * MASKED_SCORE
         attended = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(-1, e, h)
         out = layer_norm(self.out(attended) + x)
-        weights = present.to(out.dtype)[..., None]
+        weights = present.to(out.dtype).reshape(-1, e, 1)
         return (out * weights).sum(1) / (weights.sum(1) + MEAN_EPSILON)
 
     def weights(self) -> tuple[Dense, Dense, Dense, Dense]:
@@ -146,7 +148,8 @@ class EntityEncoder(nn.Module):
         for x, embed in zip(entities, self.embeddings):
             if context is not None:
                 # the agent's own encoding in front of each entity ([B, E, size + entity_size])
-                x = torch.cat([context.unsqueeze(1).expand(-1, x.shape[1], -1), x], dim=2)
+                # (copies joined rather than expand(): older Unity runtimes lack Expand, as ML-Agents notes)
+                x = torch.cat([torch.cat([context.unsqueeze(1)] * int(x.shape[1]), dim=1), x], dim=2)
             embedded.append(embed(x))
         joined = embedded[0] if len(embedded) == 1 else torch.cat(embedded, dim=1)
         return self.attention(joined, present)  # type: ignore[no-any-return]
