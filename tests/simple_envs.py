@@ -209,12 +209,14 @@ class EntityReach(GoalReach):
     has a vector observation of the episode's elapsed fraction (its "self", which carries nothing
     about the goal)."""
 
-    def __init__(self, continuous: int = 1, discrete: int = 0, vectors: int = 1, max_entities: int = 4, **kwargs: Any):
+    def __init__(self, continuous: int = 1, discrete: int = 0, vectors: int = 1, max_entities: int = 4, flat: bool = False,
+                 **kwargs: Any):
         super().__init__(continuous, discrete, vectors=vectors, images=0, name="EntityReach", **kwargs)
         self.max_entities = max_entities
-        obs_specs = list(self.spec.observation_specs) + [
-            ObservationSpec((max_entities, 2), (DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE), ObservationType.DEFAULT, "entities")
-        ]
+        # flat: the buffer declared as one axis (max_entities * 2,), still VARIABLE_SIZE: what the trainer refuses
+        shape, props = ((2 * max_entities,), (DimensionProperty.VARIABLE_SIZE,)) if flat else \
+            ((max_entities, 2), (DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE))
+        obs_specs = list(self.spec.observation_specs) + [ObservationSpec(shape, props, ObservationType.DEFAULT, "entities")]
         self.spec = BehaviorSpec(obs_specs, self.spec.action_spec)
         self.result = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
 
@@ -233,10 +235,10 @@ class EntityReach(GoalReach):
 
 def entity_reach(
     seed: Optional[int] = None, continuous: int = 1, discrete: int = 0, vectors: int = 1, max_entities: int = 4,
-    solved_at: Optional[float] = None,
+    solved_at: Optional[float] = None, flat: bool = False,
 ) -> EntityReach:
     """``env_path: tests.simple_envs:entity_reach`` (behavior "EntityReach")."""
-    return EntityReach(continuous, discrete, vectors, max_entities, seed=seed or 0, solved_at=solved_at)
+    return EntityReach(continuous, discrete, vectors, max_entities, flat, seed=seed or 0, solved_at=solved_at)
 
 
 GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards

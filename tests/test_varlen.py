@@ -158,6 +158,20 @@ def test_poca_critic_attends_over_groupmates_with_entities() -> None:
     assert values.shape == baselines.shape == (4, 1) and torch.isfinite(values).all()
 
 
+def test_arl_learn_refuses_a_flat_variable_length_observation_in_one_line(tmp_path: Path) -> None:
+    from .conftest import arl_learn_here, tiny_config, write_config
+
+    config = tiny_config("tests.simple_envs:entity_reach", max_steps=100)
+    config["env_settings"].update({"env_args": ["flat=true"], "manager": "inprocess"})
+    proc = arl_learn_here([str(write_config(tmp_path / "c.yaml", config)), "--run-id", "flat"], cwd=tmp_path)
+    assert proc.returncode != 0
+    out = proc.stdout + proc.stderr
+    assert "Traceback" not in out
+    lines = [line for line in out.splitlines() if "variable-length" in line]
+    assert len(lines) == 1 and "behavior EntityReach: observation 1 (entities) is variable-length with shape (8,)" in lines[0], out
+    assert "(max_entities, entity_size)" in lines[0]
+
+
 # ------------------------------------------------------------------ torch = numpy = ONNX
 
 
@@ -240,7 +254,8 @@ def _train(config: dict[str, Any]) -> list[float]:
 
 def test_ppo_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     hyper = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
-    config = _config(tmp_path, "ppo", ["solved_at=0.9"], 6000, hyper, {"num_layers": 1, "hidden_units": 32})
+    # stop once the last 20 returns average 0.95 (at 0.9 a run can stop with its last 5 just below 0.9)
+    config = _config(tmp_path, "ppo", ["solved_at=0.95"], 6000, hyper, {"num_layers": 1, "hidden_units": 32})
     returns = _train(config)
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
     check_onnx(str(tmp_path / "ppo" / "EntityReach.onnx"))

@@ -226,11 +226,7 @@ def encoder_problem(kind: str, index: int, height: int, width: int) -> Optional[
 
 
 def check_visual_support(spec: BehaviorSpec, settings: NetworkSettings) -> Optional[str]:
-    """Why this behavior's observations (images with ``settings``, variable-length ones) cannot be
-    encoded (None if they can)."""
-    problem = variable_length_problem(spec)
-    if problem is not None:
-        return problem
+    """Why this behavior's images cannot be encoded with ``settings`` (None if they can)."""
     for i in visual_indices(spec):
         h, w, _ = spec.observation_specs[i].shape
         problem = encoder_problem(settings.vis_encode_type, i, int(h), int(w))
@@ -470,7 +466,7 @@ class ActorCritic(nn.Module):
         critic: bool = True,
     ):
         super().__init__()
-        problem = check_visual_support(spec, settings)
+        problem = variable_length_problem(spec) or check_visual_support(spec, settings)
         if problem is not None:
             raise ValueError(problem)
         self.spec = spec
