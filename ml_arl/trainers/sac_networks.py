@@ -14,7 +14,7 @@ from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 from torch.nn import functional as F
 
-from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, _mlp
+from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, mlp_body
 from ml_arl.settings import NetworkSettings
 
 # networks.ACTIVATIONS as functions
@@ -38,11 +38,13 @@ class Critic(nn.Module):
         self.outputs = outputs
         self.action_inputs = action_inputs
         self.encoder = ObservationEncoder(spec, settings, normalizer)
-        self.body = _mlp(self.encoder.out_size + action_inputs, settings.hidden_units, settings.num_layers, settings.activation)
+        # goal-conditioned (a hypernetwork layer last) as the actor's body, when it is
+        self.body = mlp_body(spec, settings, self.encoder, action_inputs)
         self.head = _head(settings.hidden_units, streams * outputs, gain=1.0)
-        # the body's layers called as functions: a gradient step evaluates a critic seven times,
+        # a plain body's layers called as functions: a gradient step evaluates a critic seven times,
         # and nn.Module's call machinery would cost more than these small layers
-        linears = [m for m in self.body if isinstance(m, nn.Linear)]
+        self.plain = isinstance(self.body, nn.Sequential)
+        linears = [m for m in self.body.modules() if isinstance(m, nn.Linear)] if self.plain else []
         self._layers = [(lin, ACTIVATION_FUNCTIONS[settings.activation]) for lin in linears]
 
     def forward(self, obs: list[torch.Tensor], actions: torch.Tensor | None = None) -> torch.Tensor:
@@ -50,6 +52,8 @@ class Critic(nn.Module):
         if self.action_inputs:
             assert actions is not None
             x = torch.cat([x, actions], dim=1)
+        if not self.plain:
+            x = self.body(x)
         for lin, activation in self._layers:
             x = activation(F.linear(x, lin.weight, lin.bias))
         head = self.head
