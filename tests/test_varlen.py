@@ -158,6 +158,17 @@ def test_poca_critic_attends_over_groupmates_with_entities() -> None:
     assert values.shape == baselines.shape == (4, 1) and torch.isfinite(values).all()
 
 
+def test_a_variable_length_goal_is_refused_with_hyper_conditioning() -> None:
+    spec = BehaviorSpec([
+        ObservationSpec((2,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "v"),
+        ObservationSpec((3, 2), VARIABLE, ObservationType.GOAL_SIGNAL, "goals"),
+    ], ActionSpec(1, ()))
+    with pytest.raises(ValueError, match=r"observation 1 \(goals\) is a variable-length goal signal.*goal_conditioning_type: none"):
+        ActorCritic(spec, NetworkSettings(hidden_units=8))  # hyper is the default
+    net = ActorCritic(spec, NetworkSettings(hidden_units=8, goal_conditioning_type="none"))
+    assert net.encoder.variable == [1] and net.encoder.out_size == 2 + ATTENTION_EMBEDDING_SIZE
+
+
 def test_arl_learn_refuses_a_flat_variable_length_observation_in_one_line(tmp_path: Path) -> None:
     from .conftest import arl_learn_here, tiny_config, write_config
 

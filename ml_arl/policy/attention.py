@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Optional
 
 import torch
-from mlagents_envs.base_env import BehaviorSpec
+from mlagents_envs.base_env import BehaviorSpec, ObservationType
 from torch import nn
 
 from ml_arl.envs.specs import is_variable_length
@@ -45,9 +45,14 @@ def variable_indices(spec: BehaviorSpec) -> list[int]:
     return [i for i, o in enumerate(spec.observation_specs) if is_variable_length(o)]
 
 
-def variable_length_problem(spec: BehaviorSpec) -> Optional[str]:
+def variable_length_problem(spec: BehaviorSpec, goal_conditioning_type: str = "none") -> Optional[str]:
     """Why this behavior's variable-length observations cannot be encoded (None if they can)."""
     for i, obs in enumerate(spec.observation_specs):
+        if is_variable_length(obs) and obs.observation_type == ObservationType.GOAL_SIGNAL and goal_conditioning_type == "hyper":
+            return (
+                f"observation {i} ({obs.name}) is a variable-length goal signal, which goal conditioning does not take "
+                "(nor does ML-Agents); set network_settings.goal_conditioning_type: none"
+            )
         if is_variable_length(obs) and len(obs.shape) != 2:
             return (
                 f"observation {i} ({obs.name}) is variable-length with shape {tuple(obs.shape)}; "

@@ -478,7 +478,7 @@ class ActorCritic(nn.Module):
         critic: bool = True,
     ):
         super().__init__()
-        problem = variable_length_problem(spec) or check_visual_support(spec, settings)
+        problem = variable_length_problem(spec, settings.goal_conditioning_type) or check_visual_support(spec, settings)
         if problem is not None:
             raise ValueError(problem)
         self.spec = spec

@@ -78,7 +78,7 @@ class Brains:
             raise ConfigError([bad_name])
         settings = self.options.settings_for(behavior)
         trainer_class(settings, brain)
-        problem = variable_length_problem(spec)
+        problem = variable_length_problem(spec, settings.network_settings.goal_conditioning_type)
         if problem is not None:
             raise ConfigError([f"behavior {brain}: {problem}"])
         problem = check_visual_support(spec, settings.network_settings)
