@@ -286,6 +286,29 @@ def test_sac_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
 
 
 
+# ------------------------------------------------------------------ reward signals
+
+
+def test_reward_signals_take_variable_length_observations() -> None:
+    from .test_reward_signals import providers, random_batch
+
+    spec = _spec([(3,), (5, 4)], {1}, ActionSpec(1, (2,)))
+    expert, batch = random_batch(spec, 64, offset=1.0, seed=1), random_batch(spec, 32, seed=2)
+    for b in (expert, batch):  # padding rows in every observation
+        b.obs[1][:, 3:] = 0.0
+        b.next_obs[1][:, 2:] = 0.0
+    torch.manual_seed(0)
+    built = providers(spec, expert, hidden_units=16)
+    for name, signal in built.items():
+        if name != "extrinsic":
+            embedding = getattr(signal, "state_encoder", None) or getattr(signal, "embedding", None) or signal.target
+            assert embedding.encoder.entities is not None, name
+        rewards = signal.evaluate(batch)
+        assert rewards.shape == (32,) and np.isfinite(rewards).all(), name
+        losses = signal.update(batch)
+        assert all(np.isfinite(v) for v in losses.values()), (name, losses)
+
+
 # ------------------------------------------------------------------ demonstrations
 
 
