@@ -272,6 +272,16 @@ def test_ppo_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     check_onnx(str(tmp_path / "ppo" / "EntityReach.onnx"))
 
 
+def test_poca_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
+    """Two agents of one group (POCA's critic attends over the group; each agent's own encoder over
+    its entities), each reaching its own goal."""
+    hyper = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
+    config = _config(tmp_path, "poca", ["solved_at=0.95", "grouped=true", "n_agents=2"], 6000, hyper,
+                     {"num_layers": 1, "hidden_units": 32})
+    returns = _train(config)
+    assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
+
+
 def test_sac_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     # entities only (no "self" context); ML-Agents' test_var_len_obs_sac trains at batch 16 too. Solved in
     # about 900-1500 steps on seeds 1-3; an update every 2 steps keeps it well inside the time of a test
