@@ -160,6 +160,28 @@ class LSTMWeights:
 
 
 @dataclass(frozen=True)
+class EntityEncoderWeights:
+    """The variable-length observations' encoder of ml_arl.policy.attention (ML-Agents' entity
+    embeddings and ResidualSelfAttention). For each observation in ``indices`` ([B, E, size]):
+    entities [self context, entity] -> ``embeddings[k]`` -> Swish, where the context is Swish(own
+    @ ``self_encoder``) of the other observations' encoding (none when ``self_encoder`` is None).
+    All entities together: x = layer_norm(embedded); multi-head attention (``heads``) with
+    ``query``, ``key``, ``value``, scores over sqrt(width), padding keys masked; y =
+    layer_norm(attended @ ``out`` + x); the mean of y over the entities present. An entity is
+    padding when the sum of its squares is below ``padding_threshold``."""
+
+    indices: tuple[int, ...]
+    self_encoder: Optional[Dense]
+    embeddings: tuple[Dense, ...]
+    query: Dense
+    key: Dense
+    value: Dense
+    out: Dense
+    heads: int
+    padding_threshold: float
+
+
+@dataclass(frozen=True)
 class HyperLayerWeights:
     """A goal-conditioned dense layer (network_settings.goal_conditioning_type: hyper): its [in, out]
     weights are made per row from the goal, g = features[:, goal_columns]: for each layer of
@@ -196,6 +218,9 @@ class ActorWeights:
     tanh_squash: bool = False
     # network_settings.memory: an LSTM between the body and the heads (the heads read its output)
     lstm: Optional[LSTMWeights] = None
+    # variable-length observations (their indices are in ``entities``): their attention encoding
+    # follows the vector and image encodings
+    entities: Optional[EntityEncoderWeights] = None
     # goal conditioning: the body's last layer, after the layers of ``body`` (then the activation)
     hyper: Optional[HyperLayerWeights] = None
 

@@ -201,6 +201,51 @@ def goal_reach(
     )
 
 
+class EntityReach(GoalReach):
+    """GoalReach whose goal is shown only as one entity of a variable-length observation (Unity's
+    BufferSensor: shape (max_entities, 2), dimension properties (VARIABLE_SIZE, NONE)). At every
+    step an agent sees 1 to ``max_entities`` entities, in random order and followed by all-zero
+    padding rows: the goal [1, goal] and distractors [0, -1 or +1]. With ``vectors`` the agent also
+    has a vector observation of the episode's elapsed fraction (its "self", which carries nothing
+    about the goal)."""
+
+    def __init__(self, continuous: int = 1, discrete: int = 0, vectors: int = 1, max_entities: int = 4, flat: bool = False,
+                 grouped: bool = False, **kwargs: Any):
+        super().__init__(continuous, discrete, vectors=vectors, images=0, name="EntityReach", **kwargs)
+        self.max_entities = max_entities
+        self.grouped = grouped  # every agent in group 1 (for POCA), each still reaching its own goal
+        # flat: the buffer declared as one axis (max_entities * 2,), still VARIABLE_SIZE: what the trainer refuses
+        shape, props = ((2 * max_entities,), (DimensionProperty.VARIABLE_SIZE,)) if flat else \
+            ((max_entities, 2), (DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE))
+        obs_specs = list(self.spec.observation_specs) + [ObservationSpec(shape, props, ObservationType.DEFAULT, "entities")]
+        self.spec = BehaviorSpec(obs_specs, self.spec.action_spec)
+        self.result = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
+
+    def _groups(self, n: int) -> tuple[np.ndarray, np.ndarray]:  # type: ignore[override]
+        return np.full(n, 1 if self.grouped else 0, np.int32), np.zeros(n, np.float32)
+
+    def _observe(self, goal: np.ndarray, t: Optional[np.ndarray] = None) -> list[np.ndarray]:
+        n = len(goal)
+        elapsed = (t if t is not None else np.zeros(n)).astype(np.float32) / self.max_episode_steps
+        vectors = [np.ones((n, *shape), np.float32) * elapsed.reshape(-1, 1) for shape in self.shapes]
+        entities = np.zeros((n, self.max_entities, 2), np.float32)
+        for row in range(n):
+            count = int(self.rng.integers(1, self.max_entities + 1))
+            rows = np.stack([np.zeros(count, np.float32), self.rng.choice([-1.0, 1.0], count).astype(np.float32)], axis=1)
+            rows[0] = (1.0, goal[row])
+            entities[row, :count] = rows[self.rng.permutation(count)]
+        return vectors + [entities]
+
+
+def entity_reach(
+    seed: Optional[int] = None, continuous: int = 1, discrete: int = 0, vectors: int = 1, max_entities: int = 4,
+    solved_at: Optional[float] = None, flat: bool = False, grouped: bool = False, n_agents: int = 1,
+) -> EntityReach:
+    """``env_path: tests.simple_envs:entity_reach`` (behavior "EntityReach")."""
+    return EntityReach(continuous, discrete, vectors, max_entities, flat, grouped, seed=seed or 0, solved_at=solved_at,
+                       n_agents=n_agents)
+
+
 GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards
 
 

@@ -27,6 +27,7 @@ from ml_arl.demo.format import (
     parse_demo,
     png_problem,
 )
+from ml_arl.envs.specs import is_variable_length
 from ml_arl.exceptions import ConfigError
 
 DEMO_SUFFIX = ".demo"
@@ -122,6 +123,9 @@ def spec_difference(demo: BehaviorSpec, spec: BehaviorSpec, other: str, this: st
     for index, (a, b) in enumerate(zip(ours, theirs)):
         if tuple(a.shape) != tuple(b.shape):
             return f"obs {index} is {tuple(a.shape)} in {this}, {tuple(b.shape)} in {other}"
+        if is_variable_length(a) != is_variable_length(b):
+            kinds = ("variable-length (a BufferSensor's)", "of fixed size")
+            return f"obs {index} is {kinds[not is_variable_length(a)]} in {this}, {kinds[not is_variable_length(b)]} in {other}"
     if _actions_text(demo.action_spec) != _actions_text(spec.action_spec):
         return f"the actions are {_actions_text(demo.action_spec)} in {this}, {_actions_text(spec.action_spec)} in {other}"
     return None

@@ -20,7 +20,7 @@ import numpy as np
 from mlagents_envs.base_env import ActionTuple
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ml_arl.messages import ActorWeights, Conv, Dense, HyperLayerWeights, VisualEncoderWeights
+from ml_arl.messages import ActorWeights, Conv, Dense, EntityEncoderWeights, HyperLayerWeights, VisualEncoderWeights
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
 LAYER_NORM_EPS = 1e-5  # the hypernetwork's layer normalisation (ml_arl.policy.conditioning)
@@ -166,6 +166,57 @@ class _VisualEncoder:
         return _leaky_relu(_flatten_dense(x, w.dense))
 
 
+def _layer_norm(x: np.ndarray) -> np.ndarray:
+    """Parameter-free layer norm over the last axis (as torch's, epsilon 1e-5)."""
+    centred = x - x.mean(axis=-1, keepdims=True)
+    return centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + 1e-5)
+
+
+def _dense(x: np.ndarray, dense: Dense) -> np.ndarray:
+    y = x @ dense.w
+    y += dense.b
+    return y
+
+
+class _EntityEncoder:
+    """numpy twin of ``ml_arl.policy.attention.EntityEncoder``: the variable-length observations
+    [B, E, size] (padding rows: squares summing below the threshold) and the encoding of the
+    other observations -> entity embeddings -> residual self-attention -> mean over the entities
+    present [B, width] (zeros when every entity is padding)."""
+
+    def __init__(self, w: EntityEncoderWeights):
+        self.w = w
+        self.width = w.query.w.shape[1]
+
+    def __call__(self, own: Optional[np.ndarray], obs: list[np.ndarray]) -> np.ndarray:
+        w = self.w
+        entities = [obs[i] if obs[i].dtype == np.float32 else obs[i].astype(np.float32) for i in w.indices]
+        present = np.concatenate([np.einsum("bes,bes->be", x, x) >= w.padding_threshold for x in entities], axis=1)
+        context = _swish(_dense(own, w.self_encoder)) if w.self_encoder is not None and own is not None else None
+        embedded = []
+        for x, dense in zip(entities, w.embeddings):
+            if context is not None:
+                x = np.concatenate([np.broadcast_to(context[:, None, :], (x.shape[0], x.shape[1], context.shape[1])), x], axis=2)
+            embedded.append(_swish(_dense(x, dense)))
+        x = _layer_norm(embedded[0] if len(embedded) == 1 else np.concatenate(embedded, axis=1))
+        batch, count, width = x.shape
+        head = width // w.heads
+
+        def split(t: np.ndarray) -> np.ndarray:  # [B, E, W] -> [B, heads, E, W / heads]
+            return t.reshape(batch, count, w.heads, head).transpose(0, 2, 1, 3)
+
+        q, k, v = split(_dense(x, w.query)), split(_dense(x, w.key)), split(_dense(x, w.value))
+        scores = q @ k.transpose(0, 1, 3, 2) / np.float32(np.sqrt(width))
+        scores = np.where(present[:, None, None, :], scores, np.float32(-1e6))
+        scores -= scores.max(axis=-1, keepdims=True)
+        p = np.exp(scores)
+        p /= p.sum(axis=-1, keepdims=True)
+        attended = (p @ v).transpose(0, 2, 1, 3).reshape(batch, count, width)
+        y = _layer_norm(_dense(attended, w.out) + x)
+        weights = present.astype(np.float32)[..., None]
+        return ((y * weights).sum(axis=1) / (weights.sum(axis=1) + np.float32(1e-7))).astype(np.float32)
+
+
 class Muscle:
     def __init__(self, weights: ActorWeights, deterministic: bool = False, seed: int = 0):
         self.rng = np.random.default_rng(seed)
@@ -188,6 +239,8 @@ class Muscle:
         self.norm = (w.norm_mean, w.norm_std) if w.norm_mean is not None and w.norm_std is not None else None
         self.visual = list(w.visual)
         self.encoders = [_VisualEncoder(enc) for enc in w.encoders]
+        self.entities = _EntityEncoder(w.entities) if w.entities is not None else None
+        self.not_vector = set(self.visual) | (set(w.entities.indices) if w.entities is not None else set())
         self.branches = tuple(w.branches)
         self.n_cont = self.mu_b.shape[0]
         # entropy: mean over continuous dimensions (as ML-Agents), summed over discrete branches
@@ -227,7 +280,7 @@ class Muscle:
         """Actions for one batch of agents. With an LSTM, ``agent_ids`` names whose memory each row
         continues (None: every row starts from zeros and nothing is kept)."""
         cont: np.ndarray
-        if self.visual:
+        if self.not_vector:
             h = self._features(obs)
         else:
             x = obs[0].reshape(obs[0].shape[0], -1) if len(obs) == 1 else np.concatenate(
@@ -324,10 +377,13 @@ class Muscle:
         return x if x.dtype == np.float32 else x.astype(np.float32)
 
     def _features(self, obs: list[np.ndarray]) -> np.ndarray:
-        """[normalised vector observations, image encodings], as ``ObservationEncoder``."""
-        vectors = [o.reshape(o.shape[0], -1) for i, o in enumerate(obs) if i not in self.visual]
+        """[normalised vector observations, image encodings, entity attention], as ``ObservationEncoder``."""
+        vectors = [o.reshape(o.shape[0], -1) for i, o in enumerate(obs) if i not in self.not_vector]
         feats = []
         if vectors:
             feats.append(self._normalized(vectors[0] if len(vectors) == 1 else np.concatenate(vectors, axis=1)))
         feats += [enc(obs[i]) for i, enc in zip(self.visual, self.encoders)]
+        if self.entities is not None:
+            own = (feats[0] if len(feats) == 1 else np.concatenate(feats, axis=1)) if feats else None
+            feats.append(self.entities(own, obs))
         return feats[0] if len(feats) == 1 else np.concatenate(feats, axis=1)

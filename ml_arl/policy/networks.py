@@ -7,7 +7,9 @@ maths runs in numpy inside the workers (``ml_arl.policy.muscle``); ``muscle_weig
 hand-over.
 
 Observations: every rank-1/2 observation is flattened and concatenated (and normalised when
-``normalize``); every rank-3 observation is an image, delivered as mlagents-envs 0.28 decodes
+``normalize``), except variable-length ones (a BufferSensor's: ``VARIABLE_SIZE`` among the
+dimension properties), which go through the entity attention of ``ml_arl.policy.attention``,
+appended after the other encodings; every rank-3 observation is an image, delivered as mlagents-envs 0.28 decodes
 it (height, width, channels), and goes through its own encoder (``vis_encode_type``, each in
 the layout of ML-Agents' encoder of that name: ``simple``, ``nature_cnn``, ``resnet``, ``match3``
 or ``fully_connected``; ``MIN_RESOLUTION`` holds the smallest images each takes). The encoder
@@ -36,6 +38,7 @@ from ml_arl.messages import (
     VisualEncoderKind,
     VisualEncoderWeights,
 )
+from ml_arl.policy.attention import EntityEncoder, is_variable_length, variable_indices, variable_length_problem
 from ml_arl.policy.conditioning import ConditionalBody, goal_columns, is_conditioned
 from ml_arl.settings import NetworkSettings
 
@@ -50,8 +53,13 @@ def visual_indices(spec: BehaviorSpec) -> list[int]:
     return [i for i, o in enumerate(spec.observation_specs) if len(o.shape) == 3]
 
 
+def vector_indices(spec: BehaviorSpec) -> list[int]:
+    """The observations flattened into the vector part (not images, not variable-length)."""
+    return [i for i, o in enumerate(spec.observation_specs) if len(o.shape) != 3 and not is_variable_length(o)]
+
+
 def vector_size(spec: BehaviorSpec) -> int:
-    return int(sum(int(np.prod(o.shape)) for o in spec.observation_specs if len(o.shape) != 3))
+    return int(sum(int(np.prod(spec.observation_specs[i].shape)) for i in vector_indices(spec)))
 
 
 # The image encoders, in the layouts of ML-Agents' (torch_entities/encoders.py). Convolution
@@ -234,18 +242,25 @@ def _image_shape(spec: BehaviorSpec, index: int) -> tuple[int, int, int]:
 
 
 class ObservationEncoder(nn.Module):
-    """Every observation of a behavior -> one feature vector: [normalised vectors, image encodings]."""
+    """Every observation of a behavior -> one feature vector: [normalised vectors, image encodings,
+    attention over the variable-length observations' entities]."""
 
     def __init__(self, spec: BehaviorSpec, settings: NetworkSettings, normalizer: Normalizer):
         super().__init__()
+        problem = variable_length_problem(spec)
+        if problem is not None:
+            raise ValueError(problem)
         self.visual = visual_indices(spec)
-        self.vector = [i for i in range(len(spec.observation_specs)) if i not in self.visual]
+        self.variable = variable_indices(spec)
+        self.vector = vector_indices(spec)
         self.normalize = settings.normalize
         self._normalizer = [normalizer]  # shared with the owner; a list keeps it out of this module's state
         self.encoders = nn.ModuleList(
             visual_encoder(settings.vis_encode_type, *_image_shape(spec, i), settings.hidden_units) for i in self.visual
         )
-        self.out_size = vector_size(spec) + settings.hidden_units * len(self.visual)
+        own_size = vector_size(spec) + settings.hidden_units * len(self.visual)
+        self.entities = EntityEncoder(spec, self.variable, own_size) if self.variable else None
+        self.out_size = own_size + (self.entities.out_size if self.entities is not None else 0)
 
     def vector_part(self, obs: list[torch.Tensor]) -> torch.Tensor:
         parts = [obs[i].reshape(obs[i].shape[0], -1) for i in self.vector]
@@ -259,6 +274,9 @@ class ObservationEncoder(nn.Module):
         for i, enc in zip(self.visual, self.encoders):
             img = obs[i] if channels_first else obs[i].permute(0, 3, 1, 2)
             feats.append(enc(img))
+        if self.entities is not None:
+            own = (feats[0] if len(feats) == 1 else torch.cat(feats, dim=1)) if feats else None
+            feats.append(self.entities(own, obs))
         return feats[0] if len(feats) == 1 else torch.cat(feats, dim=1)
 
 
@@ -460,7 +478,7 @@ class ActorCritic(nn.Module):
         critic: bool = True,
     ):
         super().__init__()
-        problem = check_visual_support(spec, settings)
+        problem = variable_length_problem(spec, settings.goal_conditioning_type) or check_visual_support(spec, settings)
         if problem is not None:
             raise ValueError(problem)
         self.spec = spec
@@ -597,6 +615,7 @@ class ActorCritic(nn.Module):
             norm_mean=_np32(self.normalizer.mean) if self.normalize else None,
             norm_std=_np32(self.normalizer.std()) if self.normalize else None,
             lstm=self._lstm_weights(),
+            entities=self.encoder.entities.weights() if self.encoder.entities is not None else None,
             hyper=conditional.weights() if conditional is not None else None,
         )
 

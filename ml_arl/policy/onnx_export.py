@@ -6,7 +6,8 @@ follow ML-Agents' export contract exactly:
 
 * opset 9, one self-contained file (no external weight files: Unity imports only the ``.onnx``);
 * inputs ``obs_0``.. ``obs_{n-1}`` (float32, ``[batch, *shape]``, images channels-first
-  ``[batch, C, H, W]`` because Unity feeds NCHW) and, only with discrete branches,
+  ``[batch, C, H, W]`` because Unity feeds NCHW, a variable-length observation
+  ``[batch, max_entities, entity_size]`` with its padding rows masked inside the graph) and, only with discrete branches,
   ``action_masks`` (float32 ``[batch, sum(branches)]``, 1 = allowed, 0 = masked), and only with
   network_settings.memory ``recurrent_in`` (float32 ``[batch, 1, memory_size]``: the LSTM's h
   then c, zeros at an episode's start);
@@ -124,6 +125,7 @@ class _ExportActor(nn.Module):
         self.visual = list(encoder.visual)
         self.normalize = bool(encoder.normalize) and bool(self.vector)
         self.encoders = _frozen_copy(encoder.encoders)
+        self.entities = None if encoder.entities is None else _frozen_copy(encoder.entities)
         self.body = _frozen_copy(network.body)
         self.lstm = None if network.lstm is None else _frozen_copy(network.lstm)
         self.hidden_memory = network.memory_size // 2
@@ -155,6 +157,9 @@ class _ExportActor(nn.Module):
             feats.append(x)
         for i, enc in zip(self.visual, self.encoders):
             feats.append(enc(obs[i]))  # the network's own encoder, fed channels-first as Unity does
+        if self.entities is not None:  # [batch, max_entities, entity_size]; padding rows are masked in the graph
+            own = (feats[0] if len(feats) == 1 else torch.cat(feats, dim=1)) if feats else None
+            feats.append(self.entities(own, obs))
         return feats[0] if len(feats) == 1 else torch.cat(feats, dim=1)
 
     def forward(self, *inputs: torch.Tensor) -> tuple[torch.Tensor, ...]:

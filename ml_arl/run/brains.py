@@ -22,6 +22,7 @@ from ml_arl.checkpoints import CheckpointManager, TrainingStatus, checkpoint_pro
 from ml_arl.demo import check_demonstrations
 from ml_arl.exceptions import ConfigError, RunDirectoryError
 from ml_arl.import_path import ImportPathError, resolve_class
+from ml_arl.policy.attention import variable_length_problem
 from ml_arl.policy.networks import check_visual_support
 from ml_arl.results_dir import resolve_load_path
 from ml_arl.run.phases import PhaseSchedule
@@ -77,6 +78,9 @@ class Brains:
             raise ConfigError([bad_name])
         settings = self.options.settings_for(behavior)
         trainer_class(settings, brain)
+        problem = variable_length_problem(spec, settings.network_settings.goal_conditioning_type)
+        if problem is not None:
+            raise ConfigError([f"behavior {brain}: {problem}"])
         problem = check_visual_support(spec, settings.network_settings)
         if problem is not None:
             raise ConfigError([f"behaviors.{brain}.{problem}"])

@@ -22,56 +22,10 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
+from ml_arl.policy.attention import ATTENTION_HEADS, EntityAttention
+from ml_arl.policy.attention import small_linear as _small_linear
 from ml_arl.policy.networks import Normalizer, ObservationEncoder
 from ml_arl.settings import NetworkSettings
-
-ATTENTION_HEADS = 4  # ML-Agents' MultiAgentNetworkBody
-MASKED_SCORE = -1e6  # ML-Agents' MultiHeadAttention fills masked keys with this
-MEAN_EPSILON = 1e-7
-
-
-def _small_linear(in_size: int, out_size: int, gain: float, kaiming: bool = False) -> nn.Linear:
-    """ML-Agents' linear_layer with a kernel gain: Normal (or Kaiming He normal) init times ``gain``, zero bias."""
-    lin = nn.Linear(in_size, out_size)
-    with torch.no_grad():
-        if kaiming:
-            nn.init.kaiming_normal_(lin.weight)
-        else:
-            nn.init.normal_(lin.weight)
-        lin.weight.mul_(gain)
-        nn.init.zeros_(lin.bias)
-    return lin
-
-
-def _layer_norm(x: torch.Tensor) -> torch.Tensor:
-    return nn.functional.layer_norm(x, x.shape[-1:], eps=1e-5)
-
-
-class EntityAttention(nn.Module):
-    """Residual self-attention over entities [B, E, H] with a presence mask [B, E] -> [B, H]."""
-
-    def __init__(self, size: int, heads: int):
-        super().__init__()
-        if size % heads:
-            raise ValueError(f"the attention's size ({size}) must be a multiple of its heads ({heads})")
-        self.heads = heads
-        gain = math.sqrt(0.125 / size)
-        self.query, self.key, self.value, self.out = (_small_linear(size, size, gain) for _ in range(4))
-
-    def forward(self, x: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
-        b, e, h = x.shape
-        x = _layer_norm(x)
-
-        def split(t: torch.Tensor) -> torch.Tensor:  # [B, E, H] -> [B, heads, E, H / heads]
-            return t.reshape(b, e, self.heads, h // self.heads).transpose(1, 2)
-
-        q, k, v = split(self.query(x)), split(self.key(x)), split(self.value(x))
-        scores = q @ k.transpose(2, 3) / math.sqrt(h)  # ML-Agents scales by the embedding size
-        scores = scores.masked_fill(~present[:, None, None, :], MASKED_SCORE)
-        attended = (torch.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, e, h)
-        out = _layer_norm(self.out(attended) + x)
-        weights = present.to(out.dtype)[..., None]
-        return (out * weights).sum(1) / (weights.sum(1) + MEAN_EPSILON)
 
 
 class POCACritic(nn.Module):
