@@ -43,9 +43,12 @@ def _spec(shapes: list[tuple[int, ...]], actions: ActionSpec) -> BehaviorSpec:
     return BehaviorSpec(obs, actions)
 
 
-def _net(actions: ActionSpec, seed: int = 0, normalize: bool = True) -> ActorCritic:
+def _net(actions: ActionSpec, seed: int = 0, normalize: bool = True, sac: bool = False) -> ActorCritic:
+    """A recurrent actor with random weights; ``sac``: SAC's (state-dependent sigma, tanh-squashed, no critic)."""
     torch.manual_seed(seed)
-    net = ActorCritic(_spec([(3,), (2,)], actions), NetworkSettings(hidden_units=16, normalize=normalize, memory=MEMORY))
+    settings = NetworkSettings(hidden_units=16, normalize=normalize, memory=MEMORY)
+    kinds = {"conditional_sigma": True, "tanh_squash": True, "critic": False} if sac else {}
+    net = ActorCritic(_spec([(3,), (2,)], actions), settings, **kinds)  # type: ignore[arg-type]
     with torch.no_grad():
         for p in net.parameters():  # random weights everywhere (the heads start tiny)
             p.add_(torch.randn_like(p) * 0.3)
@@ -439,9 +442,13 @@ def test_poca_loss_leaves_padding_out() -> None:
 # ---------------------------------------------------------------------------------- ONNX
 
 
-@pytest.mark.parametrize("actions", [ActionSpec(2, ()), ActionSpec(1, (3, 2))], ids=["continuous", "hybrid"])
-def test_onnx_recurrent_contract_step_by_step(actions: ActionSpec, tmp_path: Path) -> None:
-    net = _net(actions, normalize=True)
+@pytest.mark.parametrize(
+    ("actions", "sac"),
+    [(ActionSpec(2, ()), False), (ActionSpec(1, (3, 2)), False), (ActionSpec(2, ()), True), (ActionSpec(1, (3, 2)), True)],
+    ids=["continuous", "hybrid", "sac-continuous", "sac-hybrid"],
+)
+def test_onnx_recurrent_contract_step_by_step(actions: ActionSpec, sac: bool, tmp_path: Path) -> None:
+    net = _net(actions, normalize=True, sac=sac)
     path = tmp_path / "policy.onnx"
     export_onnx(net, str(path))
     check_onnx(str(path))
@@ -482,6 +489,31 @@ def test_onnx_recurrent_contract_step_by_step(actions: ActionSpec, tmp_path: Pat
 # ---------------------------------------------------------------------------------- learning
 
 
+def _memory_config(tmp_path: Path, trainer_type: str, actions: str, max_steps: int, hyperparameters: dict[str, Any], memory_size: int = 16) -> dict[str, Any]:
+    """GoalReach showing its goal only in an episode's first 2 steps, one worker in-process."""
+    env_args = [actions, "continuous=0"] if actions.startswith("discrete") else [actions]
+    return {
+        "env_settings": {"env_path": "tests.simple_envs:goal_reach", "manager": "inprocess", "seed": 1,
+                         # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one miss early)
+                         "env_args": [*env_args, "show_goal_steps=2", "solved_at=0.95"]},
+        "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "memory"},
+        "default_settings": {
+            "trainer_type": trainer_type, "summary_freq": 500, "max_steps": max_steps,
+            "hyperparameters": {"learning_rate_schedule": "constant", **hyperparameters},
+            "network_settings": {"num_layers": 1, "hidden_units": 32, "memory": {"memory_size": memory_size, "sequence_length": 16}},
+        },
+        "behaviors": {},
+    }
+
+
+def _remembers(tmp_path: Path, config: dict[str, Any]) -> None:
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    controller.start_learning()
+    returns = list(controller.managers["GoalReach"].recent_rewards)
+    assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
+    check_onnx(str(tmp_path / "memory" / "GoalReach.onnx"))
+
+
 @pytest.mark.parametrize(
     ("actions", "shared_critic", "memory_size"),
     [("continuous=1", False, 16), ("discrete=1", False, 16), ("continuous=1", True, 32)],
@@ -489,22 +521,20 @@ def test_onnx_recurrent_contract_step_by_step(actions: ActionSpec, tmp_path: Pat
 def test_recurrent_ppo_remembers_the_goal(tmp_path: Path, actions: str, shared_critic: bool, memory_size: int) -> None:
     """ML-Agents' test_recurrent_ppo: memory_size 16, learning_rate 1e-3, batch 64, buffer 128, 6000 steps.
     A shared critic reads the actor's LSTM: 16 (8 hidden units) is too small for both heads here."""
-    env_args = [actions, "continuous=0"] if actions.startswith("discrete") else [actions]
-    config = {
-        "env_settings": {"env_path": "tests.simple_envs:goal_reach", "manager": "inprocess", "seed": 1,
-                         # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one miss early)
-                         "env_args": [*env_args, "show_goal_steps=2", "solved_at=0.95"]},
-        "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "memory"},
-        "default_settings": {
-            "trainer_type": "ppo", "summary_freq": 500, "max_steps": 6000,
-            "hyperparameters": {"learning_rate": 1.0e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 128,
-                                "shared_critic": shared_critic},
-            "network_settings": {"num_layers": 1, "hidden_units": 32, "memory": {"memory_size": memory_size, "sequence_length": 16}},
-        },
-        "behaviors": {},
-    }
-    controller = TrainerController(build_run_options(config, {}, "test"))
-    controller.start_learning()
-    returns = list(controller.managers["GoalReach"].recent_rewards)
-    assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
-    check_onnx(str(tmp_path / "memory" / "GoalReach.onnx"))
+    hp = {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128, "shared_critic": shared_critic}
+    _remembers(tmp_path, _memory_config(tmp_path, "ppo", actions, 6000, hp, memory_size))
+
+
+@pytest.mark.parametrize("actions", ["continuous=1", "discrete=1"])
+def test_recurrent_sac_remembers_the_goal(tmp_path: Path, actions: str) -> None:
+    """ML-Agents' test_recurrent_sac (memory_size 16, sequence_length 16, learning_rate 1e-3, batch 256,
+    4000 steps) with tests/test_sac.py's hyperparameters: 4 sequences a gradient step, solved in ~300-700 steps."""
+    hp = {"learning_rate": 5.0e-3, "batch_size": 64, "buffer_size": 5000, "buffer_init_steps": 100, "tau": 0.01, "init_entcoef": 0.01}
+    _remembers(tmp_path, _memory_config(tmp_path, "sac", actions, 2000, hp))
+
+
+def test_recurrent_poca_remembers_the_goal(tmp_path: Path) -> None:
+    """ML-Agents' test_recurrent_poca (memory_size 16, sequence_length 16, learning_rate 1e-3, batch 64,
+    buffer 128, 8000 steps); no groups here: the critic values the agent alone, through its LSTM."""
+    hp = {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128}
+    _remembers(tmp_path, _memory_config(tmp_path, "poca", "continuous=1", 6000, hp))
