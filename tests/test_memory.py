@@ -538,3 +538,34 @@ def test_recurrent_poca_remembers_the_goal(tmp_path: Path) -> None:
     buffer 128, 8000 steps); no groups here: the critic values the agent alone, through its LSTM."""
     hp = {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128}
     _remembers(tmp_path, _memory_config(tmp_path, "poca", "continuous=1", 6000, hp))
+
+
+def test_sac_resumes_with_the_memories_of_its_saved_replay_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """save_replay_buffer with memory: --resume restores every step's memories and places, and sequences go on from them."""
+    restored: list[ReplayBuffer] = []
+    original = SACTrainer.load
+
+    def load(trainer: SACTrainer, path: str, resume: bool) -> None:
+        original(trainer, path, resume)
+        restored.append(copy.deepcopy(trainer.replay))
+
+    monkeypatch.setattr(SACTrainer, "load", load)
+    hp = {"batch_size": 32, "buffer_size": 5000, "buffer_init_steps": 50, "steps_per_update": 4, "save_replay_buffer": True}
+    config = _memory_config(tmp_path, "sac", "continuous=1", 100, hp)
+    config["env_settings"]["env_args"].remove("solved_at=0.95")
+    TrainerController(build_run_options(copy.deepcopy(config), {}, "test")).start_learning()
+    with np.load(tmp_path / "memory" / "GoalReach" / "last_replay_buffer.npz") as data:
+        saved = {k: data[k] for k in data.files}
+    assert {"memories", "critic_memories", "place", "left"} <= set(saved) and len(saved["rewards"]) >= 100
+    assert np.any(saved["memories"] != 0) and np.any(saved["critic_memories"] != 0)
+    config["checkpoint_settings"]["resume"] = True
+    config["default_settings"]["max_steps"] = 120
+    TrainerController(build_run_options(config, {}, "test")).start_learning()
+    (buffer,) = restored
+    n = len(saved["rewards"])
+    assert len(buffer) == n and buffer.memories is not None and buffer.critic_memories is not None
+    np.testing.assert_array_equal(buffer.memories[:n].numpy(), saved["memories"])
+    np.testing.assert_array_equal(buffer.critic_memories[:n].numpy(), saved["critic_memories"])
+    np.testing.assert_array_equal(buffer.place[:n].numpy(), saved["place"])
+    starts = buffer.sequence_starts()
+    assert len(starts) and np.all(saved["place"][starts.numpy()] % 16 == 0)
