@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 import onnx
@@ -396,9 +396,11 @@ def test_sac_padding_stays_out_of_the_gradient_step() -> None:
 # ---------------------------------------------------------------------------------- POCA's recurrent critic
 
 
-def _poca_trainer() -> POCATrainer:
-    section = {"trainer_type": "poca", "hyperparameters": {"batch_size": 8, "buffer_size": 16},
-               "network_settings": {"hidden_units": 8, "num_layers": 1, "memory": MEMORY}}
+def _poca_trainer(memory: Optional[dict[str, int]] = MEMORY) -> POCATrainer:
+    network: dict[str, Any] = {"hidden_units": 8, "num_layers": 1}
+    if memory is not None:
+        network["memory"] = memory
+    section = {"trainer_type": "poca", "hyperparameters": {"batch_size": 8, "buffer_size": 16}, "network_settings": network}
     settings = build_run_options({"behaviors": {"GoalReach": section}}, {}, "test").behaviors["GoalReach"]
     torch.manual_seed(0)
     return POCATrainer("GoalReach", settings, GoalReach().spec, StatsReporter("GoalReach", []), None, torch.device("cpu"))
@@ -427,6 +429,21 @@ def test_poca_critic_memories_carry_over_trajectories_of_an_episode() -> None:
     np.testing.assert_allclose(data.values[real][:11].numpy(), episode.numpy(), atol=1e-5)
     trainer.update()  # sequences of 4 over pieces of 6, 5 and 7 steps: padded and masked
     assert all(torch.isfinite(p).all() for p in (*trainer.network.parameters(), *critic.parameters()))
+
+
+@pytest.mark.parametrize("memory", [None, MEMORY], ids=["feedforward", "memory"])
+def test_poca_learns_from_agents_without_a_group(memory: Optional[dict[str, int]]) -> None:
+    """A buffer in which no agent has a group (no groupmate slots): the critic values each agent alone."""
+    trainer = _poca_trainer(memory)
+    rng = np.random.default_rng(0)
+    for agent, steps in (("0-1", 9), ("0-2", 8)):
+        trainer.add_experience(_piece(rng, agent, steps, True))
+    with torch.no_grad():
+        alone = trainer.critic.values([torch.zeros(3, 1)], [torch.zeros(3, 0, 1)], torch.zeros(3, 0, dtype=torch.bool),
+                                      None if memory is None else torch.zeros(1, 16))
+    assert alone.shape == (3, 1) and torch.isfinite(alone).all()
+    trainer.update()
+    assert all(torch.isfinite(p).all() for p in (*trainer.network.parameters(), *trainer.critic.parameters()))
 
 
 def test_poca_loss_leaves_padding_out() -> None:
