@@ -22,7 +22,7 @@ from ml_arl.envs.env_runner import EnvRunner
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicyMessage, Trajectory
 from ml_arl.policy.muscle import Muscle
-from ml_arl.policy.networks import ActorCritic
+from ml_arl.policy.networks import ActorCritic, _run_lstm
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import BehavioralCloningSettings, NetworkSettings, build_run_options
 from ml_arl.stats import StatsReporter
@@ -339,8 +339,9 @@ def _sac_trainer(memory: dict[str, int], **hp: Any) -> SACTrainer:
 
 
 def test_sac_sequences_from_stored_memories_equal_whole_episodes() -> None:
-    """V's memories recorded per step carry across an episode's trajectories; V and the target V
-    run from them over a sequence that starts mid-episode as over the unbroken episode."""
+    """V's memories, recorded per sequence as trajectories arrive (each step holds the memory before
+    its sequence), carry across an episode's trajectories; V and the target V run from them over a
+    sequence that starts mid-episode as over the unbroken episode."""
     trainer = _sac_trainer(MEMORY)
     rng = np.random.default_rng(0)
     first, second = _piece(rng, "0-1", 6, False), _piece(rng, "0-1", 5, True)
@@ -349,11 +350,17 @@ def test_sac_sequences_from_stored_memories_equal_whole_episodes() -> None:
     trainer.add_experience(second)
     assert not trainer.critic_memory  # the ended episode's memory is dropped
     episode = [torch.as_tensor(np.concatenate([first.obs[0], second.obs[0], second.next_obs[0][None]]))]
+    net = trainer.value_net
+    assert net.lstm is not None and trainer.replay.critic_memories is not None
     with torch.no_grad():
-        values, before, _ = trainer.value_net.over_trajectory(episode, torch.zeros(1, 16))
-        # step 4 of the second piece (episode step 10): the last sequence start, one real step and padding
+        values = net(episode, None, torch.zeros(1, 16))  # the 12 observations as one sequence
+        features = net.features(episode)
+        before = [torch.zeros(16)] + [_run_lstm(net.lstm, features[:t], torch.zeros(1, 16))[1][0] for t in (4, 6, 10)]  # type: ignore[index]
+        # rows 6 and 10: the second piece's sequences (episode steps 6-9, and 10 with padding)
         batch = trainer.replay._rows(trainer.replay.sequence_rows(torch.tensor([6, 10]))[0])
-    np.testing.assert_allclose(trainer.replay.critic_memories[:11].numpy(), before[:11].numpy(), atol=1e-6)  # type: ignore[index]
+    stored = trainer.replay.critic_memories[:11].numpy()
+    want = np.stack([before[0]] * 4 + [before[1]] * 2 + [before[2]] * 4 + [before[3]])  # first's places 0-3, 4-5; second's 0-3, 4
+    np.testing.assert_allclose(stored, want, atol=1e-6)
     assert trainer.replay.critic_memories is not None
     value_mem = trainer.replay.critic_memories[torch.tensor([6, 10])]
     with torch.no_grad():

@@ -3,8 +3,8 @@ ring), sampled uniformly. It can be written next to a checkpoint and read back o
 (``save_replay_buffer``), as one .npz file replaced atomically.
 
 With memory (``memory_size`` > 0) each step also keeps the actor's memory before it (as the worker
-acted), the value network's memory before it (recorded by the trainer when the trajectory
-arrived), and its place in its trajectory. ``sample_sequences`` then draws whole sequences as
+acted), the value network's memory before its sequence (recorded by the trainer when the
+trajectory arrived; ML-Agents' critic memories), and its place in its trajectory. ``sample_sequences`` then draws whole sequences as
 ML-Agents' SAC does: a sequence starts at a trajectory's first step or ``sequence_length`` steps
 after a start (ML-Agents' sequence starts in its padded buffer), runs ``sequence_length`` steps
 and never crosses into another trajectory: the steps past its trajectory's end are padding (the
@@ -38,7 +38,7 @@ class ReplayBatch:
     dones: torch.Tensor  # [B] 1.0 where the episode terminated after this step (not a max-step cut)
     # sequences (``sample_sequences``): B = S * sequence_length rows, row s * L + j step j of sequence s
     memories: Optional[torch.Tensor] = None  # [B, memory_size] the actor's memory before each step
-    critic_memories: Optional[torch.Tensor] = None  # [B, memory_size] the value network's memory before each step
+    critic_memories: Optional[torch.Tensor] = None  # [B, memory_size] the value network's memory before each step's sequence
     mask: Optional[torch.Tensor] = None  # [B] 1.0 for a step, 0.0 for padding
 
     def __len__(self) -> int:
@@ -90,7 +90,7 @@ class ReplayBuffer:
         """One trajectory's steps: s' of step t is the observation of t + 1 (``next_obs`` after the
         last); done only where the episode terminated (a max-step cut bootstraps, as ML-Agents).
         With memory: ``traj.memories`` and ``critic_memories`` [T, memory_size], the value network's
-        memory before each step."""
+        memory before each step's sequence."""
         n = len(traj)
         if n == 0:
             return

@@ -262,7 +262,7 @@ class SACTrainer(Trainer):
                 memory = self.critic_memory.pop(traj.agent_id, None)
                 if memory is None:
                     memory = torch.zeros(1, self.value_net.memory_size, device=self.device)
-                out, before, after = self.value_net.over_trajectory(obs, memory)
+                out, before, after = self.value_net.over_trajectory(obs, memory, self.sequence_length)
                 values = out[:, :, 0].mean(0)
                 critic_memories = before.cpu().numpy()
                 if not traj.done:

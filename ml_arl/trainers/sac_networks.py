@@ -73,22 +73,23 @@ class Critic(nn.Module):
         return self._out(x)
 
     def over_trajectory(
-        self, obs: list[torch.Tensor], memory: torch.Tensor, actions: torch.Tensor | None = None
+        self, obs: list[torch.Tensor], memory: torch.Tensor, sequence_length: int, actions: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """One trajectory [T rows] as one sequence from ``memory`` [1, memory_size]: its outputs
-        [T, streams, outputs], the memory before each step [T, memory_size] and the memory after
-        the last [1, memory_size]."""
+        """One trajectory [T rows] as one unbroken sequence from ``memory`` [1, memory_size], run in
+        pieces of ``sequence_length``: its outputs [T, streams, outputs], for each step the memory
+        before its piece [T, memory_size] (as ML-Agents records critic memories), and the memory
+        after the last step [1, memory_size]."""
         assert self.lstm is not None
         x = self.features(obs, actions)
-        before, outs = [], []
-        for t in range(x.shape[0]):
-            before.append(memory[0])
-            out, after = _run_lstm(self.lstm, x[t : t + 1], memory)
+        outs, before = [], []
+        for first in range(0, x.shape[0], sequence_length):
+            piece = x[first : first + sequence_length]
+            before.append(memory.expand(piece.shape[0], -1))
+            out, after = _run_lstm(self.lstm, piece, memory)
             assert after is not None
             outs.append(out)
             memory = after
-        return self._out(torch.cat(outs)), torch.stack(before), memory
-
+        return self._out(torch.cat(outs)), torch.cat(before), memory
 
 def soft_update(source: nn.Module | Sequence[torch.Tensor], target: nn.Module | Sequence[torch.Tensor], tau: float) -> None:
     """target <- tau * source + (1 - tau) * target, parameter by parameter (ML-Agents' soft_update).
