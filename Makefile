@@ -11,7 +11,7 @@ $(STAMP): setup.py
 	$(BIN)/pip install --upgrade pip wheel "setuptools<80"
 	# torch first and pinned: the CPU wheel on these machines; a bare "torch" would pull CUDA.
 	$(BIN)/pip install "torch==2.13.0"
-	$(BIN)/pip install -e ".[dev]"
+	$(BIN)/pip install -e ".[dev,pettingzoo]"
 	touch $(STAMP)
 
 install: $(STAMP)
@@ -29,7 +29,7 @@ lint: $(STAMP)
 test: $(STAMP)
 	$(BIN)/ruff check ml_arl tests bench
 	$(BIN)/mypy ml_arl > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
-	$(BIN)/python -m pytest -q -n 2 tests; tests=$$?; \
+	$(BIN)/python -m pytest -q -n 2 --durations=25 tests; tests=$$?; \
 	wait $$mypy; typed=$$?; echo "$(BIN)/mypy ml_arl:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 

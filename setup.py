@@ -23,6 +23,8 @@ setup(
     extras_require={
         "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm"],
         "bench": ["stable-baselines3>=2.3"],
+        # --env pettingzoo:<module>; mpe2 holds the MPE games the tests and bench/pettingzoo_pipeline.py use
+        "pettingzoo": ["pettingzoo>=1.25,<2", "mpe2>=1.0"],
     },
     entry_points={"console_scripts": ["arl-learn=ml_arl.cli:main", "arl-report=ml_arl.report:main"]},
 )

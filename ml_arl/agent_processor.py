@@ -155,16 +155,17 @@ class AgentProcessor:
                 state = self.agents.pop(agent_id, None)
                 if state is None:
                     continue
+                mates = self._mates_of(agent_id, group_id)
                 if state.pending is not None:
                     state.group_id = group_id
-                    self._complete(state, reward, objective, group_reward, self._mates_of(agent_id, group_id))
+                    self._complete(state, reward, objective, group_reward, mates)
                     if collect:
                         self._emit(state, agent_id, t_obs[i], True, bool(interrupted))  # type: ignore[index]
                 if state.ep_length > 0:
                     self.episodes.append(
                         EpisodeStat(
                             self.behavior, state.ep_reward, state.ep_length, bool(interrupted), state.ep_objective,
-                            f"{self.worker_id}-{agent_id}", objective + group_reward,
+                            f"{self.worker_id}-{agent_id}", objective + group_reward, all(m.done for m in mates),
                         )
                     )
         elif collect and len(decision_steps) and action_info is not None:

@@ -42,6 +42,7 @@ examples:
   arl-learn config/arl/GridDefense.yaml --run-id grid              # attacker vs defender, in phases
   arl-report results/grid                                          # table + results/grid/report.png
   arl-learn config/ppo/Tag-selfplay.yaml --run-id tag              # self-play with ELO
+  arl-learn config/poca/SoccerLine.yaml --run-id soccer           # POCA teams in self-play
   tensorboard --logdir results
 """
 

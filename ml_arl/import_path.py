@@ -36,6 +36,16 @@ def is_import_path(path: str) -> bool:
     return True
 
 
+def load_module(module_name: str) -> Any:
+    """The module ``module_name`` (``package.module``), imported; ImportPathError if it cannot be."""
+    if not module_name or not all(part.isidentifier() for part in module_name.split(".")):
+        raise ImportPathError(f"{module_name!r} is not a module path; write it as package.module")
+    try:
+        return importlib.import_module(module_name)
+    except ImportError as err:
+        raise ImportPathError(f"cannot import module {module_name!r} ({err}); is it installed and on PYTHONPATH?") from None
+
+
 def resolve(path: str) -> Any:
     """The object ``path`` names (the module is imported)."""
     module_name, name = split(path)

@@ -10,6 +10,8 @@ from __future__ import annotations
 import os
 from typing import Any, Optional
 
+from mlagents_envs.base_env import ObservationType
+
 MAX_NUM_ENVS = 256  # worker processes on one machine
 MAX_NUM_AREAS = 4096  # training areas (env copies / agent multipliers) per worker
 MAX_STEPS_PER_MESSAGE = 4096
@@ -42,19 +44,32 @@ def mlp_parameters(inputs: int, hidden_units: int, num_layers: int, outputs: int
     return (inputs + 1) * h + (num_layers - 1) * (h + 1) * h + (h + 1) * outputs
 
 
-def network_bytes(hidden_units: int, num_layers: int, num_envs: int, inputs: Optional[int] = None, outputs: int = 1) -> int:
+def hyper_layer_parameters(inputs: int, hidden_units: int, goal: int) -> int:
+    """Parameters of a goal-conditioned layer (ml_arl.policy.conditioning) beyond a plain layer's:
+    a hypernetwork of two hidden layers whose output is the inputs x hidden_units weight matrix."""
+    h = hidden_units
+    return (goal + 1) * h + (h + 1) * h + (h + 1) * inputs * h + h - (inputs + 1) * h
+
+
+def network_bytes(
+    hidden_units: int, num_layers: int, num_envs: int, inputs: Optional[int] = None, outputs: int = 1, goal: int = 0
+) -> int:
     """Estimated bytes of an actor and a critic of this shape, in the trainer and the workers.
-    ``inputs`` unknown (before the environment tells its observations): taken as hidden_units."""
-    params = 2 * mlp_parameters(inputs if inputs is not None else hidden_units, hidden_units, num_layers, outputs)
+    ``inputs`` unknown (before the environment tells its observations): taken as hidden_units.
+    ``goal`` > 0: the bodies' last layers are goal-conditioned by a goal of that size."""
+    inputs = inputs if inputs is not None else hidden_units
+    params = 2 * mlp_parameters(inputs, hidden_units, num_layers, outputs)
+    if goal:
+        params += 2 * hyper_layer_parameters(inputs if num_layers == 1 else hidden_units, hidden_units, goal)
     return 4 * params * (_TRAINER_COPIES + _COPIES_PER_WORKER * num_envs)
 
 
 def network_memory_problem(
     hidden_units: int, num_layers: int, num_envs: int, inputs: Optional[int] = None, outputs: int = 1,
-    available: Optional[int] = None,
+    available: Optional[int] = None, goal: int = 0,
 ) -> Optional[str]:
     """Why networks of this shape cannot fit in memory (None if they can or memory is unknown)."""
-    need = network_bytes(hidden_units, num_layers, num_envs, inputs, outputs)
+    need = network_bytes(hidden_units, num_layers, num_envs, inputs, outputs, goal)
     have = available if available is not None else available_memory_bytes()
     if have is None or need <= have:
         return None
@@ -72,15 +87,22 @@ def _size(n: float) -> str:
     return f"{n:.3g} PB"
 
 
-def behavior_memory_problem(spec: Any, hidden_units: int, num_layers: int, num_envs: int) -> Optional[str]:
+def behavior_memory_problem(
+    spec: Any, hidden_units: int, num_layers: int, num_envs: int, goal_conditioning_type: str = "none"
+) -> Optional[str]:
     """network_memory_problem with the behavior's own observation and action sizes (an
-    mlagents_envs BehaviorSpec); images count as hidden_units features (their encoder's output)."""
-    inputs = 0
+    mlagents_envs BehaviorSpec); images count as hidden_units features (their encoder's output).
+    With ``hyper`` goal conditioning and goal observations, the hypernetworks count too (their
+    output layer grows as hidden_units cubed)."""
+    inputs = goal = 0
     for obs in spec.observation_specs:
-        inputs += int(obs.shape[0]) if len(obs.shape) == 1 else hidden_units
+        size = int(obs.shape[0]) if len(obs.shape) == 1 else hidden_units
+        inputs += size
+        if goal_conditioning_type == "hyper" and obs.observation_type == ObservationType.GOAL_SIGNAL:
+            goal += size
     actions = spec.action_spec
     outputs = 2 * int(actions.continuous_size) + int(sum(actions.discrete_branches)) + 1
-    return network_memory_problem(hidden_units, num_layers, num_envs, max(inputs, 1), outputs)
+    return network_memory_problem(hidden_units, num_layers, num_envs, max(inputs, 1), outputs, goal=goal)
 
 
 def behavior_name_problem(name: str) -> Optional[str]:

@@ -72,6 +72,7 @@ class EpisodeStat(NamedTuple):
     objective: float = 0.0  # return in the behavior's objective
     agent_id: str = ""  # "<worker>-<agent id>"
     final: float = 0.0  # objective + group reward of the last step: who won (self-play ELO)
+    group_done: bool = True  # every groupmate ended with it (ML-Agents' all_group_dones_reached; True without a group)
 
 
 class StepBatch(NamedTuple):
@@ -159,6 +160,20 @@ class LSTMWeights:
 
 
 @dataclass(frozen=True)
+class HyperLayerWeights:
+    """A goal-conditioned dense layer (network_settings.goal_conditioning_type: hyper): its [in, out]
+    weights are made per row from the goal, g = features[:, goal_columns]: for each layer of
+    ``hidden`` g = swish(g @ w + b), then g = layer_norm(g) (no scale, eps 1e-5), then
+    weights = (g @ flat.w + flat.b).reshape(in_size, out); y = x @ weights + bias."""
+
+    hidden: tuple[Dense, ...]
+    flat: Dense  # [hidden, in_size * out]
+    bias: np.ndarray  # [out]
+    in_size: int
+    goal_columns: tuple[int, ...]  # columns of the encoded observations that hold the goal
+
+
+@dataclass(frozen=True)
 class ActorWeights:
     """The actor of ml_arl.policy.networks.ActorCritic: observation encoders, an MLP body (then,
     with network_settings.memory, an LSTM), a Gaussian head (state-independent log std) and one
@@ -181,6 +196,8 @@ class ActorWeights:
     tanh_squash: bool = False
     # network_settings.memory: an LSTM between the body and the heads (the heads read its output)
     lstm: Optional[LSTMWeights] = None
+    # goal conditioning: the body's last layer, after the layers of ``body`` (then the activation)
+    hyper: Optional[HyperLayerWeights] = None
 
 
 # --------------------------------------------------------------------------- policies

@@ -178,7 +178,9 @@ class ConsoleWriter:
         parts = [category, f"Step: {step}", f"Time Elapsed: {time.time() - self.start:0.3f} s"]
         reward = values.get("Environment/Cumulative Reward")
         if reward is not None and reward.n > 0:
-            parts += [f"Mean Reward: {reward.mean:0.3f}", f"Std of Reward: {reward.std:0.3f}"]
+            parts.append(f"Mean Reward: {reward.mean:0.3f}")
+            group = values.get("Environment/Group Cumulative Reward")  # POCA: the group's return replaces the std
+            parts.append(f"Mean Group Reward: {group.mean:0.3f}" if group is not None and group.n > 0 else f"Std of Reward: {reward.std:0.3f}")
             objective = values.get("Objective/Cumulative Objective")
             if objective is not None and abs(objective.mean - reward.mean) > 1e-9:
                 parts.append(f"Mean Objective: {objective.mean:0.3f}")
@@ -186,6 +188,9 @@ class ConsoleWriter:
             parts.append("No episode was completed since last summary")
         training = values.get("Is Training")
         parts.append("Training" if training is None or training.mean > 0 else "Not Training")
+        elo = values.get("Self-play/ELO")
+        if elo is not None and elo.n > 0:
+            parts.append(f"ELO: {elo.mean:0.3f}")
         logger.info(". ".join(parts) + ".")
 
     def close(self) -> None:

@@ -268,7 +268,7 @@ class TrainerController:
             self.managers[brain].record_episodes([ep])
             self.curriculum.record_episode(brain, ep.reward)
             number = schedule.count_episode(brain)
-            if brain in selfplay.ghosts and not ep.interrupted:
+            if brain in selfplay.ghosts and not ep.interrupted and ep.group_done:  # a game, as ML-Agents' ghost counts it
                 selfplay.record_game(brain, ep.final)
             self.outputs.record_episode(
                 schedule.name, schedule.mode, brain, ep, batch.worker_id, number, selfplay.elo(brain)

@@ -204,11 +204,29 @@ def goal_reach(
 GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards
 
 
-def group_reach(seed: Optional[int] = None, variant: str = "continuous", n_groups: int = 4, num_areas: int = 1) -> BaseEnv:
+def group_reach(
+    seed: Optional[int] = None, variant: str = "continuous", n_groups: int = 4, num_areas: int = 1, solved_at: Optional[float] = None
+) -> BaseEnv:
     """``env_path: tests.simple_envs:group_reach``: the built-in GroupReach, kept where a test can
-    read each agent's success (``final_rewards``, ML-Agents' criterion) after the run."""
+    read each agent's success (``final_rewards``, ML-Agents' criterion) after the run. With
+    ``solved_at`` the run ends (as a Ctrl-C does) once the last 20 agents' successes average above it."""
     from ml_arl.envs.builtin import GroupReach
 
-    env = GroupReach(variant, n_groups=n_groups, seed=seed or 0, num_areas=num_areas)
+    class StoppingGroupReach(GroupReach):
+        run_starts = True
+
+        def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+            if self.run_starts:  # checked between the runner's batches only, as GoalReach does
+                self.run_starts = False
+                last = self.final_rewards[-STOP_WINDOW:]
+                if solved_at is not None and len(last) == STOP_WINDOW and float(np.mean(last)) > solved_at:
+                    raise KeyboardInterrupt
+            return super().get_steps(behavior_name)
+
+        def take_environment_stats(self) -> dict[str, Any]:
+            self.run_starts = True
+            return {}
+
+    env = StoppingGroupReach(variant, n_groups=n_groups, seed=seed or 0, num_areas=num_areas)
     GROUP_REACH_ENVS.append(env)
     return env

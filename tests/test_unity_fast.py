@@ -411,6 +411,46 @@ def test_lockstep_fast_and_stock(build: Path, tmp_path: Path) -> None:
     assert [p.returncode for p in procs if p is not None] == [0, 0]  # both builds got the close message
 
 
+def test_lockstep_groups_memory_and_buffer_sensor(build: Path, tmp_path: Path) -> None:
+    """The stand-in's Mates (groups, group rewards, agents leaving early), Recall and Crowd (a
+    BufferSensor observation, VARIABLE_SIZE) decode the same through the fast bridge."""
+    args = ("--agents", "4", "--behaviors", "Mates,Recall,Crowd", "--episode-length", "9")
+    before = unity_fast.fallbacks
+    envs: list[UnityBuildEnv] = []
+    try:
+        for fast in (True, False):
+            envs.append(open_env(build, tmp_path / f"logs-{fast}", fast, *args, num_areas=2, seed=5))
+        fast_env, stock_env = envs
+        for env in envs:
+            env.reset()
+        assert dict(fast_env.behavior_specs) == dict(stock_env.behavior_specs)
+        assert fast_env.behavior_specs["Crowd?team=0"].observation_specs[1].shape == (4, 3)
+        rng = np.random.default_rng(1)
+        seen = {"group_reward": 0, "left_early": 0, "interrupted": 0, "crowd_terminal": 0}
+        for t in range(40):
+            for name, spec in fast_env.behavior_specs.items():
+                steps = fast_env.get_steps(name)
+                assert_same_steps(steps, stock_env.get_steps(name), f"step {t} {name}")
+                if name.startswith("Mates"):
+                    seen["group_reward"] += int((steps[1].group_reward != 0).sum())
+                    seen["left_early"] += int(((steps[1].group_reward == 0) & ~steps[1].interrupted).sum())
+                seen["interrupted"] += int(steps[1].interrupted.sum())
+                seen["crowd_terminal"] += len(steps[1]) if name.startswith("Crowd") else 0
+                action = _actions(rng, spec, len(steps[0]))
+                if name.startswith("Mates"):  # towards the goal, at different speeds: groups end together and apart
+                    goal = steps[0].obs[0][:, :1]
+                    action = ActionTuple(continuous=(goal * rng.uniform(0.1, 1.0, goal.shape)).astype(np.float32))
+                for env in envs:
+                    env.set_actions(name, action)
+            for env in envs:
+                env.step()
+        assert all(seen.values()), seen
+        assert unity_fast.fallbacks == before
+    finally:
+        for env in envs:
+            env.close()
+
+
 @pytest.mark.parametrize(
     ("trigger", "error", "timeout_wait"),
     [("--quit-at", UnityCommunicatorStoppedException, 10), ("--crash-at", UnityEnvironmentException, 10),

@@ -364,3 +364,170 @@ def test_input_decoding() -> None:
     assert S.decode_action(decoded.actions["Old"][0]) == ([2.0, 1.0], [2, 1])
     quit_msg = UnityMessageProto.FromString(S.MESSAGE_QUIT_400)
     assert quit_msg.header.status == 400
+
+
+# --- behaviors of issue 13: groups (Mates), memory (Recall), a buffer sensor (Crowd) -----------
+
+MATES = "Mates?team=0"
+RECALL = "Recall?team=0"
+CROWD = "Crowd?team=0"
+
+
+def test_mates_groups_group_rewards_and_agents_leaving_early(build: Path, tmp_path: Path) -> None:
+    """As a SimpleMultiAgentGroup: group ids on every step; an agent that ends first leaves its group
+    (a terminal step with its group id, then nothing); the last one's terminal step brings the
+    group reward (the mean success); a cut group is interrupted; every episode new agent ids."""
+    returns_file = tmp_path / "returns.txt"
+    with unity(build, tmp_path, "--behaviors", "Mates", "--agents", "5", "--episode-length", "8",
+               "--returns-file", str(returns_file), num_areas=2) as env:
+        env.reset()
+        spec = env.behavior_specs[MATES]
+        assert [o.shape for o in spec.observation_specs] == [(2,)] and spec.action_spec.continuous_size == 1
+        d, t = env.get_steps(MATES)
+        assert len(t) == 0 and list(d.agent_id) == list(range(8))  # 5 // 2 = 2 groups of 2 per area, 2 areas
+        assert list(d.group_id) == [1001, 1001, 1002, 1002, 1003, 1003, 1004, 1004]
+        group_of = dict(zip(d.agent_id.tolist(), d.group_id))
+        goal = dict(zip(d.agent_id.tolist(), d.obs[0][:, 0]))
+        assert set(goal.values()) <= {-1.0, 1.0} and np.all(d.obs[0][:, 1] == 0)
+        seen_ids: set[int] = set(group_of)
+        left_early = group_ended = cut = 0
+        gone: set[int] = set()
+        for _ in range(30):
+            d, _ = env.get_steps(MATES)
+            for agent, g in zip(d.agent_id.tolist(), d.obs[0][:, 0]):
+                group_of.setdefault(agent, 0)
+                goal[agent] = float(g)
+            # the first of each pair goes to its goal at full speed (0.2), the second at 0.15, and
+            # in the second episode of each group the second stands still (its group is cut)
+            first = np.array([a % 2 == 0 for a in d.agent_id])
+            second_episode = d.agent_id >= 8
+            speed = np.where(first, 1.0, np.where(second_episode, 0.0, 0.15))
+            env.set_actions(MATES, ActionTuple(continuous=(speed * d.obs[0][:, 0])[:, None].astype(np.float32)))
+            env.step()
+            d, t = env.get_steps(MATES)
+            assert not (set(d.agent_id.tolist()) & gone), "an agent that left still asks for decisions"
+            assert not (set(t.agent_id.tolist()) & gone)
+            new = set(d.agent_id.tolist()) - seen_ids
+            assert all(a >= 8 for a in new)
+            seen_ids |= new
+            for agent, reward, group_reward, interrupted, group in zip(
+                t.agent_id.tolist(), t.reward, t.group_reward, t.interrupted, t.group_id
+            ):
+                gone.add(agent)
+                assert group in (1001, 1002, 1003, 1004)
+                mate = agent + 1 if agent % 2 == 0 else agent - 1
+                if interrupted:
+                    cut += 1
+                    assert reward == pytest.approx(-0.01) and group_reward == 0
+                elif mate not in gone:  # leaves early
+                    left_early += 1
+                    assert reward == pytest.approx(-0.01) and group_reward == 0  # min(-0.01, success 1.06)
+                else:  # ends the group: both reached their goals
+                    group_ended += 1
+                    assert reward == 0 and group_reward == pytest.approx(1.06)
+            assert len(d.group_id) == len(d) and set(d.group_id) <= {1001, 1002, 1003, 1004}
+        assert left_early >= 4 and group_ended >= 4 and cut >= 4, (left_early, group_ended, cut)
+    lines = returns_file.read_text().split()
+    successes = [float(v) for name, v in zip(lines[0::2], lines[1::2]) if name == "Mates"]
+    assert successes.count(1.06) == left_early + group_ended and successes.count(0.0) == cut
+
+
+def test_recall_shows_the_goal_only_at_an_episodes_start(build: Path, tmp_path: Path) -> None:
+    returns_file = tmp_path / "returns.txt"
+    with unity(build, tmp_path, "--behaviors", "Recall", "--agents", "6", "--returns-file", str(returns_file)) as env:
+        env.reset()
+        spec = env.behavior_specs[RECALL]
+        assert [o.shape for o in spec.observation_specs] == [(1,)] and spec.action_spec.continuous_size == 1
+        remembered: dict[int, float] = {}
+        age: dict[int, int] = {}
+        returns: list[float] = []
+        running: dict[int, float] = {}
+        for _ in range(40):
+            d, _ = env.get_steps(RECALL)
+            for agent, cue in zip(d.agent_id.tolist(), d.obs[0][:, 0]):
+                age[agent] = age.get(agent, -1) + 1
+                if age[agent] < 2:
+                    assert cue in (-1.0, 1.0)
+                    assert remembered.setdefault(agent, float(cue)) == cue  # the same goal both times
+                else:
+                    assert cue == 0.0  # hidden from the third decision on
+            # a policy with a memory: the goal it saw
+            env.set_actions(RECALL, ActionTuple(continuous=np.array([[remembered[a]] for a in d.agent_id], np.float32)))
+            env.step()
+            d, t = env.get_steps(RECALL)
+            for agent, reward in zip(d.agent_id.tolist(), d.reward):
+                running[agent] = running.get(agent, 0.0) + float(reward)
+            for agent, reward, interrupted in zip(t.agent_id.tolist(), t.reward, t.interrupted):
+                assert not interrupted and reward == pytest.approx(1.06)
+                assert agent not in d.agent_id  # the next episode is a new agent
+                returns.append(running.pop(agent, 0.0) + float(reward))
+        assert len(returns) == 6 * 8 and np.allclose(returns, 1.06 - 4 * 0.01)  # 5 steps to the goal
+    lines = returns_file.read_text().split()
+    assert lines[0::2] == ["Recall"] * 48 and np.allclose([float(v) for v in lines[1::2]], returns, atol=1e-5)
+
+
+def test_crowd_buffer_sensor_as_mlagents_envs_reports_it(build: Path, tmp_path: Path) -> None:
+    """A BufferSensor observation: shape (max entities, entity size), dimension properties
+    (VARIABLE_SIZE, NONE), float rows of the entities present, then zero rows."""
+    from mlagents_envs.base_env import DimensionProperty, ObservationType
+
+    with unity(build, tmp_path, "--behaviors", "Crowd,Seeker", "--agents", "8", num_areas=2) as env:
+        env.reset()
+        spec = env.behavior_specs[CROWD]
+        vector_spec, buffer_spec = spec.observation_specs
+        assert vector_spec.shape == (1,) and vector_spec.name == "VectorSensor"
+        assert buffer_spec.shape == (4, 3) and buffer_spec.name == "BufferSensor"
+        assert buffer_spec.dimension_property == (DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE)
+        assert buffer_spec.observation_type == ObservationType.DEFAULT
+        assert env.behavior_specs[SEEKER].observation_specs[0].shape == (2,)  # another behavior beside it
+        counts: set[int] = set()
+        returns = []
+        for _ in range(30):
+            d, _ = env.get_steps(CROWD)
+            vector, entities = d.obs
+            assert vector.shape == (16, 1) and entities.shape == (16, 4, 3) and entities.dtype == np.float32
+            present = np.abs(entities).sum(axis=2) > 0
+            for rows, mask in zip(entities, present):
+                n = int(mask.sum())
+                counts.add(n)
+                assert 1 <= n <= 4 and mask[:n].all() and not rows[n:].any()  # padding: zero rows, last
+                assert set(np.abs(rows[:n, 0]).tolist()) <= {0.5} and (rows[:n, 1] + rows[:n, 2] == 1).all()
+                assert rows[:n, 1].sum() == 1  # exactly one goal
+            goal_side = (entities[:, :, 0] * entities[:, :, 1]).sum(axis=1) * 2
+            env.set_actions(CROWD, ActionTuple(continuous=goal_side[:, None].astype(np.float32)))
+            env.step()
+            returns += list(env.get_steps(CROWD)[1].reward)
+        assert counts == {1, 2, 3, 4}
+        assert len(returns) >= 16 * 5 and np.allclose(returns, 1.06)  # the scripted set policy always reaches the goal
+
+
+def test_new_behaviors_encoding_parses() -> None:
+    """The hand-written AgentInfos of Mates and Crowd against the generated classes."""
+    from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
+
+    world = S.World(S.parse_args(["--behaviors", "Mates,Crowd,Recall", "--agents", "2"]), seed=3, num_areas=1, log=lambda _: None)
+    msg = UnityMessageProto.FromString(world.reset())
+    infos = msg.unity_output.rl_output.agentInfos
+    mates = infos[MATES].value
+    assert [(i.id, i.group_id, i.done) for i in mates] == [(0, 1001, False), (1, 1001, False)]
+    buffer = infos[CROWD].value[0].observations[1]
+    assert list(buffer.shape) == [4, 3] and list(buffer.dimension_properties) == [4, 1] and buffer.compression_type == 0
+    assert len(buffer.float_data.data) == 12 and buffer.name == "BufferSensor"
+    assert len(infos[RECALL].value) == 2
+    brains = {b.brain_name for b in msg.unity_output.rl_initialization_output.brain_parameters}
+    assert brains == {MATES, CROWD, RECALL}
+    # full speed to the goal: after 5 steps both mates end with the group reward
+    for _ in range(5):
+        actions = {MATES: [_continuous_action(g) for g in (i.observations[0].float_data.data[0] for i in mates)]}
+        msg = UnityMessageProto.FromString(world.step(actions))
+        mates = [i for i in msg.unity_output.rl_output.agentInfos[MATES].value if not i.done] or mates
+    ended = [i for i in msg.unity_output.rl_output.agentInfos[MATES].value if i.done]
+    assert [(i.id, i.group_id, round(i.group_reward, 4), i.max_step_reached) for i in ended] == [
+        (0, 1001, 1.06, False), (1, 1001, 1.06, False)]
+    assert [i.id for i in msg.unity_output.rl_output.agentInfos[MATES].value if not i.done] == [2, 3]
+
+
+def _continuous_action(value: float) -> bytes:
+    from mlagents_envs.communicator_objects.agent_action_pb2 import AgentActionProto
+
+    return AgentActionProto(continuous_actions=[value]).SerializeToString()

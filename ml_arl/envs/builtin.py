@@ -16,6 +16,9 @@ new episode, in the DecisionSteps of the same step, as Unity agents do.
 group reward when the group's last agent ends; agents that end early leave their group (the
 cooperative task of ``trainer_type: poca``).
 
+``SoccerLine`` (ml_arl.envs.soccer): two teams of two push a ball along a line, each team a group
+with a group reward of +1 / -1 per goal (POCA with self-play, as ML-Agents' SoccerTwos).
+
 ``Trivial`` observes 8 floats and takes 2 continuous actions with fixed-length episodes:
 the benchmark workload, whose step cost is close to nothing.
 """
@@ -39,6 +42,7 @@ from mlagents_envs.base_env import (
 
 from ml_arl.envs.grid import GridDefense
 from ml_arl.envs.parameters import draw, is_value
+from ml_arl.envs.soccer import SoccerLine
 from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.envs.tag import Tag
 
@@ -353,6 +357,7 @@ BUILTIN_ENVS: dict[str, Callable[..., BaseEnv]] = {
     "Trivial": lambda seed, **kw: Trivial(seed=seed, **kw),
     "GridDefense": lambda seed, **kw: GridDefense(seed=seed, **kw),
     "Tag": lambda seed, **kw: Tag(seed=seed, **kw),
+    "SoccerLine": lambda seed, **kw: SoccerLine(seed=seed, **kw),
     "GroupReach": lambda seed, **kw: GroupReach("continuous", seed=seed, **kw),
     "GroupReachDiscrete": lambda seed, **kw: GroupReach("discrete", seed=seed, **kw),
 }

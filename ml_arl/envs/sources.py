@@ -3,6 +3,8 @@
 Accepted forms:
   builtin:<Name>        a built-in env (ml_arl.envs.builtin.BUILTIN_ENVS)
   gymnasium:<EnvId>     a gymnasium env wrapped as a one-agent BaseEnv
+  pettingzoo:<module>   a PettingZoo env module's parallel_env (or AEC env), agents -> behaviors by name
+                        prefix (ml_arl.envs.pettingzoo_env); pettingzoo:<module>:<attr> names the constructor
   package.module:attr   a callable returning a BaseEnv
   path/to/Build.x86_64  a Unity player build (any other value is a path; the extension may be left out)
   (nothing)             the Unity Editor: press Play in the Editor, we listen on port 5004
@@ -94,7 +96,7 @@ def is_python_source(env_path: Optional[str]) -> bool:
     kind, sep, _ = env_path.partition(":")
     if not sep or not kind:
         return False
-    if kind in ("builtin", "gymnasium"):
+    if kind in ("builtin", "gymnasium", "pettingzoo"):
         return True
     return "/" not in kind and "\\" not in kind and not kind.endswith((".x86_64", ".x86", ".exe", ".app"))
 
@@ -121,6 +123,8 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
         if name not in gymnasium.registry:
             raise EnvironmentSourceError(f"--env {env_path}: gymnasium has no environment id '{name}'")
         return EnvFactory(env_path, make_gymnasium_env, {"env_id": name, "num_areas": num_areas, **kwargs})
+    if sep and kind == "pettingzoo":
+        return _pettingzoo_factory(env_path, name, kwargs, num_areas)
     if sep:
         try:
             target = resolve(env_path)
@@ -137,6 +141,36 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
             )
         return EnvFactory(env_path, target, kwargs, _accepts(target, "worker_id"), _accepts(target, "seed"))
     raise EnvironmentSourceError(f"--env {env_path}: not a Python environment")
+
+
+def _pettingzoo_factory(env_path: str, target: str, kwargs: dict[str, Any], num_areas: int) -> EnvFactory:
+    """Import the module, find its constructor and build the env once here, so that a wrong name,
+    argument or space is a one-line error before any worker starts."""
+    try:
+        import pettingzoo  # noqa: F401
+    except ImportError:
+        raise EnvironmentSourceError(
+            f"--env {env_path}: PettingZoo is not installed; pip install 'ml_arl[pettingzoo]'"
+        ) from None
+    from ml_arl.envs.pettingzoo_env import env_constructor, make_pettingzoo_env
+
+    if num_areas != 1:
+        raise EnvironmentSourceError(
+            f"env_settings.num_areas: {num_areas}, but PettingZoo environments have one area; set num_areas to 1"
+        )
+    try:
+        _, described = env_constructor(target)
+    except ValueError as err:
+        raise EnvironmentSourceError(f"--env {env_path}: {err}") from None
+    try:
+        make_pettingzoo_env(target, seed=0, **kwargs).close()
+    except Exception as err:  # the user's environment: any failure, said in one line
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise EnvironmentSourceError(
+            f"--env {env_path}: {described}({', '.join(f'{k}={v!r}' for k, v in kwargs.items())}) failed: "
+            f"{type(err).__name__}: {first}; check --env-args"
+        ) from None
+    return EnvFactory(env_path, make_pettingzoo_env, {"target": target, **kwargs})
 
 
 def unity_factory(options: Any, seed: int) -> EnvFactory:

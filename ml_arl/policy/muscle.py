@@ -20,9 +20,10 @@ import numpy as np
 from mlagents_envs.base_env import ActionTuple
 from numpy.lib.stride_tricks import sliding_window_view
 
-from ml_arl.messages import ActorWeights, Conv, Dense, VisualEncoderWeights
+from ml_arl.messages import ActorWeights, Conv, Dense, HyperLayerWeights, VisualEncoderWeights
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+LAYER_NORM_EPS = 1e-5  # the hypernetwork's layer normalisation (ml_arl.policy.conditioning)
 CONTINUOUS_CLIP = 3.0  # a raw Gaussian sample is clamped to [-3, 3], then scaled to [-1, 1] (as ML-Agents' PPO)
 
 
@@ -116,6 +117,23 @@ def _swish(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def hyper_layer(x: np.ndarray, features: np.ndarray, w: HyperLayerWeights, goal_columns: np.ndarray) -> np.ndarray:
+    """A goal-conditioned dense layer (before its activation): the hypernetwork makes each row's
+    [in, out] weights from the goal's columns of ``features``; [B, in] -> [B, out]."""
+    g = features[:, goal_columns]
+    for layer in w.hidden:
+        y = g @ layer.w
+        y += layer.b
+        g = _swish(y)
+    g -= g.mean(axis=1, keepdims=True)
+    g /= np.sqrt(np.mean(g * g, axis=1, keepdims=True) + LAYER_NORM_EPS)
+    flat = g @ w.flat.w
+    flat += w.flat.b
+    out = np.matmul(x[:, None, :], flat.reshape(x.shape[0], w.in_size, -1))[:, 0]
+    out += w.bias
+    return out
+
+
 def _flatten_dense(x: np.ndarray, dense: Dense) -> np.ndarray:
     """The dense layer over [B, H, W, C] flattened channels-last (the weights' rows are in that order)."""
     y = x.reshape(x.shape[0], -1) @ dense.w
@@ -176,6 +194,8 @@ class Muscle:
         self._cont_entropy = float(np.mean(0.5 + _LOG_SQRT_2PI + self.log_std)) if self.n_cont else 0.0
         self._cont_logp_const = -float(np.sum(self.log_std + _LOG_SQRT_2PI)) if self.n_cont else 0.0
         self._offsets = np.cumsum((0,) + self.branches)
+        self.hyper = w.hyper
+        self.goal_columns = np.asarray(w.hyper.goal_columns, np.intp) if w.hyper is not None else np.zeros(0, np.intp)
         self.lstm = w.lstm
         self.memory_size = 2 * w.lstm.w_hh.shape[0] if w.lstm is not None else 0
         if any(m.shape[0] != self.memory_size for m in self.memories.values()):
@@ -214,6 +234,7 @@ class Muscle:
                 [o.reshape(o.shape[0], -1) for o in obs], axis=1
             )
             h = self._normalized(x)
+        features = h
         for w, b in self.layers:
             y = h @ w
             y += b  # swish: y = x / 2
@@ -222,6 +243,9 @@ class Muscle:
                 t *= y
                 t += y  # t = swish(x)
             h = t
+        if self.hyper is not None:  # goal conditioning: the body's last layer
+            z = hyper_layer(h, features, self.hyper, self.goal_columns)
+            h = _swish(z) if self.swish else np.tanh(z)
         memory = None
         if self.lstm is not None:
             h, memory = self._recurrent(h, agent_ids)

@@ -36,6 +36,7 @@ from ml_arl.messages import (
     VisualEncoderKind,
     VisualEncoderWeights,
 )
+from ml_arl.policy.conditioning import ConditionalBody, goal_columns, is_conditioned
 from ml_arl.settings import NetworkSettings
 
 MASK_LOGIT = -1e8
@@ -312,6 +313,17 @@ def _mlp(in_size: int, hidden: int, layers: int, activation: str) -> nn.Sequenti
     return nn.Sequential(*mods)
 
 
+def mlp_body(spec: BehaviorSpec, settings: NetworkSettings, encoder: ObservationEncoder, extra_inputs: int = 0) -> nn.Module:
+    """The dense body over ``encoder``'s output (and ``extra_inputs`` columns after it): ``num_layers``
+    layers of ``hidden_units``, the last one goal-conditioned by a hypernetwork when the behavior has
+    goal observations and ``goal_conditioning_type`` is ``hyper`` (``ml_arl.policy.conditioning``)."""
+    in_size, h, layers = encoder.out_size + extra_inputs, settings.hidden_units, settings.num_layers
+    if not is_conditioned(spec, settings.goal_conditioning_type):
+        return _mlp(in_size, h, layers, settings.activation)
+    columns = goal_columns(spec, encoder.vector, encoder.visual, settings.hidden_units)
+    return ConditionalBody(_mlp(in_size, h, layers - 1, settings.activation), in_size, h, columns, ACTIVATIONS[settings.activation]())
+
+
 def _head(in_size: int, out_size: int, gain: float) -> nn.Linear:
     lin = nn.Linear(in_size, out_size)
     nn.init.orthogonal_(lin.weight, gain=gain)
@@ -456,20 +468,20 @@ class ActorCritic(nn.Module):
         self.branches = tuple(int(b) for b in spec.action_spec.discrete_branches)
         self.normalize = settings.normalize
         self.normalizer = Normalizer(vector_size(spec))
-        h = settings.hidden_units
+        h = self.hidden_units = settings.hidden_units
         self.activation = settings.activation
         self.streams = tuple(streams)
         self.tanh_squash = tanh_squash
         self.encoder = ObservationEncoder(spec, settings, self.normalizer)
         self.in_size = self.encoder.out_size
-        self.body = _mlp(self.in_size, h, settings.num_layers, settings.activation)
+        self.body = mlp_body(spec, settings, self.encoder)
         self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
         self.lstm = _lstm(h, self.memory_size) if self.memory_size else None
         head_in = self.memory_size // 2 if self.memory_size else h
         self.shared_critic = shared_critic
         # SAC (critic=False) keeps its value and Q networks apart (ml_arl.trainers.sac_networks)
         self.critic_encoder = self.encoder if shared_critic or not critic else ObservationEncoder(spec, settings, self.normalizer)
-        self.critic_body = self.body if shared_critic or not critic else _mlp(self.in_size, h, settings.num_layers, settings.activation)
+        self.critic_body = self.body if shared_critic or not critic else mlp_body(spec, settings, self.critic_encoder)
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
         self.mu = _head(head_in, self.n_cont, gain=0.01) if self.n_cont else None
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
@@ -565,8 +577,11 @@ class ActorCritic(nn.Module):
         for enc in self.encoder.encoders:
             assert isinstance(enc, (VisualEncoder, ResNetEncoder))
             encoders.append(enc.weights())
-        linears = [m for m in self.body if isinstance(m, nn.Linear)]
-        hidden = linears[-1].out_features
+        conditional = self.body if isinstance(self.body, ConditionalBody) else None
+        plain = conditional.plain if conditional is not None else self.body
+        assert isinstance(plain, nn.Sequential)
+        linears = [m for m in plain if isinstance(m, nn.Linear)]
+        hidden = self.hidden_units
         empty = Dense(np.zeros((hidden, 0), np.float32), np.zeros(0, np.float32))
         return ActorWeights(
             body=tuple(_dense_weights(lin) for lin in linears),
@@ -582,6 +597,7 @@ class ActorCritic(nn.Module):
             norm_mean=_np32(self.normalizer.mean) if self.normalize else None,
             norm_std=_np32(self.normalizer.std()) if self.normalize else None,
             lstm=self._lstm_weights(),
+            hyper=conditional.weights() if conditional is not None else None,
         )
 
     def _lstm_weights(self) -> Optional[LSTMWeights]:

@@ -87,7 +87,9 @@ class Brains:
                 if problem is not None:
                     raise ConfigError([problem])
         net = settings.network_settings
-        too_big = limits.behavior_memory_problem(spec, net.hidden_units, net.num_layers, self.options.env_settings.num_envs)
+        too_big = limits.behavior_memory_problem(
+            spec, net.hidden_units, net.num_layers, self.options.env_settings.num_envs, net.goal_conditioning_type
+        )
         if too_big is not None:
             raise ConfigError([f"behaviors.{brain}.network_settings: {too_big}"])
         for phase in self.options.phases or []:

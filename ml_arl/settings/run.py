@@ -230,7 +230,7 @@ def _phase_override_problems(base: TrainerSettings, merged: TrainerSettings, whe
     problems = []
     if merged.trainer_type != base.trainer_type:
         problems.append(f"{where}.trainer_type: a phase cannot change the trainer ({base.trainer_type}); start a new run")
-    shape_keys = ("hidden_units", "num_layers", "vis_encode_type", "normalize", "activation")
+    shape_keys = ("hidden_units", "num_layers", "vis_encode_type", "normalize", "activation", "goal_conditioning_type")
     for key in shape_keys:
         if getattr(merged.network_settings, key) != getattr(base.network_settings, key):
             problems.append(

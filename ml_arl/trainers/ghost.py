@@ -10,8 +10,11 @@ weights with probability ``play_against_latest_model_ratio``, otherwise one of t
 ``swap_steps`` steps the other team plays, and whenever the learning team changes (every
 ``team_change`` steps of the learning brain; the environments are then reset).
 
-ELO: after every finished (not interrupted) game of the learning team, the result is 1 if the
-last step's objective + group reward is positive, 0 if negative, 0.5 otherwise;
+ELO: after every finished (not interrupted) game of an agent of the learning team whose whole
+group ended with it (ML-Agents' done_reached, all_group_dones_reached and not interrupted; an
+agent without a group is its own group), the result is 1 if the last step's objective + group
+reward is positive, 0 if negative, 0.5 otherwise. As in ML-Agents the game counts once per such
+agent: a POCA team of two that scores moves the ELO twice;
 ``change = K * (result - expected)``, with the expected score against the opponent snapshot's
 rating. The learner gains what the snapshot loses. K is ``elo_k_factor``, 1 by default as in
 ML-Agents. Written as "Self-play/ELO"; kept in training_status.json

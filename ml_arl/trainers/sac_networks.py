@@ -17,7 +17,7 @@ from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 from torch.nn import functional as F
 
-from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, _lstm, _mlp, _run_lstm
+from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, _lstm, _run_lstm, mlp_body
 from ml_arl.settings import NetworkSettings
 
 # networks.ACTIVATIONS as functions
@@ -41,13 +41,15 @@ class Critic(nn.Module):
         self.outputs = outputs
         self.action_inputs = action_inputs
         self.encoder = ObservationEncoder(spec, settings, normalizer)
-        self.body = _mlp(self.encoder.out_size + action_inputs, settings.hidden_units, settings.num_layers, settings.activation)
+        # goal-conditioned (a hypernetwork layer last) as the actor's body, when it is
+        self.body = mlp_body(spec, settings, self.encoder, action_inputs)
         self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
         self.lstm = _lstm(settings.hidden_units, self.memory_size) if self.memory_size else None
         self.head = _head(self.memory_size // 2 if self.lstm is not None else settings.hidden_units, streams * outputs, gain=1.0)
-        # the body's layers called as functions: a gradient step evaluates a critic seven times,
+        # a plain body's layers called as functions: a gradient step evaluates a critic seven times,
         # and nn.Module's call machinery would cost more than these small layers
-        linears = [m for m in self.body if isinstance(m, nn.Linear)]
+        self.plain = isinstance(self.body, nn.Sequential)
+        linears = [m for m in self.body.modules() if isinstance(m, nn.Linear)] if self.plain else []
         self._layers = [(lin, ACTIVATION_FUNCTIONS[settings.activation]) for lin in linears]
 
     def features(self, obs: list[torch.Tensor], actions: torch.Tensor | None = None) -> torch.Tensor:
@@ -56,6 +58,8 @@ class Critic(nn.Module):
         if self.action_inputs:
             assert actions is not None
             x = torch.cat([x, actions], dim=1)
+        if not self.plain:
+            x = self.body(x)
         for lin, activation in self._layers:
             x = activation(F.linear(x, lin.weight, lin.bias))
         return x

@@ -7,7 +7,7 @@ port 5004, or ``--editor-port N``). Unknown arguments are ignored.
 Own options (all optional):
   --agents N            agents per training area per behavior (default 4); the trainer's num_areas
                         multiplies it
-  --behaviors A,B       which behaviors exist: Seeker, Picker (default Seeker)
+  --behaviors A,B       which behaviors exist: Seeker, Picker, Mates, Recall, Crowd (default Seeker)
   --visual              Seeker also gets a 20x20 RGB camera observation (PNG)
   --visual-layout L     how the camera is described: hwc (default) as com.unity.ml-agents 2.x does,
                         shape (H, W, 3) with dimension properties (TE, TE, NONE); chw as 3.x does,
@@ -27,6 +27,10 @@ Own options (all optional):
   --step-delay S        sleep per step (default 0)
   --no-stats            send no stats side-channel records (a trainer without a StatsSideChannel
                         logs a warning for each record it does not understand)
+  --returns-file PATH   Mates, Recall and Crowd append a line "<behavior> <value>" to PATH for every
+                        episode that ends (flushed at once), so that a test can watch a run learn
+                        and stop it once solved. The value is the episode's return (Recall, Crowd),
+                        or the agent's success (Mates, see below; 0 for an agent whose group is cut)
 
 Behaviors:
   Seeker?team=0  continuous action (1); obs [x, g] (+ camera with --visual, camera only with
@@ -35,6 +39,29 @@ Behaviors:
                  The goal range R comes from the environment parameter ``target_range`` (default 1).
   Picker?team=0  discrete branches [3, 2]; obs one-hot(cue) + [flag]; reward 0.5 per matching branch,
                  -1 for an action disabled by the mask; episodes of 5 decisions.
+  Mates?team=0   groups of two agents (as a SimpleMultiAgentGroup: group ids 1001, 1002, ...;
+                 --agents N gives N // 2 groups per area, at least 1), continuous action (1); obs [goal, x]
+                 with a goal of -1 or +1 of its own; x starts at 0 and moves by a clamped to
+                 [-0.2, 0.2] (as tests/simple_envs.py GoalReach and GroupReach). An agent
+                 is done once |x| = 1, its success 1.06 * x * goal. Each step costs 0.01 (reward).
+                 An agent that ends while its mate goes on leaves the group early (a terminal
+                 step with its group id, reward min(-0.01, success)) and sends nothing more; when
+                 the group's last agent ends, the group reward (the mean success of both, added
+                 as AddGroupReward does) comes with its terminal step (EndGroupEpisode). A group
+                 still going after L steps is interrupted (GroupEpisodeInterrupted). Every
+                 episode gets new agent ids, as Unity's episode ids.
+  Recall?team=0  memory task: continuous action (1); obs [cue], cue = the episode's goal (-1 or
+                 +1) in its first 2 decisions, 0 after; a hidden x starts at 0 and moves by
+                 a clamped to [-0.2, 0.2]; done once |x| = 1 with reward 1.06 * x * goal, each
+                 other step -0.01; cut after L steps. Without a memory the best policy scores
+                 about 0.
+  Crowd?team=0   a buffer-sensor observation: continuous action (1); obs [x] and "BufferSensor",
+                 shape (4, 3) with dimension properties (VARIABLE_SIZE, NONE) as Unity's
+                 BufferSensor sends it: 1 to 4 entities an episode, each at p = -1 or +1, rows
+                 [p / 2, is_goal, is_decoy] in a random order, then rows of zeros. Exactly one
+                 entity is the goal. x starts at 0 and moves by a clamped to [-0.2, 0.2]; done
+                 once |x| = 1 with reward 1.06 * x * p_goal, each other step -0.01; cut after L
+                 steps. New agent ids every episode.
 
 Messages are hand-encoded / decoded on the wire (proto3 wire format) so that the stand-in costs the
 bridge as little as a real player does; the generated protobuf classes are only used for the
@@ -69,6 +96,9 @@ AVERAGE, MOST_RECENT, SUM, HISTOGRAM = 0, 1, 2, 3
 
 SEEKER = "Seeker?team=0"
 PICKER = "Picker?team=0"
+MATES = "Mates?team=0"
+RECALL = "Recall?team=0"
+CROWD = "Crowd?team=0"
 PICKER_EPISODE = 5
 IMAGE_SIZE = 20
 
@@ -92,6 +122,7 @@ _VALUE_OPTIONS = {
     "--visual-layout": str,
     "--visual-compression": str,
     "--image-size": str,
+    "--returns-file": str,
 }
 _FLAG_OPTIONS = {"--visual", "--visual-only", "--no-stats", "-nographics", "-batchmode"}
 VISUAL_LAYOUTS = ("hwc", "chw")
@@ -120,6 +151,7 @@ class Options:
         self.image_height = IMAGE_SIZE
         self.image_width = IMAGE_SIZE
         self.no_stats = False
+        self.returns_file: Optional[str] = None
         self.nographics = False
         self.batchmode = False
         self.log_file: Optional[str] = None
@@ -131,12 +163,12 @@ class Options:
 
     def behavior_names(self) -> list[str]:
         names = []
+        known = {name.split("?")[0].lower(): name for name in (SEEKER, PICKER, MATES, RECALL, CROWD)}
         for part in self.behaviors.split(","):
             key = part.strip().split("?")[0].lower()
-            if key == "seeker" and SEEKER not in names:
-                names.append(SEEKER)
-            elif key == "picker" and PICKER not in names:
-                names.append(PICKER)
+            if key in known:
+                if known[key] not in names:
+                    names.append(known[key])
             elif key:
                 self.warnings.append(f"unknown behavior {part!r} ignored")
         return names or [SEEKER]
@@ -774,6 +806,249 @@ class Picker:
         return terminal + self._decisions(rewards)
 
 
+# Behaviors of issue 13: groups (Mates), memory (Recall), a buffer sensor (Crowd). Unlike Seeker
+# and Picker their agents get a new id every episode, as Unity's episode ids.
+
+MOVE = 0.2
+TIME_PENALTY = 0.01
+SUCCESS = 1.0 + 6 * TIME_PENALTY  # the best return of a reach from 0 to +-1 is about 1.0
+RECALL_SHOW_STEPS = 2
+CROWD_ENTITIES, CROWD_ENTITY_SIZE = 4, 3
+VARIABLE_SIZE = 4  # DimensionProperty.VARIABLE_SIZE
+GROUP_ID_BASE = 1000
+
+
+def agent_info(
+    agent_id: int, reward: float, observations: bytes, done: bool = False, max_step: bool = False,
+    group_id: int = 0, group_reward: float = 0.0,
+) -> bytes:
+    """One AgentInfoProto (as a ListAgentInfoProto.value field), fields in number order as C# writes
+    them; zero values left out as proto3 does."""
+    body = b"".join((
+        InfoEncoder.REWARD, struct.pack("<f", reward), InfoEncoder.DONE if done else b"",
+        InfoEncoder.MAX_STEP if max_step else b"", _key(10, 0) + _varint(agent_id), observations,
+        (_key(14, 0) + _varint(group_id)) if group_id else b"",
+        (InfoEncoder.GROUP_REWARD + struct.pack("<f", group_reward)) if group_reward else b"",
+    ))
+    return b"\x0a" + _varint(len(body)) + body
+
+
+def float_observation(name: str, values: np.ndarray, dimension_properties: tuple[int, ...] = ()) -> bytes:
+    """An uncompressed ObservationProto field of shape ``values.shape``."""
+    props = _packed_varints(6, list(dimension_properties)) if dimension_properties else b""
+    body = _packed_varints(1, list(values.shape)) + _ld(4, _ld(1, _float_bytes(values))) + props + _ld(8, name.encode())
+    return _ld(13, body)
+
+
+def vector(name: str, values: np.ndarray) -> bytes:
+    head, tail = vector_observation(name, len(values))
+    return head + _float_bytes(values) + tail
+
+
+class _Episodic:
+    """Agents that each get a new id when a new episode starts."""
+
+    def __init__(self, world: World, n: int) -> None:
+        self.world = world
+        self.n = n
+        self.ids = np.zeros(n, dtype=np.int64)  # every episode (a RESET's too) gets new ids: 0, 1, ...
+        self.next_id = 0
+
+    def _new_ids(self, idx: np.ndarray) -> None:
+        self.ids[idx] = np.arange(self.next_id, self.next_id + len(idx))
+        self.next_id += len(idx)
+
+    @staticmethod
+    def _moves(actions: list[bytes], n: int) -> np.ndarray:
+        a = np.zeros(n)
+        for i, raw in enumerate(actions[:n]):
+            cont, _ = decode_action(raw)
+            if cont:
+                a[i] = cont[0]
+        return np.clip(np.nan_to_num(a), -1.0, 1.0)
+
+
+class Mates(_Episodic):
+    """Groups of two 1-D reaches with a group reward (see the module docstring)."""
+
+    name = MATES
+    GROUP = 2
+
+    def __init__(self, world: World, n_groups: int, episode_length: int) -> None:
+        super().__init__(world, n_groups * self.GROUP)
+        self.n_groups = n_groups
+        self.episode_length = episode_length
+        self.group_ids = GROUP_ID_BASE + 1 + np.arange(self.n) // self.GROUP
+        self.x = np.zeros(self.n)
+        self.goal = np.ones(self.n)
+        self.success = np.zeros(self.n)
+        self.active = np.ones(self.n, dtype=bool)
+        self.t = np.zeros(n_groups, dtype=np.int64)
+
+    def brain_parameters(self) -> bytes:
+        return brain_parameters_bytes(self.name, continuous=1, branches=[])
+
+    def _start(self, groups: np.ndarray) -> None:
+        idx = (groups[:, None] * self.GROUP + np.arange(self.GROUP)).ravel()
+        self.x[idx] = 0.0
+        self.goal[idx] = self.world.rng.choice([-1.0, 1.0], len(idx))
+        self.success[idx] = 0.0
+        self.active[idx] = True
+        self.t[groups] = 0
+        self._new_ids(idx)
+
+    def _info(self, i: int, reward: float, **kw: Any) -> bytes:
+        obs = vector("VectorSensor", np.array([self.goal[i], self.x[i]]))
+        return agent_info(int(self.ids[i]), reward, obs, group_id=int(self.group_ids[i]), **kw)
+
+    def reset(self) -> bytes:
+        self._start(np.arange(self.n_groups))
+        return b"".join(self._info(i, 0.0) for i in range(self.n))
+
+    def step(self, actions: list[bytes]) -> bytes:
+        acting = np.flatnonzero(self.active)  # the agents asked for a decision last time, in that order
+        self.x[acting] = np.clip(self.x[acting] + np.clip(self._moves(actions, len(acting)), -MOVE, MOVE), -1.0, 1.0)
+        self.t += 1
+        ended = self.active & (np.abs(self.x) >= 1.0 - 1e-6)
+        self.success[ended] = SUCCESS * np.sign(self.x[ended]) * self.goal[ended]
+        still = (self.active & ~ended).reshape(self.n_groups, self.GROUP)
+        group_over = ~still.any(axis=1)
+        cut = ~group_over & (self.t >= self.episode_length)
+        group_of = np.arange(self.n) // self.GROUP
+        terminal: list[bytes] = []
+        for i in np.flatnonzero(ended).tolist():
+            g = group_of[i]
+            if group_over[g]:  # AddGroupReward(mean success), then EndGroupEpisode
+                mean = float(self.success[g * self.GROUP : (g + 1) * self.GROUP].mean())
+                terminal.append(self._info(i, 0.0, done=True, group_reward=mean))
+            else:  # leaves its group early
+                terminal.append(self._info(i, min(-TIME_PENALTY, float(self.success[i])), done=True))
+        for i in np.flatnonzero(still.ravel() & cut[group_of]).tolist():  # GroupEpisodeInterrupted
+            terminal.append(self._info(i, -TIME_PENALTY, done=True, max_step=True))
+        interrupted = still.ravel() & cut[group_of]
+        self.world.record(self.name, self.success[ended].tolist() + [0.0] * int(interrupted.sum()))  # cut: no success
+        self.world.episodes += int(ended.sum()) + int(interrupted.sum())
+        self.active &= ~ended
+        restart = np.flatnonzero(group_over | cut)
+        if len(restart):
+            self._start(restart)
+        fresh = np.isin(group_of, restart)
+        decisions = [self._info(i, 0.0 if fresh[i] else -TIME_PENALTY) for i in np.flatnonzero(self.active).tolist()]
+        return b"".join(terminal + decisions)
+
+
+class Recall(_Episodic):
+    """The goal is shown only in an episode's first decisions (see the module docstring)."""
+
+    name = RECALL
+
+    def __init__(self, world: World, n: int, episode_length: int) -> None:
+        super().__init__(world, n)
+        self.episode_length = episode_length
+        self.x = np.zeros(n)
+        self.goal = np.ones(n)
+        self.t = np.zeros(n, dtype=np.int64)
+        self.returns = np.zeros(n)
+
+    def brain_parameters(self) -> bytes:
+        return brain_parameters_bytes(self.name, continuous=1, branches=[])
+
+    def _start(self, idx: np.ndarray) -> None:
+        self.x[idx] = 0.0
+        self.goal[idx] = self.world.rng.choice([-1.0, 1.0], len(idx))
+        self.t[idx] = 0
+        self.returns[idx] = 0.0
+        self._new_ids(idx)
+
+    def _info(self, i: int, reward: float, **kw: Any) -> bytes:
+        cue = self.goal[i] if self.t[i] < RECALL_SHOW_STEPS else 0.0
+        return agent_info(int(self.ids[i]), reward, vector("VectorSensor", np.array([cue])), **kw)
+
+    def reset(self) -> bytes:
+        self._start(np.arange(self.n))
+        return b"".join(self._info(i, 0.0) for i in range(self.n))
+
+    def step(self, actions: list[bytes]) -> bytes:
+        self.x = np.clip(self.x + np.clip(self._moves(actions, self.n), -MOVE, MOVE), -1.0, 1.0)
+        self.t += 1
+        finished = np.abs(self.x) >= 1.0 - 1e-6
+        rewards = np.where(finished, SUCCESS * np.sign(self.x) * self.goal, -TIME_PENALTY)
+        self.returns += rewards
+        cut = ~finished & (self.t >= self.episode_length)
+        done = np.flatnonzero(finished | cut)
+        terminal = [self._info(i, float(rewards[i]), done=True, max_step=bool(cut[i])) for i in done.tolist()]
+        self.world.record(self.name, self.returns[done].tolist())
+        self.world.episodes += len(done)
+        self._start(done)
+        rewards[done] = 0.0
+        return b"".join(terminal + [self._info(i, float(rewards[i])) for i in range(self.n)])
+
+
+class Crowd(_Episodic):
+    """A reach to the one goal among 1 to 4 entities of a buffer sensor (see the module docstring)."""
+
+    name = CROWD
+
+    def __init__(self, world: World, n: int, episode_length: int) -> None:
+        super().__init__(world, n)
+        self.episode_length = episode_length
+        self.x = np.zeros(n)
+        self.goal = np.zeros(n)
+        self.places = np.zeros((n, CROWD_ENTITIES))  # entity positions, in row order
+        self.kinds = np.zeros((n, CROWD_ENTITIES, 2))  # rows [is_goal, is_decoy]; padding rows all 0
+        self.t = np.zeros(n, dtype=np.int64)
+        self.returns = np.zeros(n)
+
+    def brain_parameters(self) -> bytes:
+        return brain_parameters_bytes(self.name, continuous=1, branches=[])
+
+    def _start(self, idx: np.ndarray) -> None:
+        rng = self.world.rng
+        for i in idx.tolist():
+            count = int(rng.integers(1, CROWD_ENTITIES + 1))  # appended in a random order, one of them the goal
+            self.places[i] = 0.0
+            self.places[i, :count] = rng.choice([-1.0, 1.0], count)
+            self.kinds[i] = 0.0
+            self.kinds[i, :count, 1] = 1.0
+            goal = int(rng.integers(0, count))
+            self.kinds[i, goal] = (1.0, 0.0)
+            self.goal[i] = self.places[i, goal]
+        self.x[idx] = 0.0
+        self.t[idx] = 0
+        self.returns[idx] = 0.0
+        self._new_ids(idx)
+
+    def entities(self, i: int) -> np.ndarray:
+        """The buffer: rows [p / 2, is_goal, is_decoy], then rows of zeros (a present row sums to
+        0.5 or 1.5: never all zeros, nor summing to 0 as padding rows do)."""
+        return np.concatenate([self.places[i, :, None] / 2.0, self.kinds[i]], axis=1)
+
+    def _info(self, i: int, reward: float, **kw: Any) -> bytes:
+        obs = vector("VectorSensor", np.array([self.x[i]])) + float_observation(
+            "BufferSensor", self.entities(i), (VARIABLE_SIZE, NONE)
+        )
+        return agent_info(int(self.ids[i]), reward, obs, **kw)
+
+    def reset(self) -> bytes:
+        self._start(np.arange(self.n))
+        return b"".join(self._info(i, 0.0) for i in range(self.n))
+
+    def step(self, actions: list[bytes]) -> bytes:
+        self.x = np.clip(self.x + np.clip(self._moves(actions, self.n), -MOVE, MOVE), -1.0, 1.0)
+        self.t += 1
+        finished = np.abs(self.x) >= 1.0 - 1e-6
+        rewards = np.where(finished, SUCCESS * np.sign(self.x) * self.goal, -TIME_PENALTY)
+        self.returns += rewards
+        cut = ~finished & (self.t >= self.episode_length)
+        done = np.flatnonzero(finished | cut)
+        terminal = [self._info(i, float(rewards[i]), done=True, max_step=bool(cut[i])) for i in done.tolist()]
+        self.world.record(self.name, self.returns[done].tolist())
+        self.world.episodes += len(done)
+        self._start(done)
+        rewards[done] = 0.0
+        return b"".join(terminal + [self._info(i, float(rewards[i])) for i in range(self.n)])
+
+
 def brain_parameters_bytes(name: str, continuous: int, branches: list[int]) -> bytes:
     from mlagents_envs.communicator_objects.brain_parameters_pb2 import BrainParametersProto
 
@@ -802,14 +1077,37 @@ class World:
         areas = max(1, num_areas)
         n = opts.agents * areas
         self.behaviors: list[Any] = []
+        self.returns_file: Optional[TextIO] = None
+        if opts.returns_file:
+            try:
+                self.returns_file = open(opts.returns_file, "a", encoding="utf-8")  # kept open for the life of the process
+            except OSError as err:
+                log(f"cannot open returns file {opts.returns_file!r}: {err}; no returns written")
         for name in opts.behavior_names():
             if name == SEEKER:
                 self.behaviors.append(Seeker(self, n, opts.agents, opts.episode_length, opts))
-            else:
+            elif name == PICKER:
                 self.behaviors.append(Picker(self, n))
+            elif name == MATES:
+                self.behaviors.append(Mates(self, max(1, opts.agents // 2) * areas, opts.episode_length))
+            elif name == RECALL:
+                self.behaviors.append(Recall(self, n, opts.episode_length))
+            else:
+                self.behaviors.append(Crowd(self, n, opts.episode_length))
         self.announced: set[str] = set()
         self.unknown_channels: set[uuid.UUID] = set()
         self.started = False
+
+    def record(self, behavior: str, values: list[float]) -> None:
+        """Ended episodes' returns (or successes) to --returns-file, one line each."""
+        if self.returns_file is None or not values:
+            return
+        short = behavior.split("?")[0]
+        try:
+            self.returns_file.write("".join(f"{short} {v:.6f}\n" for v in values))
+            self.returns_file.flush()
+        except (OSError, ValueError):
+            pass
 
     def parameter(self, key: str, n: int, default: float) -> np.ndarray:
         value = self.params.get(key)
