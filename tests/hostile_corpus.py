@@ -72,7 +72,7 @@ CORPUS: list[Case] = [
     Case("torch device 'tpu:x'", b"torch_settings:\n  device: tpu:x\n", "is not a torch device"),
     Case("two YAML documents", VALID + b"---\n" + VALID, "YAML syntax error"),
     Case("tabs for indentation", b"behaviors:\n\tReach: {}\n", "YAML syntax error"),
-    Case("trainer_type: sac with memory", b"behaviors:\n  Reach:\n    trainer_type: sac\n    network_settings:\n      memory: {memory_size: 8}\n", "memory"),
+    Case("sac memory longer than its batch", b"behaviors:\n  Reach:\n    trainer_type: sac\n    network_settings:\n      memory: {memory_size: 8, sequence_length: 512}\n", "sequence_length: 512 is larger"),
     Case("run_id ../../victim in the config", b"checkpoint_settings:\n  run_id: ../../victim\n", "is not a run name"),
     Case("run_id /absolute/path in the config", b"checkpoint_settings:\n  run_id: /tmp/victim\n", "is not a run name"),
     Case("--run-id ../../victim --force", VALID, "is not a run name", ["--run-id", "../../victim", "--force"]),

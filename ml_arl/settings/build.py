@@ -22,7 +22,7 @@ from ml_arl.objectives import ObjectiveError, build_objective
 from ml_arl.settings.errors import validate
 from ml_arl.settings.parameters import check_environment_parameters, curricula_criteria, is_curriculum
 from ml_arl.settings.run import PhaseSettings, RunOptions, phase_settings
-from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, PPOSettings, TrainerSettings
+from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, TrainerSettings
 from ml_arl.settings.values import deep_merge, short
 
 logger = logging.getLogger("ml_arl.settings")
@@ -252,9 +252,7 @@ def _trainer_section_problems(settings: TrainerSettings, where: str, num_envs: i
             f"({hp.buffer_size}); make batch_size <= buffer_size"
         )
     net = settings.network_settings
-    if net.memory is not None and settings.trainer_type in ("sac", "poca"):
-        problems.append(f"{where}.network_settings.memory: not supported yet for sac/poca; remove 'memory' or use ppo")
-    elif net.memory is not None and isinstance(hp, PPOSettings) and net.memory.sequence_length > hp.batch_size:
+    if net.memory is not None and type(hp) in HYPERPARAMETER_MODELS.values() and net.memory.sequence_length > hp.batch_size:
         problems.append(
             f"{where}.network_settings.memory.sequence_length: {net.memory.sequence_length} is larger than "
             f"hyperparameters.batch_size ({hp.batch_size}); make sequence_length <= batch_size"

@@ -14,6 +14,15 @@ Per trajectory (``Trajectory.groupmates`` carries what the worker saw of the gro
   buffer.
 The loss: clipped surrogate + 0.5 * (value loss + 0.5 * baseline loss) - beta * entropy, the
 value and baseline losses clipped to +-epsilon around their estimates before the update.
+
+With network_settings.memory the actor has PPO's LSTM and the update runs over PPO's sequences
+(each trajectory cut into sequences of ``sequence_length``, its last one padded at its end and
+the padding masked out of every loss; the actor starts each from the memory the worker acted
+with). The critic has an LSTM too (``poca_networks``), which values and baselines run through
+from their own memories, as ML-Agents' POCA keeps critic and baseline memories: the trainer keeps
+each agent's two memories from one trajectory to the next (dropped at its episode's end) and
+records, when a trajectory arrives, both before each of its sequences and the value memory after
+its last step (for the value that bootstraps it).
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.common import lambda_returns
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.poca_networks import POCACritic
+from ml_arl.trainers.ppo import masked_mean, sequence_rows
 from ml_arl.trainers.streams import RewardStreams
 
 logger = logging.getLogger(__name__)
@@ -61,6 +71,12 @@ class POCABatch:
     baselines: torch.Tensor  # [N, streams] the agent's baseline before the update
     returns: torch.Tensor  # [N, streams] TD(lambda) returns
     advantages: torch.Tensor  # [N] returns - baselines, mean over streams, normalised
+    # with memory, laid out in sequences: the actor's memory before each step, the critic's value
+    # and baseline memories at each sequence's first row (else 0), and 1 for a step, 0 for padding
+    memories: Optional[torch.Tensor] = None
+    value_memories: Optional[torch.Tensor] = None
+    baseline_memories: Optional[torch.Tensor] = None
+    mask: Optional[torch.Tensor] = None
 
     def __len__(self) -> int:
         return int(self.log_prob.shape[0])
@@ -72,8 +88,18 @@ class POCABatch:
             continuous=self.continuous[idx], discrete=self.discrete[idx], log_prob=self.log_prob[idx],
             mates_obs=[o[idx] for o in self.mates_obs], mates_continuous=self.mates_continuous[idx],
             mates_discrete=self.mates_discrete[idx], present=self.present[idx],
-            values=self.values[idx], baselines=self.baselines[idx], returns=self.returns[idx], advantages=self.advantages[idx],
+            # (the estimates are empty until ``_batch`` computed them)
+            values=_rows(self.values, idx), baselines=_rows(self.baselines, idx),
+            returns=_rows(self.returns, idx), advantages=_rows(self.advantages, idx),
+            memories=None if self.memories is None else self.memories[idx],
+            value_memories=None if self.value_memories is None else self.value_memories[idx],
+            baseline_memories=None if self.baseline_memories is None else self.baseline_memories[idx],
+            mask=None if self.mask is None else self.mask[idx],
         )
+
+
+def _rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
+    return t[idx] if t.numel() else t
 
 
 def _padded(groupmates: list[Optional[Groupmates]], lengths: list[int], spec: BehaviorSpec) -> tuple[
@@ -119,25 +145,28 @@ class POCALoss(NamedTuple):
     baseline: torch.Tensor
 
 
-def clipped_value_loss(estimate: torch.Tensor, old: torch.Tensor, returns: torch.Tensor, epsilon: float) -> torch.Tensor:
+def clipped_value_loss(
+    estimate: torch.Tensor, old: torch.Tensor, returns: torch.Tensor, epsilon: float, mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
     """ML-Agents' trust_region_value_loss: max of the squared errors of the estimate and of the
-    estimate clipped to +-epsilon around ``old``; the mean over rows and streams."""
+    estimate clipped to +-epsilon around ``old``; the mean over rows (where ``mask`` is 1) and streams."""
     clipped = old + torch.clamp(estimate - old, -epsilon, epsilon)
-    return torch.max((returns - estimate) ** 2, (returns - clipped) ** 2).mean()
+    return masked_mean(torch.max((returns - estimate) ** 2, (returns - clipped) ** 2), mask)
 
 
 def poca_loss(
     log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
     values: torch.Tensor, old_values: torch.Tensor, baselines: torch.Tensor, old_baselines: torch.Tensor,
-    returns: torch.Tensor, entropy: torch.Tensor, epsilon: float, beta: float,
+    returns: torch.Tensor, entropy: torch.Tensor, epsilon: float, beta: float, mask: Optional[torch.Tensor] = None,
 ) -> POCALoss:
-    """``policy + 0.5 * (value + 0.5 * baseline) - beta * mean(entropy)``, as ML-Agents' POCA optimizer."""
+    """``policy + 0.5 * (value + 0.5 * baseline) - beta * mean(entropy)``, as ML-Agents' POCA optimizer;
+    ``mask`` [N] (sequences with memory): every mean over the rows where it is 1."""
     ratio = torch.exp(log_prob - old_log_prob)
     surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
-    policy = -surrogate.mean()
-    value = clipped_value_loss(values, old_values, returns, epsilon)
-    baseline = clipped_value_loss(baselines, old_baselines, returns, epsilon)
-    return POCALoss(policy + 0.5 * (value + 0.5 * baseline) - beta * entropy.mean(), policy, value, baseline)
+    policy = -masked_mean(surrogate, mask)
+    value = clipped_value_loss(values, old_values, returns, epsilon, mask)
+    baseline = clipped_value_loss(baselines, old_baselines, returns, epsilon, mask)
+    return POCALoss(policy + 0.5 * (value + 0.5 * baseline) - beta * masked_mean(entropy, mask), policy, value, baseline)
 
 
 class POCATrainer(Trainer):
@@ -164,6 +193,13 @@ class POCATrainer(Trainer):
         self.stream_rewards: list[np.ndarray] = []
         self.size = 0
         self.group_rewards: dict[str, float] = defaultdict(float)  # per agent, its group rewards this episode
+        memory = settings.network_settings.memory
+        self.sequence_length = memory.sequence_length if memory is not None else 1
+        # with memory: per agent, the critic's value and baseline memories after its last trajectory;
+        # per buffered trajectory, both before each sequence and the value memory after its last step
+        self.value_memory: dict[str, torch.Tensor] = {}
+        self.baseline_memory: dict[str, torch.Tensor] = {}
+        self.critic_memories: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def policy_snapshot(self) -> PolicySnapshot:
         return PolicySnapshot(self.policy_version, self.network.muscle_weights())
@@ -176,6 +212,8 @@ class POCATrainer(Trainer):
         # ML-Agents' extrinsic signal with groups: the agent's reward plus its group reward
         with_group = Trajectory(**{**traj._asdict(), "rewards": traj.rewards + traj.group_rewards})  # (_replace trips on __len__)
         self.stream_rewards.append(self.streams.rewards(with_group, self.stats))
+        if self.critic.lstm is not None:
+            self.critic_memories.append(self._critic_memories(traj))
         self.trajectories.append(traj)
         self.size += len(traj)
         self._group_episode_stats(traj)
@@ -191,11 +229,44 @@ class POCATrainer(Trainer):
         if all_done:
             self.stats.add_stat("Environment/Group Cumulative Reward", total, "histogram")
 
+    def _critic_memories(self, traj: Trajectory) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The critic's value and baseline memories before each sequence of ``traj`` and its value
+        memory after the last step, from the agent's memories after its last trajectory (zeros at an
+        episode's start); both are kept for its next trajectory unless its episode ended."""
+        critic, device, length = self.critic, self.device, self.sequence_length
+        mates_obs, mates_cont, mates_disc, present, _, _ = _padded([traj.groupmates], [len(traj)], self.spec)
+        obs = [torch.as_tensor(o, device=device) for o in traj.obs]
+        mates = [torch.as_tensor(o, device=device) for o in mates_obs]
+        present_t = torch.as_tensor(present, device=device)
+        zeros = torch.zeros(1, critic.memory_size, device=device)
+        value_mem = self.value_memory.pop(traj.agent_id, zeros)
+        baseline_mem = self.baseline_memory.pop(traj.agent_id, zeros)
+        value_starts, baseline_starts = [], []
+        with torch.no_grad():
+            value_features = critic.value_features(obs, mates, present_t)
+            baseline_features = critic.baseline_features(
+                obs, mates, torch.as_tensor(mates_cont, device=device), torch.as_tensor(mates_disc, device=device), present_t,
+            )
+            for first in range(0, len(traj), length):
+                value_starts.append(value_mem[0])
+                baseline_starts.append(baseline_mem[0])
+                value_mem = critic.head(value_features[first : first + length], value_mem)[1]  # type: ignore[assignment]
+                baseline_mem = critic.head(baseline_features[first : first + length], baseline_mem)[1]  # type: ignore[assignment]
+        if not traj.done:
+            self.value_memory[traj.agent_id], self.baseline_memory[traj.agent_id] = value_mem, baseline_mem
+        return torch.stack(value_starts).cpu().numpy(), torch.stack(baseline_starts).cpu().numpy(), value_mem[0].cpu().numpy()
+
     def ready_to_update(self) -> bool:
         return self.size >= self.hp.buffer_size
 
+    def _clear_buffer(self) -> None:
+        self.trajectories, self.stream_rewards, self.critic_memories, self.size = [], [], [], 0
+
     def on_new_phase(self) -> None:
-        self.trajectories, self.stream_rewards, self.size = [], [], 0
+        """A new phase: the buffer is dropped and no episode goes on from the last one's memories."""
+        self._clear_buffer()
+        self.value_memory.clear()
+        self.baseline_memory.clear()
 
     # ------------------------------------------------------------------ the update
     def update(self) -> None:
@@ -206,26 +277,32 @@ class POCATrainer(Trainer):
         self.optimizer.lr = lr
 
         data = self._batch()
-        n = len(data)
-        batch = min(hp.batch_size, n)
+        n = self.size
+        # the unit of a minibatch: a step, or with memory a sequence of them (padded, in slots)
+        length = self.sequence_length if data.mask is not None else 1
+        units = len(data) // length
+        batch = max(min(hp.batch_size, n) // length, 1)
+        offsets = torch.arange(length, device=self.device)
         losses: list[POCALoss] = []
         for _ in range(hp.num_epoch):
-            perm = torch.as_tensor(self.rng.permutation(n), device=self.device)
-            for start in range(0, n - batch + 1, batch):
-                mb = data.select(perm[start : start + batch])
-                dist = self.network.distribution(mb.obs, mb.allowed)
+            perm = torch.as_tensor(self.rng.permutation(units), device=self.device)
+            for start in range(0, units - batch + 1, batch):
+                pick = perm[start : start + batch]
+                mb = data.select((pick[:, None] * length + offsets).reshape(-1) if length > 1 else pick)
+                first = [None if m is None else m[::length] for m in (mb.memories, mb.value_memories, mb.baseline_memories)]
+                dist = self.network.distribution(mb.obs, mb.allowed, first[0])
                 log_prob, entropy = dist.log_prob(mb.continuous, mb.discrete), dist.entropy()
-                values = self.critic.values(mb.obs, mb.mates_obs, mb.present)
-                baselines = self.critic.baselines(mb.obs, mb.mates_obs, mb.mates_continuous, mb.mates_discrete, mb.present)
+                values = self.critic.values(mb.obs, mb.mates_obs, mb.present, first[1])
+                baselines = self.critic.baselines(mb.obs, mb.mates_obs, mb.mates_continuous, mb.mates_discrete, mb.present, first[2])
                 loss = poca_loss(
                     log_prob, mb.log_prob, mb.advantages, values, mb.values, baselines, mb.baselines, mb.returns,
-                    entropy, epsilon, beta,
+                    entropy, epsilon, beta, mb.mask,
                 )
                 self.optimizer.zero_grad()
                 loss.total.backward()
                 self.optimizer.step()
                 losses.append(POCALoss(*(part.detach() for part in loss)))
-        self.on_new_phase()  # the buffer is spent
+        self._clear_buffer()  # the buffer is spent
         self.stats.add_stat("Losses/Policy Loss", float(torch.stack([x.policy for x in losses]).mean()))
         self.stats.add_stat("Losses/Value Loss", float(torch.stack([x.value for x in losses]).mean()))
         self.stats.add_stat("Losses/Baseline Loss", float(torch.stack([x.baseline for x in losses]).mean()))
@@ -256,12 +333,18 @@ class POCATrainer(Trainer):
             mates_discrete=tensor(mates_disc, torch.int64), present=tensor(present, torch.bool),
             values=torch.zeros(0), baselines=torch.zeros(0), returns=torch.zeros(0), advantages=torch.zeros(0),
         )
+        next_mates_t, next_present_t = [tensor(o) for o in next_mates], tensor(next_present, torch.bool)
         with torch.no_grad():
-            values = self.critic.values(data.obs, data.mates_obs, data.present).cpu().numpy()
-            baselines = self.critic.baselines(
-                data.obs, data.mates_obs, data.mates_continuous, data.mates_discrete, data.present
-            ).cpu().numpy()
-            next_values = self.critic.values(next_obs, [tensor(o) for o in next_mates], tensor(next_present, torch.bool)).cpu().numpy()
+            if self.critic.lstm is None:
+                values = self.critic.values(data.obs, data.mates_obs, data.present).cpu().numpy()
+                baselines = self.critic.baselines(
+                    data.obs, data.mates_obs, data.mates_continuous, data.mates_discrete, data.present
+                ).cpu().numpy()
+                next_values = self.critic.values(next_obs, next_mates_t, next_present_t).cpu().numpy()
+            else:
+                slots = sequence_rows(lengths, self.sequence_length)
+                data = data.select(tensor(np.maximum(slots, 0), torch.int64))  # laid out in sequences
+                values, baselines, next_values = self._recurrent_estimates(data, slots, next_obs, next_mates_t, next_present_t)
         streams = self.streams
         returns = np.empty_like(values)
         start = 0
@@ -278,9 +361,39 @@ class POCATrainer(Trainer):
         advantages = (returns - baselines).mean(axis=1)
         if len(advantages) > 1:
             advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-10)
+        if self.critic.lstm is not None:  # the per-step numbers into the sequences' slots (padding: the trajectory's last step's)
+            rows = np.maximum(slots, 0)
+            values, baselines, returns, advantages = values[rows], baselines[rows], returns[rows], advantages[rows]
         data.values, data.baselines = tensor(values), tensor(baselines)
         data.returns, data.advantages = tensor(returns), tensor(advantages)
         return data
+
+    def _recurrent_estimates(
+        self, data: POCABatch, slots: np.ndarray, next_obs: list[torch.Tensor], next_mates: list[torch.Tensor], next_present: torch.Tensor,
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """With memory, ``data`` laid out in the sequences ``slots`` (``sequence_rows``): the values and
+        baselines of every step [N, streams] in step order, from the memories recorded when each
+        trajectory arrived, and the value after each trajectory [n_traj, streams] from the memory after
+        its last step. Sets the mask and each sequence's actor, value and baseline memories."""
+        device, length, size = self.device, self.sequence_length, self.critic.memory_size
+        value_starts = torch.as_tensor(np.concatenate([c[0] for c in self.critic_memories]), device=device)
+        baseline_starts = torch.as_tensor(np.concatenate([c[1] for c in self.critic_memories]), device=device)
+        ends = torch.as_tensor(np.stack([c[2] for c in self.critic_memories]), device=device)
+        in_slots = self.critic.values(data.obs, data.mates_obs, data.present, value_starts).cpu().numpy()
+        base_slots = self.critic.baselines(
+            data.obs, data.mates_obs, data.mates_continuous, data.mates_discrete, data.present, baseline_starts,
+        ).cpu().numpy()
+        real = slots >= 0
+        values = np.zeros((self.size, in_slots.shape[1]), np.float32)
+        baselines = np.zeros_like(values)
+        values[slots[real]], baselines[slots[real]] = in_slots[real], base_slots[real]
+        actor = np.concatenate([t.memories for t in self.trajectories if t.memories is not None])
+        data.memories = torch.as_tensor(actor[np.maximum(slots, 0)], device=device)
+        data.value_memories = torch.zeros(len(slots), size, device=device)
+        data.baseline_memories = torch.zeros(len(slots), size, device=device)
+        data.value_memories[::length], data.baseline_memories[::length] = value_starts, baseline_starts
+        data.mask = torch.as_tensor(real, dtype=torch.float32, device=device)
+        return values, baselines, self.critic.values(next_obs, next_mates, next_present, ends).cpu().numpy()
 
     # ------------------------------------------------------------------ persistence
     def state(self) -> dict[str, Any]:

@@ -11,6 +11,10 @@ by the most ever seen, is appended, and an MLP and one value head per reward str
 - ``values(obs, mates_obs, present)``: V of the group, every member observed (no actions).
 - ``baselines(obs, mates_obs, mates_actions, present)``: the agent's own observation alone,
   its groupmates' observations with their actions: the counterfactual baseline of MA-POCA.
+
+With ``network_settings.memory`` an LSTM follows the MLP (ML-Agents' MultiAgentNetworkBody with
+memory): the value and the baseline run through the same LSTM, each from its own memories, over
+sequences (rows ``s * L + j``, from memories [S, memory_size], as the actor's).
 """
 
 from __future__ import annotations
@@ -24,8 +28,13 @@ from torch import nn
 
 from ml_arl.policy.attention import ATTENTION_HEADS, EntityAttention
 from ml_arl.policy.attention import small_linear as _small_linear
-from ml_arl.policy.networks import Normalizer, ObservationEncoder
+from ml_arl.policy.networks import Normalizer, ObservationEncoder, _lstm, _run_lstm
 from ml_arl.settings import NetworkSettings
+
+
+def _with_self(present: torch.Tensor) -> torch.Tensor:
+    """[B, M] groupmate presence -> [B, 1 + M] with the agent itself first (M may be 0: no group)."""
+    return torch.cat([torch.ones(present.shape[0], 1, dtype=torch.bool, device=present.device), present.bool()], dim=1)
 
 
 class POCACritic(nn.Module):
@@ -46,7 +55,9 @@ class POCACritic(nn.Module):
             layers += [_small_linear(size, h, gain, kaiming=True), nn.SiLU()]
             size = h
         self.body = nn.Sequential(*layers)
-        self.value_head = nn.Linear(h, len(streams))
+        self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
+        self.lstm = _lstm(h, self.memory_size) if self.memory_size else None
+        self.value_head = nn.Linear(self.memory_size // 2 if self.lstm is not None else h, len(streams))
         nn.init.orthogonal_(self.value_head.weight, gain=1.0)
         nn.init.zeros_(self.value_head.bias)
         self.max_entities: torch.Tensor
@@ -55,6 +66,8 @@ class POCACritic(nn.Module):
     def _encode(self, obs: list[torch.Tensor]) -> torch.Tensor:
         """Observations [B, E, *shape] per observation -> [B, E, encoding]."""
         b, e = obs[0].shape[:2]
+        if e == 0 or b == 0:  # no groupmate slots (no group in this buffer)
+            return obs[0].new_zeros(b, e, self.encoder.out_size)
         flat = [o.reshape(b * e, *o.shape[2:]) for o in obs]
         return self.encoder(flat).reshape(b, e, -1)
 
@@ -65,30 +78,51 @@ class POCACritic(nn.Module):
             parts.append(nn.functional.one_hot(discrete[..., i].long(), size).to(continuous.dtype))
         return torch.cat(parts, dim=-1)
 
-    def _head(self, entities: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    def _body(self, entities: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+        """The MLP's output [B, h] (the LSTM's input with memory)."""
         group = self.attention(entities, present)
         count = present.sum(1, keepdim=True).to(group.dtype)
         most = float(count.max())
         if self.training and most > float(self.max_entities):
             self.max_entities.fill_(most)
         group = torch.cat([group, count * 2.0 / self.max_entities - 1.0], dim=1)
-        return self.value_head(self.body(group))
+        return self.body(group)
 
-    def values(self, obs: list[torch.Tensor], mates_obs: list[torch.Tensor], present: torch.Tensor) -> torch.Tensor:
-        """[B, streams]: the group's value. ``obs`` [B, *shape] (the agent), ``mates_obs``
-        [B, M, *shape], ``present`` [B, M] (which groupmate slots are filled)."""
+    def head(self, features: torch.Tensor, memories: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """[B, streams] from the MLP's output (with memory: sequences from ``memories`` [S, memory_size]),
+        and the memories after each sequence (None without memory)."""
+        if self.lstm is None:
+            return self.value_head(features), None
+        assert memories is not None, "a critic with memory runs over sequences from given memories"
+        out, after = _run_lstm(self.lstm, features, memories)
+        return self.value_head(out), after
+
+    def value_features(self, obs: list[torch.Tensor], mates_obs: list[torch.Tensor], present: torch.Tensor) -> torch.Tensor:
         everyone = [torch.cat([o[:, None], m], dim=1) for o, m in zip(obs, mates_obs)]
         entities = self.obs_embedding(self._encode(everyone))
-        mask = torch.cat([torch.ones_like(present[:, :1]), present], dim=1)
-        return self._head(entities, mask)
+        mask = _with_self(present)
+        return self._body(entities, mask)
 
-    def baselines(
+    def baseline_features(
         self, obs: list[torch.Tensor], mates_obs: list[torch.Tensor], mates_continuous: torch.Tensor,
         mates_discrete: torch.Tensor, present: torch.Tensor,
     ) -> torch.Tensor:
-        """[B, streams]: the agent's baseline, its groupmates' actions given, its own not."""
         own = self.obs_embedding(self._encode([o[:, None] for o in obs]))
         mates = self._encode(mates_obs)
         mates = self.obs_action_embedding(torch.cat([mates, self._flat_actions(mates_continuous, mates_discrete)], dim=-1))
-        mask = torch.cat([torch.ones_like(present[:, :1]), present], dim=1)
-        return self._head(torch.cat([own, mates], dim=1), mask)
+        mask = _with_self(present)
+        return self._body(torch.cat([own, mates], dim=1), mask)
+
+    def values(
+        self, obs: list[torch.Tensor], mates_obs: list[torch.Tensor], present: torch.Tensor, memories: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """[B, streams]: the group's value. ``obs`` [B, *shape] (the agent), ``mates_obs``
+        [B, M, *shape], ``present`` [B, M] (which groupmate slots are filled)."""
+        return self.head(self.value_features(obs, mates_obs, present), memories)[0]
+
+    def baselines(
+        self, obs: list[torch.Tensor], mates_obs: list[torch.Tensor], mates_continuous: torch.Tensor,
+        mates_discrete: torch.Tensor, present: torch.Tensor, memories: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """[B, streams]: the agent's baseline, its groupmates' actions given, its own not."""
+        return self.head(self.baseline_features(obs, mates_obs, mates_continuous, mates_discrete, present), memories)[0]

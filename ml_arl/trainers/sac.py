@@ -11,6 +11,17 @@
   ``batch_size`` experiences and ``buffer_init_steps`` were taken, the trainer takes one gradient
   step per ``steps_per_update`` environment steps (catching up in a burst after a pause, as
   ML-Agents does), and the workers get the new actor after each burst.
+
+With ``network_settings.memory`` the actor and every critic have an LSTM, and a gradient step
+takes ``batch_size // sequence_length`` whole sequences from the replay buffer (see
+``replay_buffer``), with padding left out of every loss, as ML-Agents' SAC:
+- the actor runs each sequence from the memory the worker acted with at its first step;
+- V runs it from the value network's memory before that step, recorded when the trajectory
+  arrived (the trainer keeps each agent's value memory from one trajectory to the next, dropped
+  when its episode ends: ML-Agents' critic memories);
+- the target V runs the sequence's first observation and then its next observations from that
+  same memory (ML-Agents steps V itself over the first observation; see ``_sequence_targets``);
+- Q1 and Q2 run each sequence from zero memories (ML-Agents: they have no memories at inference).
 """
 
 from __future__ import annotations
@@ -218,11 +229,20 @@ class SACTrainer(Trainer):
             self._stat_names.append("Policy/Discrete Entropy Coeff")
         self._strengths_of: Optional[np.ndarray] = None
         self._strengths_tensor = torch.zeros(0)
-        obs_shapes = [tuple(int(d) for d in o.shape) for o in spec.observation_specs]
-        self.replay = ReplayBuffer(self.hp.buffer_size, obs_shapes, self.n_cont, self.branches, device)
+        self.sequence_length = net.memory.sequence_length if net.memory is not None else 1
+        self.critic_memory: dict[str, torch.Tensor] = {}  # agent id -> V's memory after its last trajectory
+        self.replay = self._new_replay()
         self.update_steps = 1  # gradient steps taken + 1, as ML-Agents counts them
         self.signal_update_steps = 1  # reward-signal steps taken + 1
-        self.bc = make_behavioral_cloning(behavior, settings.behavioral_cloning, self.network, lr, self.hp.batch_size, 1, device, self.rng)
+        self.bc = make_behavioral_cloning(
+            behavior, settings.behavioral_cloning, self.network, lr, self.hp.batch_size, 1, device, self.rng, self.sequence_length,
+        )
+
+    def _new_replay(self) -> ReplayBuffer:
+        obs_shapes = [tuple(int(d) for d in o.shape) for o in self.spec.observation_specs]
+        return ReplayBuffer(
+            self.hp.buffer_size, obs_shapes, self.n_cont, self.branches, self.device, self.network.memory_size, self.sequence_length,
+        )
 
     # ------------------------------------------------------------------ acting side
     def policy_snapshot(self) -> PolicySnapshot:
@@ -234,17 +254,34 @@ class SACTrainer(Trainer):
             vectors = self.network.vector_part(obs)
             if vectors is not None:
                 self.network.normalizer.update(vectors)
+        critic_memories = None
         with torch.no_grad():
-            values = self.value_net(obs)[:, :, 0].mean(0)
+            if self.value_net.lstm is None:
+                values = self.value_net(obs)[:, :, 0].mean(0)
+            else:  # V over the trajectory from the agent's value memory (zeros at an episode's start)
+                memory = self.critic_memory.pop(traj.agent_id, None)
+                if memory is None:
+                    memory = torch.zeros(1, self.value_net.memory_size, device=self.device)
+                out, before, after = self.value_net.over_trajectory(obs, memory, self.sequence_length)
+                values = out[:, :, 0].mean(0)
+                critic_memories = before.cpu().numpy()
+                if not traj.done:
+                    self.critic_memory[traj.agent_id] = after
         for tag, value in zip(self.streams.tags, values.tolist()):
             self.stats.add_stat(f"Policy/{tag} Value", value)
         self.streams.rewards(traj, self.stats)  # episode sums of every signal (the replay keeps the objective)
-        self.replay.add(traj)
+        self.replay.add(traj, critic_memories)
 
     def on_new_phase(self) -> None:
         """A new phase may change the objective: stored rewards would mean something else."""
-        obs_shapes = [tuple(int(d) for d in o.shape) for o in self.spec.observation_specs]
-        self.replay = ReplayBuffer(self.hp.buffer_size, obs_shapes, self.n_cont, self.branches, self.device)
+        self.replay = self._new_replay()
+        self.critic_memory.clear()
+
+    def _sample(self) -> ReplayBatch:
+        """A minibatch: ``batch_size`` steps, or with memory ``batch_size // sequence_length`` sequences."""
+        if self.network.lstm is not None:
+            return self.replay.sample_sequences(max(self.hp.batch_size // self.sequence_length, 1), self.rng)
+        return self.replay.sample(self.hp.batch_size, self.rng)
 
     def _updates_due(self) -> bool:
         hp = self.hp
@@ -262,7 +299,7 @@ class SACTrainer(Trainer):
             optimizer.lr = lr
         steps: list[torch.Tensor] = []  # each step's stats, turned into numbers once per burst
         while self._updates_due():
-            steps.append(self._gradient_step(self.replay.sample(hp.batch_size, self.rng)))
+            steps.append(self._gradient_step(self._sample()))
             self.update_steps += 1
         signal_stats: dict[str, list[float]] = defaultdict(list)
         while self.streams.learned and (self.step - hp.buffer_init_steps) / self.signal_update_steps > (hp.reward_signal_steps_per_update or hp.steps_per_update):
@@ -293,29 +330,45 @@ class SACTrainer(Trainer):
         action, with Q1's parameters held fixed), Q1/Q2/V their losses, the entropy coefficients
         theirs. Q2 scores the actor's action without a graph: it only enters the value target."""
         rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * self._strengths()
-        dist = self.network.distribution(batch.obs, batch.allowed)
+        # with memory: the first memory of each sequence (the actor's and V's stored ones, zeros for Q)
+        length = self.sequence_length
+        actor_mem = value_mem = q_mem = None
+        if batch.memories is not None and batch.critic_memories is not None:
+            actor_mem, value_mem = batch.memories[::length], batch.critic_memories[::length]
+            q_mem = torch.zeros_like(value_mem)
+        dist = self.network.distribution(batch.obs, batch.allowed, actor_mem)
         cont_sample = cont_log_probs = None
         if self.n_cont:
             cont_sample, cont_log_probs = dist.sample_continuous()
         disc_log_probs = torch.cat(dist.branch_log_probs(), dim=1) if self.branches else None
-        q1_full = self.q1(batch.obs, batch.continuous)
-        q2_full = self.q2(batch.obs, batch.continuous)
+        q1_full = self.q1(batch.obs, batch.continuous, q_mem)
+        q2_full = self.q2(batch.obs, batch.continuous, q_mem)
         if cont_sample is not None:
             with frozen(self._q1_params):  # the policy's gradient reaches the action, not Q1
-                q1_policy = self.q1(batch.obs, cont_sample)
+                q1_policy = self.q1(batch.obs, cont_sample, q_mem)
             with torch.no_grad():
-                q2_policy = self.q2(batch.obs, cont_sample)
+                q2_policy = self.q2(batch.obs, cont_sample, q_mem)
         else:  # without continuous actions, Q does not depend on the actor's sample
             q1_policy, q2_policy = q1_full.detach(), q2_full.detach()
         if self.branches:
             q1, q2 = condense_q(q1_full, batch.discrete, self.branches), condense_q(q2_full, batch.discrete, self.branches)
         else:
             q1, q2 = q1_full[..., 0], q2_full[..., 0]
-        values = self.value_net(batch.obs)[..., 0]
+        values = self.value_net(batch.obs, None, value_mem)[..., 0]
         with torch.no_grad():
-            target_values = self.target_net(batch.next_obs)[..., 0]
+            if value_mem is None:
+                target_values = self.target_net(batch.next_obs)[..., 0]
+            else:
+                target_values = self._sequence_targets(batch, value_mem)
+        dones = batch.dones
+        if batch.mask is not None:  # padding leaves every loss: the losses over the real rows only
+            keep = batch.mask > 0
+            q1, q2, target_values, rewards, dones, values = (t[keep] for t in (q1, q2, target_values, rewards, dones, values))
+            q1_policy, q2_policy = q1_policy[keep], q2_policy[keep]
+            cont_log_probs = None if cont_log_probs is None else cont_log_probs[keep]
+            disc_log_probs = None if disc_log_probs is None else disc_log_probs[keep]
         loss = sac_losses(
-            q1, q2, target_values, rewards, batch.dones, self.gammas, self.use_dones, values,
+            q1, q2, target_values, rewards, dones, self.gammas, self.use_dones, values,
             q1_policy, q2_policy, cont_log_probs, disc_log_probs, self.branches,
             self.log_alpha_cont, self.log_alpha_disc, self.target_entropy_cont,
             self.target_entropy_disc if self.branches else None,
@@ -329,6 +382,21 @@ class SACTrainer(Trainer):
             stats = [loss.policy, loss.value, loss.q1, loss.q2]
             stats += [alpha.exp().mean() for alpha in (self.log_alpha_cont, self.log_alpha_disc) if alpha is not None]
             return torch.stack(stats)
+
+    def _sequence_targets(self, batch: ReplayBatch, value_mem: torch.Tensor) -> torch.Tensor:
+        """[S * L, streams]: the target V of each row's next observation, the target running each
+        sequence's first observation then its L next observations from V's stored memory before the
+        first. (ML-Agents runs V itself over the first observation, then the target from there: the
+        same at tau = 1; here the memory stays in one network, which learned the memory task on
+        more seeds in tests/test_memory.py's setting: 6 of 6 against 5 of 6.)"""
+        length = self.sequence_length
+        seqs = value_mem.shape[0]
+        extended = [
+            torch.cat([o.reshape(seqs, length, *o.shape[1:])[:, :1], n.reshape(seqs, length, *n.shape[1:])], dim=1).reshape(-1, *o.shape[1:])
+            for o, n in zip(batch.obs, batch.next_obs)
+        ]
+        out = self.target_net(extended, None, value_mem)[..., 0]
+        return out.reshape(seqs, length + 1, -1)[:, 1:].reshape(seqs * length, -1)
 
     def _strengths(self) -> torch.Tensor:
         """The reward signals' strengths as a tensor (made again if the streams changed)."""

@@ -2,7 +2,10 @@
 target copy) and two Q networks. Each has its own observation encoder and MLP body and one
 output per reward stream; a Q network also takes the continuous actions next to the encoded
 observations and, with discrete actions, gives a value per discrete action of every branch.
-They share the actor's observation normalizer (updated by the trainer)."""
+They share the actor's observation normalizer (updated by the trainer).
+
+With ``network_settings.memory`` each critic has an LSTM between its body and its head (as
+ML-Agents' network body), run over sequences: rows ``s * L + j``, from memories [S, memory_size]."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 from torch.nn import functional as F
 
-from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, mlp_body
+from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, _lstm, _run_lstm, mlp_body
 from ml_arl.settings import NetworkSettings
 
 # networks.ACTIVATIONS as functions
@@ -40,14 +43,17 @@ class Critic(nn.Module):
         self.encoder = ObservationEncoder(spec, settings, normalizer)
         # goal-conditioned (a hypernetwork layer last) as the actor's body, when it is
         self.body = mlp_body(spec, settings, self.encoder, action_inputs)
-        self.head = _head(settings.hidden_units, streams * outputs, gain=1.0)
+        self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
+        self.lstm = _lstm(settings.hidden_units, self.memory_size) if self.memory_size else None
+        self.head = _head(self.memory_size // 2 if self.lstm is not None else settings.hidden_units, streams * outputs, gain=1.0)
         # a plain body's layers called as functions: a gradient step evaluates a critic seven times,
         # and nn.Module's call machinery would cost more than these small layers
         self.plain = isinstance(self.body, nn.Sequential)
         linears = [m for m in self.body.modules() if isinstance(m, nn.Linear)] if self.plain else []
         self._layers = [(lin, ACTIVATION_FUNCTIONS[settings.activation]) for lin in linears]
 
-    def forward(self, obs: list[torch.Tensor], actions: torch.Tensor | None = None) -> torch.Tensor:
+    def features(self, obs: list[torch.Tensor], actions: torch.Tensor | None = None) -> torch.Tensor:
+        """The body's output [B, hidden] (the LSTM's input with memory)."""
         x = self.encoder.forward(obs)  # (no hooks on these modules: skips nn.Module's call machinery)
         if self.action_inputs:
             assert actions is not None
@@ -56,9 +62,38 @@ class Critic(nn.Module):
             x = self.body(x)
         for lin, activation in self._layers:
             x = activation(F.linear(x, lin.weight, lin.bias))
+        return x
+
+    def _out(self, x: torch.Tensor) -> torch.Tensor:
         head = self.head
         return F.linear(x, head.weight, head.bias).reshape(-1, self.streams, self.outputs)
 
+    def forward(self, obs: list[torch.Tensor], actions: torch.Tensor | None = None, memories: torch.Tensor | None = None) -> torch.Tensor:
+        """[B, streams, outputs]; with memory, B rows of sequences from ``memories`` [S, memory_size]."""
+        x = self.features(obs, actions)
+        if self.lstm is not None:
+            assert memories is not None, "a critic with memory runs over sequences from given memories"
+            x = _run_lstm(self.lstm, x, memories)[0]
+        return self._out(x)
+
+    def over_trajectory(
+        self, obs: list[torch.Tensor], memory: torch.Tensor, sequence_length: int, actions: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """One trajectory [T rows] as one unbroken sequence from ``memory`` [1, memory_size], run in
+        pieces of ``sequence_length``: its outputs [T, streams, outputs], for each step the memory
+        before its piece [T, memory_size] (as ML-Agents records critic memories), and the memory
+        after the last step [1, memory_size]."""
+        assert self.lstm is not None
+        x = self.features(obs, actions)
+        outs, before = [], []
+        for first in range(0, x.shape[0], sequence_length):
+            piece = x[first : first + sequence_length]
+            before.append(memory.expand(piece.shape[0], -1))
+            out, after = _run_lstm(self.lstm, piece, memory)
+            assert after is not None
+            outs.append(out)
+            memory = after
+        return self._out(torch.cat(outs)), torch.cat(before), memory
 
 def soft_update(source: nn.Module | Sequence[torch.Tensor], target: nn.Module | Sequence[torch.Tensor], tau: float) -> None:
     """target <- tau * source + (1 - tau) * target, parameter by parameter (ML-Agents' soft_update).
