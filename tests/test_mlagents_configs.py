@@ -34,7 +34,7 @@ def test_accepted_settings_keep_their_values() -> None:
     hallway = load("Hallway-sac-memory-curiosity").behaviors["Hallway"]
     assert hallway.trainer_type == "sac" and hallway.network_settings.memory is not None
     assert hallway.network_settings.memory.memory_size == 128
-    assert hallway.reward_signals["curiosity"].network_settings.hidden_units == 256  # encoding_size, ML-Agents' alias
+    assert hallway.reward_signals.curiosity is not None and hallway.reward_signals.curiosity.network_settings.hidden_units == 256  # encoding_size, ML-Agents' alias
     dungeon = load("DungeonEscape-poca-memory").behaviors["DungeonEscape"]
     assert dungeon.trainer_type == "poca" and dungeon.network_settings.memory is not None
     soccer = load("SoccerTwos-poca-selfplay").behaviors["SoccerTwos"]
