@@ -1,6 +1,6 @@
 """Environment workers as Ray actors, anywhere in a Ray cluster (env_settings.backend: ray).
 
-Each worker is one actor (``EnvActor``, one CPU) holding an ``EnvRunner``; it speaks the worker
+Each worker is one actor (``EnvActor``, one CPU, spread over the nodes) holding an ``EnvRunner``; it speaks the worker
 protocol of ``ml_arl.messages`` through actor calls instead of a pipe: ``start()`` answers a
 SpecsReply (naming its node), ``call(command)`` a StepReply (``steps_per_message`` steps with
 the worker-side muscles), a ResetReply or a FailedReply carrying the exception's traceback. So the
@@ -210,7 +210,8 @@ class RayEnvManager(EnvManager):
         import ray
 
         if self._actor_class is None:
-            self._actor_class = ray.remote(num_cpus=1, max_restarts=0)(EnvActor)
+            # SPREAD: workers go to different nodes where they can (a node lost takes fewer of them)
+            self._actor_class = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(EnvActor)
         actor = self._actor_class.options(name=self.actor_name(worker_id, life)).remote(
             self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message,
             self.settings.worker_nice,

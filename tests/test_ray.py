@@ -1,0 +1,145 @@
+"""The Ray backend (env_settings.backend: ray): environment workers as Ray actors.
+
+One Ray instance for the module, on loopback (every Ray server on 127.0.0.1), started in the
+repository root so that Ray's workers import ``tests.*`` factories as the driver does. Runs go
+through arl-learn's ``main()`` in this process (``arl_learn_here``) or the TrainerController: the
+manager finds Ray running and uses it. A learning run to its threshold, one put per changed
+policy, a killed actor restarted, the restart quota's one-line stop, --resume, and a node of a
+two-node cluster removed mid-run (its worker restarted on the other node).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ml_arl.envs.ray_env_manager import LOCAL_ONLY_ENV
+
+from .conftest import arl_learn_here, tiny_config
+from .test_faults import BEHAVIOR, ENV, behavior_dir, last_line, lines_with, status, worker_errors, write_config
+
+os.environ[LOCAL_ONLY_ENV] = "0"  # read when Ray is first imported: every Ray server of these tests on 127.0.0.1
+ray = pytest.importorskip("ray")
+
+REPO = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A Ray head node on loopback (4 CPUs: up to 4 workers); the node test adds a second node."""
+    from ray.cluster_utils import Cluster
+
+    here = os.getcwd()
+    os.chdir(REPO)  # Ray's workers get the driver's cwd on sys.path: tests.fault_envs imports there
+    try:
+        head = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False})
+        ray.init(address=head.address, include_dashboard=False, logging_level="WARNING")
+    finally:
+        os.chdir(here)
+    yield head
+    ray.shutdown()
+    head.shutdown()
+
+
+def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: int = 2, env_args: tuple[str, ...] = ()) -> list[str]:
+    args = [str(config), "--run-id", run_id, "--results-dir", str(tmp_path / "results"), "--num-envs", str(num_envs),
+            "--seed", "1", "--torch-device", "cpu", "--env", ENV, "--ray-address", "auto", *extra]
+    if env_args:
+        args += ["--env-args", *env_args]
+    return args
+
+
+def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
+    from ml_arl.envs.ray_env_manager import RayEnvManager
+    from ml_arl.settings import build_run_options
+    from ml_arl.trainer_controller import TrainerController
+
+    config = tiny_config("builtin:ReachDiscrete", max_steps=10000, hyperparameters={
+        "batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
+    config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 1})
+    config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learn"}
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    manager = controller.env_manager
+    assert isinstance(manager, RayEnvManager)
+    controller.start_learning()
+    rewards = list(controller.managers["ReachDiscrete"].recent_rewards)
+    assert len(rewards) >= 20 and np.mean(rewards[-20:]) >= 0.8, rewards[-20:]
+    updates = controller.trainers["ReachDiscrete"].step // 1024
+    # one object-store put per new policy (the first weights and each update), not one per worker
+    assert 2 <= manager.puts <= updates + 1, (manager.puts, updates)
+    assert manager.num_workers == 0  # closed; the module's Ray keeps running
+    assert ray.is_initialized()
+
+
+def test_killed_actor_is_restarted_and_run_finishes(cluster: Any, tmp_path: Path) -> None:
+    """Worker 0 parks itself at step 20 of its first life; the test ray.kill()s its actor."""
+    state = tmp_path / "state"
+    config = write_config(tmp_path, max_steps=3000)
+    killed: list[str] = []
+
+    def killer() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (state / "blocked-0-1").exists():
+            time.sleep(0.1)
+        actor = ray.get_actor("arl:kill:worker-0:1")
+        ray.kill(actor)
+        killed.append("yes")
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    run = arl_learn_here(ray_args(tmp_path, config, "kill", env_args=(
+        "fault=block", "at_step=20", "only_worker=0", "lives=[1]", f"state_dir={state}")), cwd=REPO)
+    thread.join(timeout=5)
+    out = run.stdout + run.stderr
+    assert killed and run.returncode == 0, out
+    restarts = lines_with(run.stdout, "Restarting worker[")
+    assert len(restarts) == 1, out
+    assert re.search(r"Restarting worker\[0\] after WorkerDied: Ray actor on node 127\.0\.0\.1 \(\w{8}\) died "
+                     r"\(\w+: .*\) \(restart 1 of 10\)", restarts[0]), out
+    assert re.search(r"worker\[0\] restarted on Ray node 127\.0\.0\.1 \(\w{8}\)", run.stdout), out
+    assert "Training finished" in run.stdout, out
+    assert (state / "lives-0").read_text() == "2" and (state / "lives-1").read_text() == "1", out
+    assert status(tmp_path, "kill")[BEHAVIOR]["final_checkpoint"]["steps"] >= 3000
+    assert "(no traceback)" in worker_errors(tmp_path, "kill")
+
+
+def test_restart_quota_exceeded_is_one_line(cluster: Any, tmp_path: Path) -> None:
+    """Every life of worker 0 raises UnityCommunicationException at step 20: restarted once, then
+    the second failure within 60 s is beyond --restarts-rate-limit-n 1; its traceback crossed
+    from the actor to the run's worker_errors.log."""
+    config = write_config(tmp_path, max_steps=5000)
+    run = arl_learn_here(ray_args(tmp_path, config, "quota", "--restarts-rate-limit-n", "1", num_envs=1, env_args=(
+        "fault=unity", "at_step=20", "message=comm-lost-31337", f"state_dir={tmp_path / 'state'}")), cwd=REPO)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert run.stdout.count("Restarting worker[0]") == 1, out
+    final = last_line(run.stdout)
+    assert "Training stopped: Worker 0 exceeded the allowed number of restarts" in final, out
+    assert "comm-lost-31337" in final and "restarts_rate_limit_n=1" in final, out
+    assert "Traceback" not in out, out
+    log = worker_errors(tmp_path, "quota")
+    assert log.count("Traceback (most recent call last)") == 2, log
+    assert "UnityCommunicationException: worker 0 life 2: comm-lost-31337 at step 20" in log, log
+    assert 'fault_envs.py", line' in log, log  # the actor's own frames
+
+
+def test_resume_a_ray_run(cluster: Any, tmp_path: Path) -> None:
+    first = arl_learn_here(ray_args(tmp_path, write_config(tmp_path, max_steps=1000), "res"), cwd=REPO)
+    assert first.returncode == 0, first.stdout + first.stderr
+    n = status(tmp_path, "res")[BEHAVIOR]["final_checkpoint"]["steps"]
+    config2 = write_config(tmp_path, max_steps=n + 1000, name="config2.yaml")
+    resumed = arl_learn_here(ray_args(tmp_path, config2, "res", "--resume"), cwd=REPO)
+    out = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, out
+    assert re.search(rf"Resuming {BEHAVIOR} from \S+ at step {n}\b", resumed.stdout), out
+    assert status(tmp_path, "res")[BEHAVIOR]["final_checkpoint"]["steps"] >= n + 1000, out
+    assert (behavior_dir(tmp_path, "res") / "checkpoint.pt").is_file()
