@@ -23,6 +23,8 @@ setup(
     extras_require={
         "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm"],
         "bench": ["stable-baselines3>=2.3"],
+        # plain ray, not ray[default]: its extras pull protobuf >= 3.21, which mlagents-envs cannot import
+        "ray": ["ray>=2.60,<3"],
     },
     entry_points={"console_scripts": ["arl-learn=ml_arl.cli:main", "arl-report=ml_arl.report:main"]},
 )

@@ -26,16 +26,14 @@ from ml_arl.envs.ray_env_manager import LOCAL_ONLY_ENV
 from .conftest import arl_learn_here, tiny_config
 from .test_faults import BEHAVIOR, ENV, behavior_dir, last_line, lines_with, status, worker_errors, write_config
 
-os.environ[LOCAL_ONLY_ENV] = "0"  # read when Ray is first imported: every Ray server of these tests on 127.0.0.1
-ray = pytest.importorskip("ray")
-
 REPO = Path(__file__).resolve().parent.parent
-pytestmark = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """A Ray head node on loopback (4 CPUs: up to 4 workers); the node test adds a second node."""
+    os.environ[LOCAL_ONLY_ENV] = "0"  # read when Ray is first imported: every Ray server of these tests on 127.0.0.1
+    ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
     here = os.getcwd()
@@ -50,6 +48,30 @@ def cluster() -> Iterator[Any]:
     head.shutdown()
 
 
+def test_ray_address_implies_the_ray_backend() -> None:
+    from ml_arl.cli import parse_options
+
+    env = parse_options(["--ray-address", "auto", "--env", "builtin:Reach"]).env_settings
+    assert (env.backend, env.ray_address) == ("ray", "auto")
+    assert parse_options(["--env", "builtin:Reach"]).env_settings.backend == "subprocess"
+
+
+@pytest.mark.parametrize("env_settings,message", [
+    ({"backend": "subprocess", "ray_address": "auto"},
+     "test: env_settings.ray_address: 'auto' needs backend: ray (backend is subprocess); remove backend or ray_address"),
+    ({"backend": "ray", "manager": "inprocess"},
+     "test: env_settings.manager: inprocess runs no workers, so backend: ray cannot place them; "
+     "remove manager: inprocess or backend: ray"),
+])
+def test_ray_settings_that_do_not_fit_are_one_line(env_settings: dict, message: str) -> None:
+    from ml_arl.exceptions import ConfigError
+    from ml_arl.settings import build_run_options
+
+    with pytest.raises(ConfigError) as err:
+        build_run_options({"env_settings": {"env_path": "builtin:Reach", **env_settings}}, {}, "test")
+    assert err.value.problems == [message]
+
+
 def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: int = 2, env_args: tuple[str, ...] = ()) -> list[str]:
     args = [str(config), "--run-id", run_id, "--results-dir", str(tmp_path / "results"), "--num-envs", str(num_envs),
             "--seed", "1", "--torch-device", "cpu", "--env", ENV, "--ray-address", "auto", *extra]
@@ -58,6 +80,7 @@ def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: i
     return args
 
 
+@pytest.mark.slow
 def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
     from ml_arl.envs.ray_env_manager import RayEnvManager
     from ml_arl.settings import build_run_options
@@ -67,6 +90,8 @@ def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
         "batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
     config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 1})
     config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learn"}
+    import ray
+
     controller = TrainerController(build_run_options(config, {}, "test"))
     manager = controller.env_manager
     assert isinstance(manager, RayEnvManager)
@@ -80,11 +105,13 @@ def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
     assert ray.is_initialized()
 
 
+@pytest.mark.slow
 def test_killed_actor_is_restarted_and_run_finishes(cluster: Any, tmp_path: Path) -> None:
     """Worker 0 parks itself at step 20 of its first life; the test ray.kill()s its actor."""
     state = tmp_path / "state"
     config = write_config(tmp_path, max_steps=3000)
     killed: list[str] = []
+    import ray
 
     def killer() -> None:
         deadline = time.monotonic() + 60
@@ -112,6 +139,7 @@ def test_killed_actor_is_restarted_and_run_finishes(cluster: Any, tmp_path: Path
     assert "(no traceback)" in worker_errors(tmp_path, "kill")
 
 
+@pytest.mark.slow
 def test_restart_quota_exceeded_is_one_line(cluster: Any, tmp_path: Path) -> None:
     """Every life of worker 0 raises UnityCommunicationException at step 20: restarted once, then
     the second failure within 60 s is beyond --restarts-rate-limit-n 1; its traceback crossed
@@ -132,6 +160,7 @@ def test_restart_quota_exceeded_is_one_line(cluster: Any, tmp_path: Path) -> Non
     assert 'fault_envs.py", line' in log, log  # the actor's own frames
 
 
+@pytest.mark.slow
 def test_resume_a_ray_run(cluster: Any, tmp_path: Path) -> None:
     first = arl_learn_here(ray_args(tmp_path, write_config(tmp_path, max_steps=1000), "res"), cwd=REPO)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -143,3 +172,50 @@ def test_resume_a_ray_run(cluster: Any, tmp_path: Path) -> None:
     assert re.search(rf"Resuming {BEHAVIOR} from \S+ at step {n}\b", resumed.stdout), out
     assert status(tmp_path, "res")[BEHAVIOR]["final_checkpoint"]["steps"] >= n + 1000, out
     assert (behavior_dir(tmp_path, "res") / "checkpoint.pt").is_file()
+
+
+@pytest.mark.slow
+def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp_path: Path, caplog: Any) -> None:
+    """A second node joins; the two workers spread over both nodes and park at step 20 of their
+    first life (4 s). Node B is removed meanwhile: its worker is a dead worker, restarted on the
+    head node (the log names both nodes); the other one goes on, and the run finishes."""
+    import logging
+
+    from ml_arl.envs.ray_env_manager import RayEnvManager
+    from ml_arl.settings import build_run_options
+    from ml_arl.trainer_controller import TrainerController
+
+    node_b = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+    state = tmp_path / "state"
+    config = tiny_config(ENV, max_steps=2000, hyperparameters={"batch_size": 64, "buffer_size": 256, "num_epoch": 1})
+    config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 1, "env_args": [
+        "fault=block", "at_step=20", "lives=[1]", "hang_s=4", f"state_dir={state}"]})
+    config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "node"}
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    manager = controller.env_manager
+    assert isinstance(manager, RayEnvManager)
+    b_id = node_b.node_id[:8]
+    placed: dict[int, str] = {}
+
+    def remove_b() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all((state / f"blocked-{w}-1").exists() for w in (0, 1)):
+            time.sleep(0.1)
+        placed.update((h.worker_id, h.node) for h in manager.handles)
+        cluster.remove_node(node_b, allow_graceful=False)
+
+    thread = threading.Thread(target=remove_b, daemon=True)
+    thread.start()
+    with caplog.at_level(logging.INFO):
+        controller.start_learning()
+    thread.join(timeout=5)
+    on_b = [w for w, node in placed.items() if b_id in node]
+    assert len(on_b) == 1, (placed, b_id)  # SPREAD: one worker per node
+    log = caplog.text
+    restarts = [line for line in log.splitlines() if "Restarting worker[" in line]
+    assert len(restarts) == 1 and f"Restarting worker[{on_b[0]}] after WorkerDied: Ray actor on node" in restarts[0], log
+    assert b_id in restarts[0], log
+    restarted = re.search(rf"worker\[{on_b[0]}\] restarted on Ray node (\S+ \((\w+)\))", log)
+    assert restarted is not None and restarted.group(2) != b_id, log
+    assert controller.trainers[BEHAVIOR].step >= 2000
