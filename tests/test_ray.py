@@ -72,6 +72,18 @@ def test_ray_settings_that_do_not_fit_are_one_line(env_settings: dict, message: 
     assert err.value.problems == [message]
 
 
+def test_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path, max_steps=100)
+    run = arl_learn_here([str(config), "--run-id", "bad", "--results-dir", str(tmp_path / "results"), "--env", ENV,
+                          "--ray-address", "127.0.0.1:1"], cwd=REPO)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert last_line(run.stdout) == (
+        "[ERROR] --ray-address 127.0.0.1:1: nothing answers there (Connection refused); start the head node "
+        "(ray start --head) or fix the address"), out
+    assert "Traceback" not in out
+
+
 def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: int = 2, env_args: tuple[str, ...] = ()) -> list[str]:
     args = [str(config), "--run-id", run_id, "--results-dir", str(tmp_path / "results"), "--num-envs", str(num_envs),
             "--seed", "1", "--torch-device", "cpu", "--env", ENV, "--ray-address", "auto", *extra]
@@ -158,6 +170,28 @@ def test_restart_quota_exceeded_is_one_line(cluster: Any, tmp_path: Path) -> Non
     assert log.count("Traceback (most recent call last)") == 2, log
     assert "UnityCommunicationException: worker 0 life 2: comm-lost-31337 at step 20" in log, log
     assert 'fault_envs.py", line' in log, log  # the actor's own frames
+
+
+@pytest.mark.slow
+def test_hung_actor_times_out_and_phase_switch_resets_every_actor(cluster: Any, tmp_path: Path) -> None:
+    """Worker 0 hangs at step 20 of its first life: past --timeout-wait 1 (+2 s) its actor is
+    killed and restarted. Then phase two resets every actor with its environment parameters."""
+    import json
+
+    state = tmp_path / "state"
+    config = write_config(tmp_path, max_steps=100000, phase_steps=600)
+    run = arl_learn_here(ray_args(tmp_path, config, "hang", "--timeout-wait", "1", env_args=(
+        "fault=hang", "at_step=20", "only_worker=0", "lives=[1]", f"state_dir={state}")), cwd=REPO)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    restarts = lines_with(run.stdout, "Restarting worker[")
+    assert len(restarts) == 1, out
+    assert re.search(r"Restarting worker\[0\] after the Ray actor on node 127\.0\.0\.1 \(\w{8}\) did not "
+                     r"answer a step within 3 s \(--timeout-wait 1 s; hung", restarts[0]), out
+    assert "Training finished" in run.stdout, out
+    assert (state / "lives-0").read_text() == "2" and (state / "lives-1").read_text() == "1", out
+    for worker, life in ((0, 2), (1, 1)):  # the phase switch reached both actors, the restarted one too
+        assert json.loads((state / f"params-{worker}-{life}").read_text()) == {"level": 2.0}, out
 
 
 @pytest.mark.slow

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import time
 from collections import deque
 from typing import Any, Optional
@@ -151,8 +152,25 @@ class _Handle:
         return max(self.pending[0][1], self.last_reply) + timeout
 
 
-def connect(address: Optional[str], num_envs: int) -> bool:
+def check_reachable(address: str, timeout: float) -> None:
+    """A ``host:port`` (or ``ray://host:port``) address answers a TCP connect within ``timeout``:
+    Ray itself retries an unreachable address for minutes, with a log line every few seconds."""
+    host, sep, port = address.removeprefix("ray://").rpartition(":")
+    if not sep or not port.isdigit():
+        return  # auto, or something Ray resolves itself
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=timeout).close()
+    except OSError as err:
+        raise RayBackendError(
+            f"--ray-address {address}: nothing answers there ({err.strerror or err}); start the head node "
+            "(ray start --head) or fix the address"
+        ) from err
+
+
+def connect(address: Optional[str], num_envs: int, timeout: float = 10.0) -> bool:
     """Ray ready in this process; True when this call started it (and close() shuts it down)."""
+    if address is not None:
+        check_reachable(address, timeout)
     if address is None:
         os.environ.setdefault(LOCAL_ONLY_ENV, "0")  # read when Ray is first imported
     import ray
@@ -223,7 +241,7 @@ class RayEnvManager(EnvManager):
     def launch(self) -> None:
         if self.handles:
             return
-        self.owns_ray = connect(self.settings.ray_address, self.settings.num_envs)
+        self.owns_ray = connect(self.settings.ray_address, self.settings.num_envs, min(10.0, self.settings.timeout_wait))
         self.handles = [self._spawn(i, 1) for i in range(self.settings.num_envs)]
 
     def start(self) -> dict[str, BehaviorSpec]:
