@@ -230,10 +230,17 @@ class RayEnvManager(EnvManager):
         if self._actor_class is None:
             # SPREAD: workers go to different nodes where they can (a node lost takes fewer of them)
             self._actor_class = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(EnvActor)
-        actor = self._actor_class.options(name=self.actor_name(worker_id, life)).remote(
-            self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message,
-            self.settings.worker_nice,
-        )
+        name = self.actor_name(worker_id, life)
+        try:
+            actor = self._actor_class.options(name=name).remote(
+                self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message,
+                self.settings.worker_nice,
+            )
+        except ValueError as err:  # the name is taken: another run with this run id on the cluster
+            raise RayBackendError(
+                f"cannot create the Ray actor {name!r} ({err}); is another run with --run-id {self.run_id} using "
+                "this Ray cluster?"
+            ) from err
         handle = _Handle(worker_id, actor, life)
         handle.start_ref = actor.start.remote()
         return handle
