@@ -7,7 +7,7 @@ workers on this machine, on the subprocess backend and on the Ray backend (a loc
 on loopback, started once before the Ray runs; its start is not timed, each run's actor start is
 not timed either). Printed: the median of --repeats runs of --seconds each, and Ray / subprocess.
 
-    python bench/ray_scale.py [--seconds 4] [--repeats 3] [--workers 1 2 4]
+    python bench/ray_scale.py [--seconds 4] [--repeats 3] [--workers 1 2 4] [--steps-per-message 16]
 """
 
 from __future__ import annotations
@@ -32,8 +32,10 @@ from ml_arl.stats import StatsReporter
 from ml_arl.trainers.ppo import PPOTrainer
 
 
-def steps_per_second(backend: str, n_workers: int, seconds: float) -> float:
-    settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=120, backend=backend)
+def steps_per_second(backend: str, n_workers: int, seconds: float, steps_per_message: int = 16) -> float:
+    settings = EnvSettings(
+        num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=120, backend=backend, steps_per_message=steps_per_message
+    )
     factory = resolve_env("builtin:Trivial")
     manager: EnvManager = (RayEnvManager if backend == "ray" else SubprocessEnvManager)(factory, settings, 0)
     trainer_settings = TrainerSettings()
@@ -64,6 +66,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--steps-per-message", type=int, default=16, help="env steps per worker call, both backends")
     args = parser.parse_args()
     torch.set_num_threads(1)
     np.random.seed(0)
@@ -72,8 +75,9 @@ def main() -> None:
     print(f"local Ray instance started in {time.perf_counter() - t0:.1f} s (not counted); {os.cpu_count()} cores")
     print(f"{'N':>3} {'subprocess steps/s':>19} {'Ray steps/s':>12} {'Ray/subprocess':>15}")
     for n in args.workers:
-        sub = statistics.median(steps_per_second("subprocess", n, args.seconds) for _ in range(args.repeats))
-        on_ray = statistics.median(steps_per_second("ray", n, args.seconds) for _ in range(args.repeats))
+        k = args.steps_per_message
+        sub = statistics.median(steps_per_second("subprocess", n, args.seconds, k) for _ in range(args.repeats))
+        on_ray = statistics.median(steps_per_second("ray", n, args.seconds, k) for _ in range(args.repeats))
         print(f"{n:>3} {sub:>19,.0f} {on_ray:>12,.0f} {on_ray / sub:>14.2f}x", flush=True)
 
 
