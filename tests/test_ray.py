@@ -27,12 +27,13 @@ from .conftest import arl_learn_here, tiny_config
 from .test_faults import BEHAVIOR, ENV, behavior_dir, last_line, lines_with, status, worker_errors, write_config
 
 REPO = Path(__file__).resolve().parent.parent
+# read when Ray is first imported: every Ray server these tests start listens on 127.0.0.1 only
+os.environ[LOCAL_ONLY_ENV] = "0"
 
 
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[Any]:
     """A Ray head node on loopback (4 CPUs: up to 4 workers); the node test adds a second node."""
-    os.environ[LOCAL_ONLY_ENV] = "0"  # read when Ray is first imported: every Ray server of these tests on 127.0.0.1
     ray = pytest.importorskip("ray")
     from ray.cluster_utils import Cluster
 
@@ -215,12 +216,23 @@ def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp
     head node (the log names both nodes); the other one goes on, and the run finishes."""
     import logging
 
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
     from ml_arl.envs.ray_env_manager import RayEnvManager
     from ml_arl.settings import build_run_options
     from ml_arl.trainer_controller import TrainerController
 
     node_b = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
+
+    @ray.remote(num_cpus=1)
+    def node_id() -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    # node B runs Python workers before the run starts (a fresh raylet on a loaded machine is slow)
+    on_b = node_id.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_b.node_id, soft=False)).remote()
+    assert ray.get(on_b, timeout=90) == node_b.node_id
     state = tmp_path / "state"
     config = tiny_config(ENV, max_steps=2000, hyperparameters={"batch_size": 64, "buffer_size": 256, "num_epoch": 1})
     config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 1, "env_args": [
@@ -244,12 +256,12 @@ def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp
     with caplog.at_level(logging.INFO):
         controller.start_learning()
     thread.join(timeout=5)
-    on_b = [w for w, node in placed.items() if b_id in node]
-    assert len(on_b) == 1, (placed, b_id)  # SPREAD: one worker per node
+    workers_on_b = [w for w, node in placed.items() if b_id in node]
+    assert len(workers_on_b) == 1, (placed, b_id)  # SPREAD: one worker per node
     log = caplog.text
     restarts = [line for line in log.splitlines() if "Restarting worker[" in line]
-    assert len(restarts) == 1 and f"Restarting worker[{on_b[0]}] after WorkerDied: Ray actor on node" in restarts[0], log
+    assert len(restarts) == 1 and f"Restarting worker[{workers_on_b[0]}] after WorkerDied: Ray actor on node" in restarts[0], log
     assert b_id in restarts[0], log
-    restarted = re.search(rf"worker\[{on_b[0]}\] restarted on Ray node (\S+ \((\w+)\))", log)
+    restarted = re.search(rf"worker\[{workers_on_b[0]}\] restarted on Ray node (\S+ \((\w+)\))", log)
     assert restarted is not None and restarted.group(2) != b_id, log
     assert controller.trainers[BEHAVIOR].step >= 2000

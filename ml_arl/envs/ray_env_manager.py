@@ -139,7 +139,7 @@ class _Handle:
         self.worker_id = worker_id
         self.actor = actor
         self.life = life
-        self.node = "(not started)"
+        self.node = "(not known before it starts)"
         self.start_ref: Any = None
         self.pending: deque[tuple[Any, float]] = deque()
         self.last_reply = time.monotonic()
@@ -466,6 +466,8 @@ class RayEnvManager(EnvManager):
     def close(self) -> None:
         """Ask every actor to close its environment (up to 10 s for all), then kill the actors; a
         Ray instance this manager started is shut down."""
+        if not self.handles and not self.owns_ray:
+            return  # nothing launched (Ray is not even imported then)
         import ray
 
         if not ray.is_initialized():
