@@ -276,7 +276,8 @@ class RayEnvManager(EnvManager):
         except RayError as err:
             first = (str(err).strip().splitlines() or [""])[0]
             message = f"Ray actor on node {handle.node} died ({type(err).__name__}: {first})"
-            return FailedReply(handle.worker_id, WorkerFailure("WorkerDied", message, "", True))
+            # Ray's whole account (exit type, the node's fate) goes where tracebacks go
+            return FailedReply(handle.worker_id, WorkerFailure("WorkerDied", message, str(err), True))
 
     def _failure(self, handle: _Handle, reply: WorkerReply, during: str = "") -> WorkerError:
         if isinstance(reply, FailedReply):
