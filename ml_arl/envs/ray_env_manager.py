@@ -15,8 +15,9 @@ Ray resolves on the actor's node (once per node). The trainer never sends weight
 Failures: every wait has a deadline (``ray.wait`` with a timeout: ``2 x --timeout-wait + 5 s``
 to start, ``--timeout-wait + 2 s`` to answer, as the subprocess workers). A FailedReply, a dead
 actor (its process killed, its node lost: Ray's RayActorError) or an actor past its deadline is a
-failed worker: ``handle_failure`` restarts it within the restart quota (a new actor, which Ray
-may place on another node; the log names the node of both), or the run stops with one line.
+failed worker: ``handle_failure`` restarts it within the restart quota (a new actor, on another
+node where there is one: a lost node may look alive for seconds; the log names the node of both),
+or the run stops with one line.
 
 Ray itself: with ``ray_address`` (``auto``, ``host:port``, ``ray://host:port``) the manager joins
 that cluster; without, it starts a local Ray instance on loopback (every Ray server on
@@ -224,15 +225,21 @@ class RayEnvManager(EnvManager):
     def actor_name(self, worker_id: int, life: int) -> str:
         return f"arl:{self.run_id}:worker-{worker_id}:{life}"
 
-    def _spawn(self, worker_id: int, life: int) -> _Handle:
+    def _spawn(self, worker_id: int, life: int, avoid: str = "") -> _Handle:
         import ray
 
         if self._actor_class is None:
             # SPREAD: workers go to different nodes where they can (a node lost takes fewer of them)
             self._actor_class = ray.remote(num_cpus=1, max_restarts=0, scheduling_strategy="SPREAD")(EnvActor)
         name = self.actor_name(worker_id, life)
+        options: dict[str, Any] = {"name": name}
+        elsewhere = self._other_node(avoid) if avoid else None
+        if elsewhere is not None:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(elsewhere, soft=True)
         try:
-            actor = self._actor_class.options(name=name).remote(
+            actor = self._actor_class.options(**options).remote(
                 self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message,
                 self.settings.worker_nice,
             )
@@ -337,10 +344,28 @@ class RayEnvManager(EnvManager):
             if not isinstance(reply, ResetReply):
                 raise self._failure(handle, reply, "while applying the environment parameters")
 
+    def _other_node(self, avoid: str) -> Optional[str]:
+        """A live node with CPUs other than the one ``avoid`` names (its log name), the one with
+        the fewest of our workers: a worker restarted after its node was lost must not land on that
+        node before Ray has noticed the loss. None if there is no other node."""
+        import ray
+
+        counts: dict[str, int] = {}
+        for handle in self.handles:
+            counts[handle.node] = counts.get(handle.node, 0) + 1
+        choices = []
+        for node in ray.nodes():
+            node_id = str(node.get("NodeID", ""))
+            if not node.get("Alive") or node.get("Resources", {}).get("CPU", 0) < 1 or f"({node_id[:8]})" in avoid:
+                continue
+            mine = sum(n for name, n in counts.items() if f"({node_id[:8]})" in name)
+            choices.append((mine, node_id))
+        return min(choices)[1] if choices else None
+
     def restart_worker(self, worker_id: int) -> None:
         old = self.handles[worker_id]
         self._kill(old)
-        new = self._spawn(worker_id, old.life + 1)
+        new = self._spawn(worker_id, old.life + 1, avoid=old.node if old.node.endswith(")") else "")
         self.handles[worker_id] = new
         self._await_specs(new)
         logger.info("worker[%d] restarted on Ray node %s (it ran on %s)", worker_id, new.node, old.node)
