@@ -25,6 +25,8 @@ setup(
         "bench": ["stable-baselines3>=2.3"],
         # --env pettingzoo:<module>; mpe2 holds the MPE games the tests and bench/pettingzoo_pipeline.py use
         "pettingzoo": ["pettingzoo>=1.25,<2", "mpe2>=1.0"],
+        # plain ray, not ray[default]: its extras pull protobuf >= 3.21, which mlagents-envs cannot import
+        "ray": ["ray>=2.60,<3"],
     },
     entry_points={"console_scripts": ["arl-learn=ml_arl.cli:main", "arl-report=ml_arl.report:main"]},
 )

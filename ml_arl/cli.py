@@ -159,7 +159,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return err.exit_code
     _configure_logging(options.debug)
     signal.signal(signal.SIGTERM, _sigterm)
-    if options.env_settings.manager == "subprocess":
+    if options.env_settings.manager == "subprocess" and options.env_settings.backend == "subprocess":
         from ml_arl.envs.forkserver import prestart
 
         prestart()  # the worker server boots while the run directory is checked and the env resolved

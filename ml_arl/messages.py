@@ -303,6 +303,7 @@ class SpecsReply:
 
     worker_id: int
     specs: dict[str, BehaviorSpec]
+    node: str = ""  # where the worker runs, for the log (the Ray backend: node address and id)
 
 
 @dataclass(frozen=True)

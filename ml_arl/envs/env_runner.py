@@ -9,14 +9,29 @@ the main process (InProcessEnvManager). This module must not import torch.
 from __future__ import annotations
 
 import logging
+import traceback
 from collections.abc import Callable
 from typing import Any, Optional
 
 from mlagents_envs.base_env import BaseEnv, BehaviorSpec
 
 from ml_arl.agent_processor import AgentProcessor
+from ml_arl.exceptions import RESTARTABLE_EXCEPTIONS, ArlError
 from ml_arl.import_path import resolve
-from ml_arl.messages import EpisodeStat, PolicyMessage, StepBatch, Trajectory
+from ml_arl.messages import (
+    EpisodeStat,
+    PolicyMessage,
+    ResetCommand,
+    ResetReply,
+    SetParametersCommand,
+    StepBatch,
+    StepCommand,
+    StepReply,
+    Trajectory,
+    WorkerCommand,
+    WorkerFailure,
+    WorkerReply,
+)
 from ml_arl.objectives import build_objective
 from ml_arl.policy.muscle import Muscle, masks_allowed
 
@@ -141,3 +156,31 @@ class EnvRunner:
 
     def close(self) -> None:
         self.env.close()
+
+
+def answer(runner: EnvRunner, command: WorkerCommand, steps_per_message: int) -> Optional[WorkerReply]:
+    """The worker protocol on the worker's side, whatever carries it (a pipe, a Ray actor call):
+    the reply to ``command``, or None for a CloseCommand (the caller closes and says so).
+    Exceptions propagate; ``failure_of`` turns them into the FailedReply's WorkerFailure."""
+    if isinstance(command, StepCommand):
+        if command.parameters is not None:
+            runner.set_environment_parameters(command.parameters)
+        for behavior, msg in command.policies.items():
+            runner.set_policy(behavior, msg)
+        return StepReply(runner.worker_id, runner.run(steps_per_message))
+    if isinstance(command, ResetCommand):
+        runner.reset()
+        return ResetReply(runner.worker_id)
+    if isinstance(command, SetParametersCommand):
+        runner.set_environment_parameters(command.parameters)
+        runner.reset()
+        return ResetReply(runner.worker_id)
+    return None
+
+
+def failure_of(exc: BaseException) -> WorkerFailure:
+    """What a worker ships about an exception; call it in the ``except`` block (for the traceback)."""
+    return WorkerFailure(
+        type(exc).__name__, str(exc) or type(exc).__name__, traceback.format_exc(),
+        isinstance(exc, RESTARTABLE_EXCEPTIONS), getattr(exc, "exit_code", 1), isinstance(exc, ArlError),
+    )

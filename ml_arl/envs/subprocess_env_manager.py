@@ -41,7 +41,6 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from collections import deque
 from collections.abc import Callable
 from multiprocessing.connection import Connection, wait
@@ -51,10 +50,10 @@ import cloudpickle
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
-from ml_arl.envs.env_runner import EnvRunner
+from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
 from ml_arl.envs.forkserver import worker_context
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import RESTARTABLE_EXCEPTIONS, ArlError, WorkerError, WorkerUserError
+from ml_arl.exceptions import WorkerError, WorkerUserError
 from ml_arl.messages import (
     CloseCommand,
     ClosedReply,
@@ -96,28 +95,14 @@ def worker_main(
         conn.send(SpecsReply(worker_id, runner.take_new_specs()))
         while True:
             command: WorkerCommand = conn.recv()
-            if isinstance(command, StepCommand):
-                if command.parameters is not None:
-                    runner.set_environment_parameters(command.parameters)
-                for behavior, msg in command.policies.items():
-                    runner.set_policy(behavior, msg)
-                conn.send(StepReply(worker_id, runner.run(steps_per_message)))
-            elif isinstance(command, ResetCommand):
-                runner.reset()
-                conn.send(ResetReply(worker_id))
-            elif isinstance(command, SetParametersCommand):
-                runner.set_environment_parameters(command.parameters)
-                runner.reset()
-                conn.send(ResetReply(worker_id))
-            elif isinstance(command, CloseCommand):
+            reply = answer(runner, command, steps_per_message)
+            if reply is None:  # CloseCommand
                 break
+            conn.send(reply)
     except (EOFError, ConnectionError):  # EOF, a broken or a reset pipe
         pass  # the main process is gone; nothing to report to
     except BaseException as exc:  # noqa: BLE001 - shipped to the main process, never swallowed
-        failure = WorkerFailure(
-            type(exc).__name__, str(exc) or type(exc).__name__, traceback.format_exc(),
-            isinstance(exc, RESTARTABLE_EXCEPTIONS), getattr(exc, "exit_code", 1), isinstance(exc, ArlError),
-        )
+        failure = failure_of(exc)
         try:
             conn.send(FailedReply(worker_id, failure))
         except (OSError, EOFError):

@@ -11,6 +11,7 @@ the normalised environment_parameters put in (``model_copy``): nothing validated
 from __future__ import annotations
 
 import copy
+import importlib.util
 import logging
 from typing import Any, Optional
 
@@ -21,7 +22,7 @@ from ml_arl.import_path import ImportPathError, resolve, split
 from ml_arl.objectives import ObjectiveError, build_objective
 from ml_arl.settings.errors import validate
 from ml_arl.settings.parameters import check_environment_parameters, curricula_criteria, is_curriculum
-from ml_arl.settings.run import PhaseSettings, RunOptions, phase_settings
+from ml_arl.settings.run import EnvSettings, PhaseSettings, RunOptions, phase_settings
 from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, TrainerSettings
 from ml_arl.settings.values import deep_merge, short
 
@@ -263,6 +264,23 @@ def _trainer_section_problems(settings: TrainerSettings, where: str, num_envs: i
     return problems
 
 
+def _backend_problems(env: EnvSettings) -> list[str]:
+    """backend: ray with what it needs (Ray installed, subprocess workers' manager)."""
+    problems = []
+    if env.ray_address is not None and env.backend != "ray":
+        problems.append(
+            f"env_settings.ray_address: {short(env.ray_address)} needs backend: ray (backend is {env.backend}); "
+            "remove backend or ray_address"
+        )
+    if env.backend == "ray":
+        if env.manager == "inprocess":
+            problems.append("env_settings.manager: inprocess runs no workers, so backend: ray cannot place them; "
+                            "remove manager: inprocess or backend: ray")
+        if importlib.util.find_spec("ray") is None:
+            problems.append("env_settings.backend: ray needs Ray, which is not installed; pip install 'ml_arl[ray]'")
+    return problems
+
+
 def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]], source: str) -> RunOptions:
     """Validate a config dict plus typed CLI flags into RunOptions, reporting every problem at once."""
     data = _apply_flags(data, cli_overrides)
@@ -301,6 +319,7 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         env = base.env_settings
         if env.num_envs > 1 and env.env_path is None:
             problems.append("env_settings.num_envs: num_envs > 1 needs env_settings.env_path (or --env)")
+        problems += _backend_problems(env)
         if base.checkpoint_settings.resume and base.checkpoint_settings.force:
             problems.append("checkpoint_settings: resume and force cannot both be set; pick one")
 

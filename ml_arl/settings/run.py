@@ -13,7 +13,7 @@ import os
 import re
 from typing import Any, Literal, Optional
 
-from pydantic import Field, PrivateAttr, field_validator
+from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from ml_arl import limits
 from ml_arl.exceptions import ConfigError
@@ -61,6 +61,14 @@ class EnvSettings(Strict):
     )
     # ml_arl extensions (not in ML-Agents): how workers run.
     manager: Literal["subprocess", "inprocess"] = "subprocess"
+    # where workers run: processes on this machine, or Ray actors anywhere in a Ray cluster
+    backend: Literal["subprocess", "ray"] = "subprocess"
+    ray_address: Optional[str] = setting(
+        None, flag="--ray-address", metavar="ADDRESS",
+        help="run the environment workers as Ray actors (implies backend: ray) on the Ray cluster at ADDRESS "
+        "(auto = the cluster this machine belongs to); backend: ray without an address starts a local Ray "
+        "instance on loopback",
+    )
     steps_per_message: Int = Field(16, ge=1, le=limits.MAX_STEPS_PER_MESSAGE)
     worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
     listen_address: str = setting(
@@ -69,6 +77,13 @@ class EnvSettings(Strict):
     )
     # Unity builds: per-step messages read/written straight from the wire format (false = mlagents-envs' own)
     fast_bridge: bool = True
+
+    @model_validator(mode="before")
+    @classmethod
+    def _ray_address_implies_ray(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("ray_address") is not None and "backend" not in data:
+            data = {**data, "backend": "ray"}
+        return data
 
 
 class EngineSettings(Strict):

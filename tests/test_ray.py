@@ -1,0 +1,267 @@
+"""The Ray backend (env_settings.backend: ray): environment workers as Ray actors.
+
+One Ray instance for the module, on loopback (every Ray server on 127.0.0.1), started in the
+repository root so that Ray's workers import ``tests.*`` factories as the driver does. Runs go
+through arl-learn's ``main()`` in this process (``arl_learn_here``) or the TrainerController: the
+manager finds Ray running and uses it. A learning run to its threshold, one put per changed
+policy, a killed actor restarted, the restart quota's one-line stop, --resume, and a node of a
+two-node cluster removed mid-run (its worker restarted on the other node).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ml_arl.envs.ray_env_manager import LOCAL_ONLY_ENV
+
+from .conftest import arl_learn_here, tiny_config
+from .test_faults import BEHAVIOR, ENV, behavior_dir, last_line, lines_with, status, worker_errors, write_config
+
+REPO = Path(__file__).resolve().parent.parent
+# read when Ray is first imported: every Ray server these tests start listens on 127.0.0.1 only
+os.environ[LOCAL_ONLY_ENV] = "0"
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[Any]:
+    """A Ray head node on loopback (4 CPUs: up to 4 workers); the node test adds a second node."""
+    ray = pytest.importorskip("ray")
+    from ray.cluster_utils import Cluster
+
+    here = os.getcwd()
+    os.chdir(REPO)  # Ray's workers get the driver's cwd on sys.path: tests.fault_envs imports there
+    try:
+        head = Cluster(initialize_head=True, head_node_args={"num_cpus": 4, "include_dashboard": False})
+        ray.init(address=head.address, include_dashboard=False, logging_level="WARNING")
+    finally:
+        os.chdir(here)
+    yield head
+    ray.shutdown()
+    head.shutdown()
+
+
+def test_ray_address_implies_the_ray_backend() -> None:
+    from ml_arl.cli import parse_options
+
+    env = parse_options(["--ray-address", "auto", "--env", "builtin:Reach"]).env_settings
+    assert (env.backend, env.ray_address) == ("ray", "auto")
+    assert parse_options(["--env", "builtin:Reach"]).env_settings.backend == "subprocess"
+
+
+@pytest.mark.parametrize("env_settings,message", [
+    ({"backend": "subprocess", "ray_address": "auto"},
+     "test: env_settings.ray_address: 'auto' needs backend: ray (backend is subprocess); remove backend or ray_address"),
+    ({"backend": "ray", "manager": "inprocess"},
+     "test: env_settings.manager: inprocess runs no workers, so backend: ray cannot place them; "
+     "remove manager: inprocess or backend: ray"),
+])
+def test_ray_settings_that_do_not_fit_are_one_line(env_settings: dict, message: str) -> None:
+    from ml_arl.exceptions import ConfigError
+    from ml_arl.settings import build_run_options
+
+    with pytest.raises(ConfigError) as err:
+        build_run_options({"env_settings": {"env_path": "builtin:Reach", **env_settings}}, {}, "test")
+    assert err.value.problems == [message]
+
+
+def test_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
+    config = write_config(tmp_path, max_steps=100)
+    run = arl_learn_here([str(config), "--run-id", "bad", "--results-dir", str(tmp_path / "results"), "--env", ENV,
+                          "--ray-address", "127.0.0.1:1"], cwd=REPO)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert last_line(run.stdout) == (
+        "[ERROR] --ray-address 127.0.0.1:1: nothing answers there (Connection refused); start the head node "
+        "(ray start --head) or fix the address"), out
+    assert "Traceback" not in out
+
+
+def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: int = 2, env_args: tuple[str, ...] = ()) -> list[str]:
+    args = [str(config), "--run-id", run_id, "--results-dir", str(tmp_path / "results"), "--num-envs", str(num_envs),
+            "--seed", "1", "--torch-device", "cpu", "--env", ENV, "--ray-address", "auto", *extra]
+    if env_args:
+        args += ["--env-args", *env_args]
+    return args
+
+
+@pytest.mark.slow
+def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
+    from ml_arl.envs.ray_env_manager import RayEnvManager
+    from ml_arl.settings import build_run_options
+    from ml_arl.trainer_controller import TrainerController
+
+    config = tiny_config("builtin:ReachDiscrete", max_steps=10000, hyperparameters={
+        "batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
+    config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 1})
+    config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learn"}
+    import ray
+
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    manager = controller.env_manager
+    assert isinstance(manager, RayEnvManager)
+    controller.start_learning()
+    rewards = list(controller.managers["ReachDiscrete"].recent_rewards)
+    assert len(rewards) >= 20 and np.mean(rewards[-20:]) >= 0.8, rewards[-20:]
+    updates = controller.trainers["ReachDiscrete"].step // 1024
+    # one object-store put per new policy (the first weights and each update), not one per worker
+    assert 2 <= manager.puts <= updates + 1, (manager.puts, updates)
+    assert manager.num_workers == 0  # closed; the module's Ray keeps running
+    assert ray.is_initialized()
+
+
+@pytest.mark.slow
+def test_killed_actor_is_restarted_and_run_finishes(cluster: Any, tmp_path: Path) -> None:
+    """Worker 0 parks itself at step 20 of its first life; the test ray.kill()s its actor."""
+    state = tmp_path / "state"
+    config = write_config(tmp_path, max_steps=3000)
+    killed: list[str] = []
+    import ray
+
+    def killer() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not (state / "blocked-0-1").exists():
+            time.sleep(0.1)
+        actor = ray.get_actor("arl:kill:worker-0:1")
+        ray.kill(actor)
+        killed.append("yes")
+
+    thread = threading.Thread(target=killer, daemon=True)
+    thread.start()
+    run = arl_learn_here(ray_args(tmp_path, config, "kill", env_args=(
+        "fault=block", "at_step=20", "only_worker=0", "lives=[1]", f"state_dir={state}")), cwd=REPO)
+    thread.join(timeout=5)
+    out = run.stdout + run.stderr
+    assert killed and run.returncode == 0, out
+    restarts = lines_with(run.stdout, "Restarting worker[")
+    assert len(restarts) == 1, out
+    assert re.search(r"Restarting worker\[0\] after WorkerDied: Ray actor on node 127\.0\.0\.1 \(\w{8}\) died "
+                     r"\(\w+: .*\) \(restart 1 of 10\)", restarts[0]), out
+    assert re.search(r"worker\[0\] restarted on Ray node 127\.0\.0\.1 \(\w{8}\)", run.stdout), out
+    assert "Training finished" in run.stdout, out
+    assert (state / "lives-0").read_text() == "2" and (state / "lives-1").read_text() == "1", out
+    assert status(tmp_path, "kill")[BEHAVIOR]["final_checkpoint"]["steps"] >= 3000
+    assert "The actor is dead because it was killed by `ray.kill`." in worker_errors(tmp_path, "kill")  # Ray's account
+
+
+@pytest.mark.slow
+def test_restart_quota_exceeded_is_one_line(cluster: Any, tmp_path: Path) -> None:
+    """Every life of worker 0 raises UnityCommunicationException at step 20: restarted once, then
+    the second failure within 60 s is beyond --restarts-rate-limit-n 1; its traceback crossed
+    from the actor to the run's worker_errors.log."""
+    config = write_config(tmp_path, max_steps=5000)
+    run = arl_learn_here(ray_args(tmp_path, config, "quota", "--restarts-rate-limit-n", "1", num_envs=1, env_args=(
+        "fault=unity", "at_step=20", "message=comm-lost-31337", f"state_dir={tmp_path / 'state'}")), cwd=REPO)
+    out = run.stdout + run.stderr
+    assert run.returncode == 1, out
+    assert run.stdout.count("Restarting worker[0]") == 1, out
+    final = last_line(run.stdout)
+    assert "Training stopped: Worker 0 exceeded the allowed number of restarts" in final, out
+    assert "comm-lost-31337" in final and "restarts_rate_limit_n=1" in final, out
+    assert "Traceback" not in out, out
+    log = worker_errors(tmp_path, "quota")
+    assert log.count("Traceback (most recent call last)") == 2, log
+    assert "UnityCommunicationException: worker 0 life 2: comm-lost-31337 at step 20" in log, log
+    assert 'fault_envs.py", line' in log, log  # the actor's own frames
+
+
+@pytest.mark.slow
+def test_hung_actor_times_out_and_phase_switch_resets_every_actor(cluster: Any, tmp_path: Path) -> None:
+    """Worker 0 hangs at step 20 of its first life: past --timeout-wait 1 (+2 s) its actor is
+    killed and restarted. Then phase two resets every actor with its environment parameters."""
+    import json
+
+    state = tmp_path / "state"
+    config = write_config(tmp_path, max_steps=100000, phase_steps=600)
+    run = arl_learn_here(ray_args(tmp_path, config, "hang", "--timeout-wait", "1", env_args=(
+        "fault=hang", "at_step=20", "only_worker=0", "lives=[1]", f"state_dir={state}")), cwd=REPO)
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out
+    restarts = lines_with(run.stdout, "Restarting worker[")
+    assert len(restarts) == 1, out
+    assert re.search(r"Restarting worker\[0\] after the Ray actor on node 127\.0\.0\.1 \(\w{8}\) did not "
+                     r"answer a step within 3 s \(--timeout-wait 1 s; hung", restarts[0]), out
+    assert "Training finished" in run.stdout, out
+    assert (state / "lives-0").read_text() == "2" and (state / "lives-1").read_text() == "1", out
+    for worker, life in ((0, 2), (1, 1)):  # the phase switch reached both actors, the restarted one too
+        assert json.loads((state / f"params-{worker}-{life}").read_text()) == {"level": 2.0}, out
+
+
+@pytest.mark.slow
+def test_resume_a_ray_run(cluster: Any, tmp_path: Path) -> None:
+    first = arl_learn_here(ray_args(tmp_path, write_config(tmp_path, max_steps=1000), "res"), cwd=REPO)
+    assert first.returncode == 0, first.stdout + first.stderr
+    n = status(tmp_path, "res")[BEHAVIOR]["final_checkpoint"]["steps"]
+    config2 = write_config(tmp_path, max_steps=n + 1000, name="config2.yaml")
+    resumed = arl_learn_here(ray_args(tmp_path, config2, "res", "--resume"), cwd=REPO)
+    out = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, out
+    assert re.search(rf"Resuming {BEHAVIOR} from \S+ at step {n}\b", resumed.stdout), out
+    assert status(tmp_path, "res")[BEHAVIOR]["final_checkpoint"]["steps"] >= n + 1000, out
+    assert (behavior_dir(tmp_path, "res") / "checkpoint.pt").is_file()
+
+
+@pytest.mark.slow
+def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp_path: Path, caplog: Any) -> None:
+    """A second node joins; the two workers spread over both nodes and park at step 20 of their
+    first life (4 s). Node B is removed meanwhile: its worker is a dead worker, restarted on the
+    head node (the log names both nodes); the other one goes on, and the run finishes."""
+    import logging
+
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    from ml_arl.envs.ray_env_manager import RayEnvManager
+    from ml_arl.settings import build_run_options
+    from ml_arl.trainer_controller import TrainerController
+
+    node_b = cluster.add_node(num_cpus=2)
+    cluster.wait_for_nodes()
+
+    @ray.remote(num_cpus=1)
+    def node_id() -> str:
+        return ray.get_runtime_context().get_node_id()
+
+    # node B runs Python workers before the run starts (a fresh raylet on a loaded machine is slow)
+    on_b = node_id.options(scheduling_strategy=NodeAffinitySchedulingStrategy(node_b.node_id, soft=False)).remote()
+    assert ray.get(on_b, timeout=90) == node_b.node_id
+    state = tmp_path / "state"
+    config = tiny_config(ENV, max_steps=2000, hyperparameters={"batch_size": 64, "buffer_size": 256, "num_epoch": 1})
+    config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 1, "env_args": [
+        "fault=block", "at_step=20", "lives=[1]", "hang_s=4", f"state_dir={state}"]})
+    config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "node"}
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    manager = controller.env_manager
+    assert isinstance(manager, RayEnvManager)
+    b_id = node_b.node_id[:8]
+    placed: dict[int, str] = {}
+
+    def remove_b() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all((state / f"blocked-{w}-1").exists() for w in (0, 1)):
+            time.sleep(0.1)
+        placed.update((h.worker_id, h.node) for h in manager.handles)
+        cluster.remove_node(node_b, allow_graceful=False)
+
+    thread = threading.Thread(target=remove_b, daemon=True)
+    thread.start()
+    with caplog.at_level(logging.INFO):
+        controller.start_learning()
+    thread.join(timeout=5)
+    workers_on_b = [w for w, node in placed.items() if b_id in node]
+    assert len(workers_on_b) == 1, (placed, b_id)  # SPREAD: one worker per node
+    log = caplog.text
+    restarts = [line for line in log.splitlines() if "Restarting worker[" in line]
+    assert len(restarts) == 1 and f"Restarting worker[{workers_on_b[0]}] after WorkerDied: Ray actor on node" in restarts[0], log
+    assert b_id in restarts[0], log
+    restarted = re.search(rf"worker\[{workers_on_b[0]}\] restarted on Ray node (\S+ \((\w+)\))", log)
+    assert restarted is not None and restarted.group(2) != b_id, log
+    assert controller.trainers[BEHAVIOR].step >= 2000
