@@ -49,6 +49,9 @@ class Task:
     behavior: str = "GoalReach"
     threshold: float = 0.9  # on the mean of the last 5 returns
     solved_at: float = 0.9  # the run stops once the last 20 average above it
+    # or the whole config from a test's own builder: ("tests.module:function", args after the results folder)
+    builder: tuple[str, tuple[Any, ...]] = ("", ())
+    demos: bool = False  # record the goal-reaching expert first; "DEMO" in settings stands for its folder
 
 
 def _merge(base: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -83,6 +86,11 @@ def _tasks() -> list[Task]:
         tasks.append(Task(f"ppo, {encoder}", f"GoalReach, image {size}", GOAL_REACH, [*images, f"image_size={size}"],
                           _merge(visual_ppo, network_settings={"num_layers": 1, "hidden_units": 32, "vis_encode_type": encoder}),
                           threshold=0.5))
+    for trainer, base in (("ppo", PPO), ("sac", SAC)):
+        imitation = {"reward_signals": {"gail": {"encoding_size": 32, "demo_path": "DEMO"}},
+                     "behavioral_cloning": {"demo_path": "DEMO", "steps": 1000}}
+        tasks.append(Task(f"{trainer} + gail + behavioral_cloning", "GoalReach 1-D, demos recorded with --record-demo", GOAL_REACH,
+                          ["continuous=1"], _merge(base, max_steps=500, **imitation), demos=True))
     ppo_memory = {"trainer_type": "ppo", "max_steps": 6000,
                   "hyperparameters": {"learning_rate": 1.0e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 128},
                   "network_settings": {"num_layers": 1, "hidden_units": 32, **memory}}
@@ -94,8 +102,81 @@ def _tasks() -> list[Task]:
             "network_settings": {"hidden_units": 32, "num_layers": 1}}
     for variant, behavior in (("continuous", "GroupReach"), ("discrete", "GroupReachDiscrete")):
         tasks.append(Task(f"poca, {variant}", "GroupReach, groups of 2", "tests.simple_envs:group_reach",
-                          [f"variant={variant}", "n_groups=4"], poca, behavior=behavior))
+                          [f"variant={variant}", "n_groups=4"], poca, behavior=behavior, solved_at=1.0))  # successes are +-1.06: every one of the last 20
+    varlen_ppo = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
+    varlen_sac = {"learning_rate": 1e-3, "learning_rate_schedule": "constant", "batch_size": 16, "buffer_init_steps": 100,
+                  "buffer_size": 5000, "tau": 0.01, "init_entcoef": 0.01, "steps_per_update": 2}
+    small = {"num_layers": 1, "hidden_units": 32}
+    entities = "EntityReach, goal among 1-4 entities"
+    tasks += [
+        Task("ppo, variable-length obs", entities, "", [], {}, behavior="EntityReach",
+             builder=("tests.test_varlen:_config", ("ppo", ["solved_at=0.95"], 6000, varlen_ppo, small))),
+        Task("sac, variable-length obs", entities + " (discrete)", "", [], {}, behavior="EntityReach",
+             builder=("tests.test_varlen:_config", ("sac", ["vectors=0", "continuous=0", "discrete=1", "solved_at=0.9"], 3000,
+                                                     varlen_sac, {"num_layers": 1, "hidden_units": 16}))),
+        Task("poca, variable-length obs", entities + " (group of 2)", "", [], {}, behavior="EntityReach",
+             builder=("tests.test_varlen:_config", ("poca", ["solved_at=0.95", "grouped=true", "n_agents=2"], 6000, varlen_ppo, small))),
+    ]
+    sac_memory = {"learning_rate": 5.0e-3, "batch_size": 64, "buffer_size": 5000, "buffer_init_steps": 100, "tau": 0.01, "init_entcoef": 0.01}
+    for kind in ("continuous=1", "discrete=1"):
+        tasks.append(Task(f"sac + memory, {kind.split('=')[0]}", "GoalReach, goal shown 2 steps", "", [], {},
+                          builder=("tests.test_memory:_memory_config", ("sac", kind, 2000, sac_memory))))
+    tasks.append(Task("poca + memory", "GoalReach, goal shown 2 steps", "", [], {},
+                      builder=("tests.test_memory:_memory_config",
+                               ("poca", "continuous=1", 6000, {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128}))))
+    goal_ppo = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
+    for trainer, conditioning, actions, hyper, steps in (
+        ("ppo", "hyper", ["continuous=1"], goal_ppo, 6000), ("ppo", "hyper", ["continuous=0", "discrete=1"], goal_ppo, 6000),
+        ("ppo", "none", ["continuous=0", "discrete=1"], goal_ppo, 6000), ("sac", "hyper", ["continuous=1"], SAC["hyperparameters"], 2000),
+    ):
+        kind = "continuous" if actions == ["continuous=1"] else "discrete"
+        tasks.append(Task(f"{trainer}, goal_conditioning_type {conditioning}, {kind}", "GoalReach, goal as GOAL_SIGNAL",
+                          "tests.goal_envs:goal_signal_reach", actions,
+                          {"trainer_type": trainer, "max_steps": steps, "hyperparameters": hyper,
+                           "network_settings": {"num_layers": 2, "hidden_units": 16, "goal_conditioning_type": conditioning}},
+                          solved_at=0.95))
     return tasks
+
+
+def _record_expert(tmp: str) -> str:
+    """The goal-reaching expert (tests.plugins) acting with --inference --record-demo: its .demo folder."""
+    from ml_arl.settings import build_run_options
+    from ml_arl.trainer_controller import TrainerController
+
+    config = {
+        "env_settings": {"env_path": GOAL_REACH, "env_args": ["continuous=1"], "manager": "inprocess", "seed": 7},
+        "checkpoint_settings": {"results_dir": tmp, "run_id": "expert", "inference": True, "record_demo": f"{tmp}/demos"},
+        "default_settings": {"trainer_type": "tests.plugins:GoalExpertTrainer", "max_steps": 600, "summary_freq": 100},
+        "behaviors": {},
+    }
+    TrainerController(build_run_options(config, {}, "bench")).start_learning()
+    return f"{tmp}/demos"
+
+
+def _with_demos(value: Any, folder: str) -> Any:
+    if isinstance(value, dict):
+        return {k: _with_demos(v, folder) for k, v in value.items()}
+    return folder if value == "DEMO" else value
+
+
+def _config(task: Task, tmp: str, seed: int) -> dict[str, Any]:
+    if task.builder[0]:
+        import importlib
+
+        module, name = task.builder[0].split(":")
+        config: dict[str, Any] = getattr(importlib.import_module(module), name)(Path(tmp), *task.builder[1])
+        config["env_settings"]["seed"] = seed + 1
+        config["checkpoint_settings"] = {"results_dir": tmp, "run_id": "bench"}
+        config["default_settings"].update({"summary_freq": 1000, "checkpoint_interval": 100000})
+        return config
+    return {
+        "env_settings": {"env_path": task.env_path, "env_args": [*task.env_args, f"solved_at={task.solved_at}"], "manager": "inprocess",
+                         "seed": seed + 1},
+        "checkpoint_settings": {"results_dir": tmp, "run_id": "bench"},
+        "default_settings": {"summary_freq": 1000, "checkpoint_interval": 100000,
+                             **(_with_demos(task.settings, _record_expert(tmp)) if task.demos else task.settings)},
+        "behaviors": {},
+    }
 
 
 def _run(task: Task, seed: int, queue: Any) -> None:
@@ -107,13 +188,7 @@ def _run(task: Task, seed: int, queue: Any) -> None:
     from tests import simple_envs
 
     with tempfile.TemporaryDirectory() as tmp:
-        config = {
-            "env_settings": {"env_path": task.env_path, "env_args": [*task.env_args, f"solved_at={task.solved_at}"], "manager": "inprocess",
-                             "seed": seed + 1},
-            "checkpoint_settings": {"results_dir": tmp, "run_id": "bench"},
-            "default_settings": {"summary_freq": 1000, "checkpoint_interval": 100000, **task.settings},
-            "behaviors": {},
-        }
+        config = _config(task, tmp, seed)
         simple_envs.GROUP_REACH_ENVS.clear()
         started = time.perf_counter()
         controller = TrainerController(build_run_options(config, {}, "bench"))
