@@ -55,6 +55,12 @@ def test_ray_address_implies_the_ray_backend() -> None:
     env = parse_options(["--ray-address", "auto", "--env", "builtin:Reach"]).env_settings
     assert (env.backend, env.ray_address) == ("ray", "auto")
     assert parse_options(["--env", "builtin:Reach"]).env_settings.backend == "subprocess"
+    # more steps per call with Ray (its round trip), unless the config says
+    assert env.steps_per_message == 64
+    assert parse_options(["--env", "builtin:Reach"]).env_settings.steps_per_message == 16
+    from ml_arl.settings import EnvSettings
+
+    assert EnvSettings(backend="ray", steps_per_message=8).steps_per_message == 8
 
 
 @pytest.mark.parametrize("env_settings,message", [
