@@ -275,3 +275,68 @@ def group_reach(
     env = StoppingGroupReach(variant, n_groups=n_groups, seed=seed or 0, num_areas=num_areas)
     GROUP_REACH_ENVS.append(env)
     return env
+
+
+class StopWhenSolved(BaseEnv):
+    """A built-in env that ends the run (as a Ctrl-C does: the controller saves and returns) once the
+    mean of the last ``window`` episode returns it saw (each agent's rewards from its first decision to
+    its terminal step, every behavior) reaches ``solved_at``; checked between the runner's batches, as
+    GoalReach does. For learning tests whose task has no early stop of its own (in-process runs)."""
+
+    def __init__(self, env: BaseEnv, solved_at: float, window: int = STOP_WINDOW):
+        self.env, self.solved_at, self.window = env, solved_at, window
+        self.running: dict[tuple[str, int], float] = {}
+        self.returns: list[float] = []
+        self.run_starts = True
+
+    def __getattr__(self, name: str) -> Any:  # set_environment_parameters and the like
+        return getattr(self.env, name)
+
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        return self.env.behavior_specs
+
+    def reset(self) -> None:
+        self.env.reset()
+        self.running.clear()
+
+    def step(self) -> None:
+        self.env.step()
+        for name in self.env.behavior_specs:
+            decisions, terminals = self.env.get_steps(name)
+            for agent, reward in zip(decisions.agent_id, decisions.reward):
+                self.running[(name, int(agent))] = self.running.get((name, int(agent)), 0.0) + float(reward)
+            for agent, reward in zip(terminals.agent_id, terminals.reward):
+                self.returns.append(self.running.pop((name, int(agent)), 0.0) + float(reward))
+
+    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+        if self.run_starts:
+            self.run_starts = False
+            last = self.returns[-self.window :]
+            if len(last) == self.window and float(np.mean(last)) >= self.solved_at:
+                raise KeyboardInterrupt
+        return self.env.get_steps(behavior_name)
+
+    def take_environment_stats(self) -> dict[str, Any]:
+        self.run_starts = True
+        take = getattr(self.env, "take_environment_stats", None)
+        return take() if take is not None else {}
+
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        self.env.set_actions(behavior_name, action)
+
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
+        self.env.set_action_for_agent(behavior_name, agent_id, action)
+
+    def close(self) -> None:
+        self.env.close()
+
+
+def solved_builtin(
+    seed: Optional[int] = None, name: str = "Reach", solved_at: float = 0.9, window: int = STOP_WINDOW, num_areas: int = 1
+) -> BaseEnv:
+    """``env_path: tests.simple_envs:solved_builtin``, ``env_args: [name=ReachDiscrete, solved_at=0.85]``:
+    the built-in env ``name`` inside StopWhenSolved."""
+    from ml_arl.envs.builtin import BUILTIN_ENVS
+
+    return StopWhenSolved(BUILTIN_ENVS[name](seed, num_areas=num_areas), solved_at, window)

@@ -175,9 +175,8 @@ def test_trainer_credits_an_agent_that_left_early_with_its_groups_value_and_writ
 
 
 def _train(tmp_path: Path, variant: str) -> tuple[TrainerController, list[float]]:
-    behavior = "GroupReach" if variant == "continuous" else "GroupReachDiscrete"
     config = {
-        "env_settings": {"env_path": "tests.simple_envs:group_reach", "env_args": [f"variant={variant}", "n_groups=4"],
+        "env_settings": {"env_path": "tests.simple_envs:group_reach", "env_args": [f"variant={variant}", "n_groups=4", "solved_at=1.0"],
                          "manager": "inprocess", "seed": SEED},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "poca"},
         "default_settings": {
@@ -196,7 +195,7 @@ def _train(tmp_path: Path, variant: str) -> tuple[TrainerController, list[float]
     controller = TrainerController(build_run_options(config, {}, "test"))
     controller.start_learning()
     (env,) = simple_envs.GROUP_REACH_ENVS
-    assert controller.trainers[behavior].step >= MAX_STEPS[variant]
+    # the run ends once the last 20 agents all succeeded (successes are +-1.06), or at MAX_STEPS
     return controller, env.final_rewards
 
 
