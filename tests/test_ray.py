@@ -271,3 +271,100 @@ def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp
     restarted = re.search(rf"worker\[{workers_on_b[0]}\] restarted on Ray node (\S+ \((\w+)\))", log)
     assert restarted is not None and restarted.group(2) != b_id, log
     assert controller.trainers[BEHAVIOR].step >= 2000
+
+
+# ---------------------------------------------------------------- Unity builds on the nodes
+
+
+def test_ports_are_claimed_per_node_without_collisions() -> None:
+    """Claims from one base port never share a port (a lock file per port in the node's temp
+    folder, so actors of every run on the node see each other), skip a port something else listens
+    on, and a released port can be claimed again."""
+    import socket
+
+    from ml_arl.envs.unity_nodes import claim_port
+    from ml_arl.exceptions import EnvironmentSourceError
+
+    from .unity_standin import free_base_port
+
+    base = free_base_port(6)
+    first, second = claim_port(base), claim_port(base)
+    with socket.socket() as other:
+        other.bind(("localhost", base + 2))
+        other.listen()
+        third = claim_port(base)
+        assert (first.port, second.port, third.port) == (base, base + 1, base + 3)
+        with pytest.raises(EnvironmentSourceError) as err:
+            claim_port(base, scan=4, node="node-x")
+        assert str(err.value) == (f"--base-port {base}: no free port from {base} to {base + 3} on Ray node node-x; "
+                                  "pick another range with --base-port")
+    first.release()
+    again = claim_port(base)
+    assert again.port == base
+    for claim in (second, third, again):
+        claim.release()
+
+
+def unity_ray_config(tmp_path: Path, build: Path, run_id: str, max_steps: int, base_port: int) -> dict[str, Any]:
+    config = tiny_config(str(build), max_steps=max_steps, hyperparameters={
+        "batch_size": 256, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
+    config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 3, "base_port": base_port,
+                                   "env_args": ["--agents", "8"]})
+    config["engine_settings"] = {"no_graphics": True, "time_scale": 7}
+    config["checkpoint_settings"] = {"results_dir": str(tmp_path / "results"), "run_id": run_id}
+    return config
+
+
+@pytest.mark.slow
+def test_unity_build_only_the_nodes_have_trains_on_ray_and_exports_onnx(cluster: Any, tmp_path: Path, caplog: Any) -> None:
+    """The driver accepts a build path that does not exist yet (with the Ray backend it checks
+    nothing there and says so); the build appears before the actors start, as it would exist on
+    the nodes only, and each actor finds it on its node, claims its own port there and trains the
+    stand-in's Seeker with the other; the run exports Seeker.onnx."""
+    import logging
+
+    from ml_arl.envs.ray_env_manager import RayEnvManager
+    from ml_arl.policy.onnx_export import check_onnx
+    from ml_arl.settings import build_run_options
+    from ml_arl.trainer_controller import TrainerController
+
+    from .unity_standin import free_base_port, make_build
+
+    build = tmp_path / "nodes-only" / "Standin.x86_64"
+    base = free_base_port(4)
+    options = build_run_options(unity_ray_config(tmp_path, build, "unity", 3000, base), {}, "test")
+    with caplog.at_level(logging.INFO):
+        controller = TrainerController(options)
+    assert isinstance(controller.env_manager, RayEnvManager)
+    assert f"Unity build {build}: not checked here (backend: ray); each worker checks it and picks a free port " \
+           f"from {base} up on its own Ray node" in caplog.text
+    assert not build.exists()  # missing on the driver when it was accepted
+    make_build(build.parent)
+    controller.start_learning()
+    assert controller.trainers["Seeker"].step >= 3000
+    run = tmp_path / "results" / "unity"
+    check_onnx(str(run / "Seeker.onnx"))
+    ports = set()
+    for worker in (0, 1):
+        log = (run / "run_logs" / f"Player-{worker}.log").read_text()
+        found = re.search(r"--mlagents-port', '(\d+)'", log)
+        assert found is not None, log
+        ports.add(int(found.group(1)))
+    assert len(ports) == 2 and all(base <= p < base + 4 for p in ports), ports  # one node: two ports from base up
+
+
+@pytest.mark.slow
+def test_unity_build_missing_on_the_nodes_is_one_line_naming_the_node(cluster: Any, tmp_path: Path) -> None:
+    config = write_config(tmp_path, max_steps=100)
+    missing = tmp_path / "elsewhere" / "Nothing.x86_64"
+    run = arl_learn_here([str(config), "--run-id", "gone", "--results-dir", str(tmp_path / "results"), "--num-envs",
+                          "2", "--env", str(missing), "--ray-address", "auto"], cwd=REPO)
+    out = run.stdout + run.stderr
+    assert run.returncode == 2, out
+    assert "Traceback" not in out, out
+    assert re.search(rf"Unity build {re.escape(str(missing))}: not checked here \(backend: ray\)", run.stdout), out
+    assert re.fullmatch(
+        rf"\[ERROR\] Training stopped: worker \d: --env {re.escape(str(missing))}: no Unity build found there on Ray "
+        r"node 127\.0\.0\.1 \(\w{8}\) \(also tried the \.x86_64 and \.x86 extensions\); every node needs the build "
+        r"at this path", last_line(run.stdout)), out
+    assert "Restarting" not in out, out

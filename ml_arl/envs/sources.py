@@ -11,7 +11,8 @@ Accepted forms:
 
 For Unity builds ``--env-args`` go to the executable unchanged; the build and every port it
 needs are checked here, before any worker starts, so a wrong path or a busy port is a one-line
-error.
+error. With ``backend: ray`` they are checked by each actor on its own node instead
+(ml_arl.envs.unity_nodes), where the build must be at the same (absolute) path.
 
 ``--env-args key=value ...`` become keyword arguments (values read as YAML scalars). A user
 callable receives ``worker_id`` and ``seed`` too when its signature names them (or takes
@@ -186,7 +187,20 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
     env = options.env_settings
     engine = options.engine_settings
     file_name: Optional[str] = None
-    if env.env_path:
+    on_nodes = env.backend == "ray"
+    if on_nodes and not env.env_path:
+        raise EnvironmentSourceError(
+            "backend: ray needs a Unity build (--env path/to/Build.x86_64): the Unity Editor runs on this machine "
+            "only; train in the Editor with backend: subprocess"
+        )
+    if on_nodes:
+        # the build and its ports are checked by each actor on its own node (ml_arl.envs.unity_nodes)
+        file_name = os.path.abspath(env.env_path)
+        logger.info(
+            "Unity build %s: not checked here (backend: ray); each worker checks it and picks a free port from "
+            "%d up on its own Ray node", file_name, env.base_port,
+        )
+    elif env.env_path:
         launch = env_utils.validate_environment_path(env.env_path)
         if launch is None or os.path.isdir(launch):
             raise EnvironmentSourceError(
@@ -236,6 +250,10 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
         "fast_bridge": env.fast_bridge,
     }
     description = f"Unity build {file_name}" if file_name else f"Unity Editor (port {EDITOR_PORT})"
+    if on_nodes:
+        from ml_arl.envs.unity_nodes import make_unity_env_on_node
+
+        return EnvFactory(description + " (on the Ray nodes)", make_unity_env_on_node, kwargs, pass_worker_id=True)
     if file_name is None:
         logger.info(
             "Listening on port %d. Start training by pressing the Play button in the Unity Editor "

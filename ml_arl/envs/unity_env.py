@@ -149,6 +149,7 @@ class UnityBuildEnv(UnityEnvironment):
         fast_bridge: Optional[bool] = None,
     ):
         self._listen_address = listen_address
+        self.port_claim: Optional[Any] = None  # a port held on a Ray node (unity_nodes): released by close()
         # behavior name -> observations its build sends channels-first (unity_fast.chw_table)
         self.chw_observations: dict[str, tuple[int, ...]] = {}
         self.fast_bridge = FAST_BRIDGE_DEFAULT if fast_bridge is None else bool(fast_bridge)
@@ -225,6 +226,14 @@ class UnityBuildEnv(UnityEnvironment):
             if name in output.agentInfos:
                 image_layout.protos_to_hwc(output.agentInfos[name].value, chw)
         super()._update_state(output)
+
+    def close(self) -> None:
+        try:
+            super().close()
+        finally:
+            claim, self.port_claim = self.port_claim, None
+            if claim is not None:
+                claim.release()
 
     def set_environment_parameters(self, params: Mapping[str, Any]) -> None:
         """New environment_parameters (a phase switch); the build reads them with the next reset."""
