@@ -4,8 +4,9 @@ One Ray instance for the module, on loopback (every Ray server on 127.0.0.1), st
 repository root so that Ray's workers import ``tests.*`` factories as the driver does. Runs go
 through arl-learn's ``main()`` in this process (``arl_learn_here``) or the TrainerController: the
 manager finds Ray running and uses it. A learning run to its threshold, one put per changed
-policy, a killed actor restarted, the restart quota's one-line stop, --resume, and a node of a
-two-node cluster removed mid-run (its worker restarted on the other node).
+policy, a killed actor restarted, the restart quota's one-line stop, --resume, a node of a
+two-node cluster removed mid-run (its worker restarted on the other node), and Unity builds
+(the stand-in) checked and launched by the actors on their nodes, with ports claimed per node.
 """
 
 from __future__ import annotations
@@ -303,6 +304,19 @@ def test_ports_are_claimed_per_node_without_collisions() -> None:
     assert again.port == base
     for claim in (second, third, again):
         claim.release()
+
+
+def test_the_unity_editor_with_ray_is_one_line() -> None:
+    from ml_arl.envs.sources import unity_factory
+    from ml_arl.exceptions import EnvironmentSourceError
+    from ml_arl.settings import build_run_options
+
+    options = build_run_options({"env_settings": {"backend": "ray"}}, {}, "test")
+    with pytest.raises(EnvironmentSourceError) as err:
+        unity_factory(options, 0)
+    assert str(err.value) == (
+        "backend: ray needs a Unity build (--env path/to/Build.x86_64): the Unity Editor runs on this machine only; "
+        "train in the Editor with backend: subprocess")
 
 
 def unity_ray_config(tmp_path: Path, build: Path, run_id: str, max_steps: int, base_port: int) -> dict[str, Any]:

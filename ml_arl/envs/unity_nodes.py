@@ -77,7 +77,7 @@ def claim_port(base_port: int, host: str = "localhost", node: str = "", scan: in
     folder = lock_folder()
     last = min(65535, base_port + scan - 1)
     for port in range(base_port, last + 1):
-        fd = os.open(os.path.join(folder, f"{port}.lock"), os.O_RDONLY | os.O_CREAT, 0o666)
+        fd = os.open(os.path.join(folder, f"{port}.lock"), os.O_RDONLY | os.O_CREAT | os.O_NOFOLLOW, 0o666)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as err:
