@@ -10,7 +10,9 @@ An experience is (obs_t, action_t, reward_{t+1}); the reward arrives with the ne
 same agent. ``interrupted`` (a max-step cut) is kept apart from a true termination, so the
 trainer bootstraps the value of the last observation only for interrupted or cut trajectories.
 An agent that finishes its episode and reappears in the same step (as Unity agents do) starts
-a fresh trajectory.
+a fresh trajectory. The first trajectory of each episode is marked ``episode_start``: a reset
+(``end_episodes``), a switch of ``collect`` or a new worker drops episodes without a terminal
+step, and the mark tells the trainer that what it kept for the agent id belongs to another one.
 
 Groups (``group_id`` > 0), as ML-Agents' AgentProcessor gathers them for POCA: at every step,
 each agent of a group that acted before leaves a status (the observation it acted on, its
@@ -43,7 +45,7 @@ if TYPE_CHECKING:
 class _AgentState:
     __slots__ = (
         "steps", "rewards", "env_rewards", "group_rewards", "group_id", "pending", "ep_reward", "ep_objective", "ep_length",
-        "mates",
+        "mates", "first",
     )
 
     def __init__(self) -> None:
@@ -57,6 +59,7 @@ class _AgentState:
         self.ep_reward = 0.0
         self.ep_objective = 0.0
         self.ep_length = 0
+        self.first = True  # no trajectory of this episode emitted yet
 
 
 class _MateStatus(NamedTuple):
@@ -308,7 +311,9 @@ class AgentProcessor:
             env_rewards=np.asarray(state.env_rewards, np.float32) if self.objective is not None else None,
             groupmates=self._groupmates(state, agent_id),
             memories=np.stack(memories) if memories[0] is not None else None,
+            episode_start=state.first,
         )
+        state.first = False
         self.trajectories.append(traj)
         state.steps, state.rewards, state.env_rewards, state.group_rewards, state.mates = [], [], [], [], []
 

@@ -59,6 +59,10 @@ class Trajectory(NamedTuple):
     env_rewards: Optional[np.ndarray] = None  # [T] the environment reward, when an objective changed it
     groupmates: Optional[Groupmates] = None  # the groupmates' steps, for agents in a group (group_id > 0)
     memories: Optional[np.ndarray] = None  # [T, memory_size] float32: the actor's LSTM memory (h, c) before each step
+    # the agent's first trajectory of this episode (an agent starts one when it first acts, after its last
+    # episode ended, after an environment reset, in a new or restarted worker): whatever a trainer kept for
+    # this agent id from an earlier trajectory (running totals, critic memories) belongs to another episode
+    episode_start: bool = False
 
     def __len__(self) -> int:  # type: ignore[override]
         return int(self.rewards.shape[0])

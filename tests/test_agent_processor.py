@@ -113,6 +113,28 @@ def test_end_episodes_discards_half_built_trajectories() -> None:
     assert trajs == [] and episodes == []
 
 
+def test_the_first_trajectory_of_each_episode_is_marked() -> None:
+    """``episode_start`` on an agent's first trajectory of an episode: after a terminal step (the agent
+    reappearing), after a reset that dropped its episode, after a switch of collect; not on the
+    trajectories that go on with an episode."""
+    proc = AgentProcessor("B", SPEC, time_horizon=2, worker_id=0)
+    for t in range(5):  # two trajectories of one episode
+        proc.add_experiences(decisions([1], [float(t)]), no_terminals(), actions([0.0]))
+    assert [t.episode_start for t in proc.take()[0]] == [True, False]
+    proc.add_experiences(decisions([1], [9.0]), terminals([1], [5.0], [1.0], [False]), actions([0.0]))  # ends, reappears
+    proc.add_experiences(decisions([1], [10.0]), no_terminals(), actions([0.0]))
+    proc.add_experiences(decisions([1], [11.0]), no_terminals(), actions([0.0]))
+    assert [(t.done, t.episode_start) for t in proc.take()[0]] == [(True, False), (False, True)]
+    proc.end_episodes()  # a reset: the episode goes no further
+    for t in range(3):
+        proc.add_experiences(decisions([1], [float(t)]), no_terminals(), actions([0.0]))
+    proc.set_collect(False)
+    proc.set_collect(True)  # (a self-play team change: the half-built experience is dropped)
+    for t in range(3):
+        proc.add_experiences(decisions([1], [float(t)]), no_terminals(), actions([0.0]))
+    assert [t.episode_start for t in proc.take()[0]] == [True, True]
+
+
 def test_agent_manager_queue_is_fifo_and_drains() -> None:
     q: AgentManagerQueue[int] = AgentManagerQueue("B", maxlen=0)
     for i in range(5):

@@ -463,6 +463,38 @@ def test_poca_loss_leaves_padding_out() -> None:
         assert float(a) == pytest.approx(float(b), rel=1e-5)
 
 
+@pytest.mark.parametrize("trainer_type", ["ppo", "sac", "poca"])
+def test_a_critic_memory_of_an_episode_a_reset_cut_off_is_not_carried_into_the_next(trainer_type: str) -> None:
+    """An agent's trajectory cut by the time horizon leaves its critic memory for the next one; a reset
+    then drops the episode, and the agent's next trajectory (``episode_start``) starts from zeros."""
+    rng = np.random.default_rng(0)
+    cut, piece = _piece(rng, "0-1", 6, False), _piece(rng, "0-1", 5, True)
+    new = Trajectory(**{**piece._asdict(), "episode_start": True})  # (_replace trips on __len__)
+    if trainer_type == "ppo":
+        section = {"hyperparameters": {"batch_size": 8, "buffer_size": 16}, "network_settings": {"hidden_units": 8, "memory": MEMORY}}
+        settings = build_run_options({"behaviors": {"GoalReach": section}}, {}, "test").behaviors["GoalReach"]
+        ppo = PPOTrainer("GoalReach", settings, GoalReach().spec, StatsReporter("GoalReach", []), None, torch.device("cpu"))
+        ppo.add_experience(cut)
+        assert set(ppo.critic_memory) == {"0-1"}
+        ppo.add_experience(new)
+        firsts = [ppo.buffer.critic_memories[1][0][0]]  # the memory before its first sequence
+    elif trainer_type == "sac":
+        sac = _sac_trainer(MEMORY)
+        sac.add_experience(cut)
+        assert set(sac.critic_memory) == {"0-1"}
+        sac.add_experience(new)
+        assert sac.replay.critic_memories is not None
+        firsts = list(sac.replay.critic_memories[6:10].numpy())  # its first sequence's rows (steps 0-3)
+    else:
+        poca = _poca_trainer()
+        poca.add_experience(cut)
+        assert set(poca.value_memory) == set(poca.baseline_memory) == {"0-1"}
+        poca.add_experience(new)
+        value_starts, baseline_starts, _ = poca.critic_memories[1]
+        firsts = [value_starts[0], baseline_starts[0]]
+    assert all(m.shape == (16,) and np.all(m == 0) for m in firsts)
+
+
 # ---------------------------------------------------------------------------------- ONNX
 
 

@@ -171,6 +171,35 @@ def test_trainer_credits_an_agent_that_left_early_with_its_groups_value_and_writ
     assert recorder.tags["Environment/Group Cumulative Reward"] == 1.0  # agent 1's only: agent 2 left before the group ended
 
 
+def test_group_cumulative_reward_forgets_an_episode_a_reset_cut_off() -> None:
+    """Agents 1 and 2 of group 7 get group rewards 1 + 1 in a trajectory cut at the time horizon; an
+    environment reset then drops their episode; in the next one the group gets 0.5 and ends. The
+    tag (and the extrinsic stream's episode sum) counts the new episode only, as ML-Agents zeroes
+    both when the environments reset."""
+    proc = AgentProcessor("B", SPEC, time_horizon=2, worker_id=0)
+    empty = TerminalSteps.empty(SPEC)
+    for step in range(3):
+        proc.add_experiences(_decisions([1, 2], [step, -step], [7, 7], group_reward=1.0 if step else 0.0), empty, _acts([0.1, 0.2]))
+    cut = proc.take()[0]
+    assert len(cut) == 2 and all(t.episode_start and not t.done for t in cut)
+    np.testing.assert_array_equal(cut[0].group_rewards, [1, 1])
+    proc.end_episodes()  # the environment resets: the half-built episode is dropped
+    proc.add_experiences(_decisions([1, 2], [0, 0], [7, 7]), empty, _acts([0.3, 0.4]))
+    proc.add_experiences(_decisions([], [], []), _terminals([1, 2], [1, -1], [7, 7], group_reward=0.5), _acts([]))
+    new = proc.take()[0]
+    assert len(new) == 2 and all(t.episode_start and t.done and group_done(t) for t in new)
+    settings = TrainerSettings(trainer_type="poca", hyperparameters={"batch_size": 8, "buffer_size": 8},
+                               network_settings={"hidden_units": 8, "num_layers": 1})
+    recorder = _Recorder()
+    trainer = POCATrainer("B", settings, SPEC, StatsReporter("B", [recorder]), None, torch.device("cpu"))
+    for traj in cut + new:
+        trainer.add_experience(traj)
+    trainer.write_summary(1)
+    assert recorder.tags["Environment/Group Cumulative Reward"] == 0.5  # not 2.5: the dropped episode's 2 is gone
+    assert recorder.tags["Policy/Extrinsic Reward"] == 0.5
+    assert dict(trainer.group_rewards) == {}
+
+
 # ---------------------------------------------------------------- learning
 
 

@@ -6,7 +6,9 @@ subclasses ``Trainer``. The framework builds it as
 trainer ``settings.hyperparameters`` is the config's mapping, unchanged. It implements:
 
 - ``add_experience(trajectory)``: take one trajectory (``trajectory.rewards`` is the behavior's
-  objective; ``trajectory.env_rewards`` the environment reward when an objective changed it);
+  objective; ``trajectory.env_rewards`` the environment reward when an objective changed it;
+  ``trajectory.episode_start`` marks the first of an agent's episode: an environment reset ends
+  episodes without a ``done`` trajectory, so what a trainer keeps per agent id is dropped there);
 - ``ready_to_update()`` and ``update()``: learn when enough was collected;
 - ``policy_snapshot()``: what the workers act with (a ``PolicySnapshot``: the version, the
   weights as numpy data, and the import path of the muscle class that acts with them, ``None``

@@ -23,6 +23,11 @@ from their own memories, as ML-Agents' POCA keeps critic and baseline memories: 
 each agent's two memories from one trajectory to the next (dropped at its episode's end) and
 records, when a trajectory arrives, both before each of its sequences and the value memory after
 its last step (for the value that bootstraps it).
+
+What the trainer keeps per agent (the critic memories, the group rewards of its episode so far for
+``Environment/Group Cumulative Reward``) is dropped at the episode's end and, for an episode an
+environment reset cut off, when the agent's next episode starts (``Trajectory.episode_start``), as
+ML-Agents zeroes them when the environments reset.
 """
 
 from __future__ import annotations
@@ -205,6 +210,10 @@ class POCATrainer(Trainer):
         return PolicySnapshot(self.policy_version, self.network.muscle_weights())
 
     def add_experience(self, traj: Trajectory) -> None:
+        if traj.episode_start:  # a new episode: what was kept for the agent id is another episode's (one dropped by a reset)
+            self.group_rewards.pop(traj.agent_id, None)
+            self.value_memory.pop(traj.agent_id, None)
+            self.baseline_memory.pop(traj.agent_id, None)
         if self.network.normalize:
             vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
             if vectors is not None:

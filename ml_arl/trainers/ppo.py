@@ -9,7 +9,8 @@ sequence starts from the memory the worker acted with at its first step (stored 
 trajectory; no burn-in, as ML-Agents' PPO); minibatches are whole sequences
 (batch_size // sequence_length of them) and padding is masked out of every loss term. The critic
 has an LSTM too (its own, or the actor's with shared_critic); as ML-Agents, the trainer keeps
-each agent's critic memory from one trajectory to the next (dropped when its episode ends) and
+each agent's critic memory from one trajectory to the next (dropped when its episode ends, or
+when its next episode starts after a reset cut it off: ``Trajectory.episode_start``) and
 records, when a trajectory arrives, the critic memory before each of its sequences and after its
 last step.
 
@@ -233,7 +234,7 @@ class PPOTrainer(Trainer):
         unless the episode ended (ML-Agents' critic_memory_dict)."""
         net = self.network
         memory = self.critic_memory.pop(traj.agent_id, None)
-        if memory is None:
+        if memory is None or traj.episode_start:  # (a memory kept from an episode a reset cut off: not this one's)
             memory = torch.zeros(1, net.memory_size, device=self.device)
         starts = []
         with torch.no_grad():

@@ -18,7 +18,8 @@ takes ``batch_size // sequence_length`` whole sequences from the replay buffer (
 - the actor runs each sequence from the memory the worker acted with at its first step;
 - V runs it from the value network's memory before that step, recorded when the trajectory
   arrived (the trainer keeps each agent's value memory from one trajectory to the next, dropped
-  when its episode ends: ML-Agents' critic memories);
+  when its episode ends, or when its next one starts after a reset cut it off: ML-Agents' critic
+  memories);
 - the target V runs the sequence's first observation and then its next observations from that
   same memory (ML-Agents steps V itself over the first observation; see ``_sequence_targets``);
 - Q1 and Q2 run each sequence from zero memories (ML-Agents: they have no memories at inference).
@@ -260,7 +261,7 @@ class SACTrainer(Trainer):
                 values = self.value_net(obs)[:, :, 0].mean(0)
             else:  # V over the trajectory from the agent's value memory (zeros at an episode's start)
                 memory = self.critic_memory.pop(traj.agent_id, None)
-                if memory is None:
+                if memory is None or traj.episode_start:  # (one kept from an episode a reset cut off: not this one's)
                     memory = torch.zeros(1, self.value_net.memory_size, device=self.device)
                 out, before, after = self.value_net.over_trajectory(obs, memory, self.sequence_length)
                 values = out[:, :, 0].mean(0)

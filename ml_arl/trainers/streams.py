@@ -5,7 +5,8 @@ The extrinsic stream is the behavior's objective (the environment reward unless 
 changes it); the others come from the reward providers of ``ml_arl.trainers.reward_signals``,
 which score experience on the trainer side (workers stay unchanged). Each stream's rewards are
 summed per episode and reported as ``Policy/<Signal> Reward`` when the episode ends, as
-ML-Agents does. Providers see continuous actions as the environment received them, so GAIL
+ML-Agents does (an episode an environment reset cut off is forgotten when the agent's next one
+starts: ``Trajectory.episode_start``). Providers see continuous actions as the environment received them, so GAIL
 compares the policy with demonstrations on equal terms.
 """
 
@@ -85,6 +86,8 @@ class RewardStreams:
                 assert batch is not None
                 columns.append(self.providers[name].evaluate(batch))
         rewards = np.stack(columns, axis=1) * self.strengths[None, :]
+        if traj.episode_start:  # what the agent id summed before belongs to an episode a reset cut off
+            self._episode_sums.pop(traj.agent_id, None)
         sums = self._episode_sums[traj.agent_id]
         sums += rewards.sum(axis=0)
         if traj.done:
