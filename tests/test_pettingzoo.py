@@ -184,3 +184,21 @@ def test_resolve_pettingzoo_source_builds_in_a_worker() -> None:
     env.reset()
     assert len(env.get_steps("agent")[0]) == 2
     env.close()
+
+
+def test_self_play_takes_its_teams_from_the_behavior_names(tmp_path: Path) -> None:
+    """Each behavior (agent-name prefix) is a team: with self_play the attacker and the defender of
+    simple_adversary learn in turn, each against snapshots of the other (asymmetric self-play)."""
+    config = tiny_config("pettingzoo:mpe2.simple_adversary_v3", max_steps=1600, time_horizon=25,
+                         self_play={"save_steps": 200, "team_change": 400, "swap_steps": 100})
+    config["env_settings"].update({"manager": "inprocess", "num_envs": 1, "seed": 3,
+                                   "env_args": ["rewards_from={adversary: agent}"]})
+    config["behaviors"] = {"agent": {"role": "defender"}, "adversary": {"role": "attacker"}}
+    controller = _train(tmp_path, config)
+    assert controller.selfplay is not None
+    ghosts = controller.selfplay.ghosts
+    assert set(ghosts) == {"agent", "adversary"}
+    assert sorted(controller.selfplay.controller.teams) == ["adversary", "agent"]
+    # both learned in turn (the team changed at least once each way) and kept snapshots of themselves
+    assert all(len(g.snapshots) >= 2 and g.ghost_step > 0 for g in ghosts.values()), {b: len(g.snapshots) for b, g in ghosts.items()}
+    assert all(t.step >= 800 for t in controller.trainers.values()), {b: t.step for b, t in controller.trainers.items()}
