@@ -30,13 +30,8 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 GOAL_REACH = "tests.simple_envs:goal_reach"
-PPO = {"trainer_type": "ppo", "hyperparameters": {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant",
-                                                  "batch_size": 16, "buffer_size": 64},
-       "network_settings": {"num_layers": 1, "hidden_units": 32}}
-SAC = {"trainer_type": "sac", "hyperparameters": {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant",
-                                                  "batch_size": 8, "buffer_init_steps": 100, "buffer_size": 5000,
-                                                  "tau": 0.01, "init_entcoef": 0.01},
-       "network_settings": {"num_layers": 1, "hidden_units": 16}}
+# the reward-signal tests' PPO and SAC settings (ML-Agents' test hyperparameters)
+from tests.test_signals_learning import PPO, SAC  # noqa: E402
 
 
 @dataclass

@@ -42,6 +42,21 @@ def behavior_name_for(env_id: str) -> str:
     return head if sep and version.isdigit() else name
 
 
+def action_spec_of(space: Any) -> Optional[tuple[ActionSpec, Optional[np.ndarray], Optional[np.ndarray]]]:
+    """A gymnasium action space as an ActionSpec, with the Box's bounds (flat float32, None when
+    not finite: actions are then passed on as they are); None for a space we do not take."""
+    if isinstance(space, spaces.Box):
+        if np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)):
+            low, high = space.low.astype(np.float32).reshape(-1), space.high.astype(np.float32).reshape(-1)
+            return ActionSpec(int(np.prod(space.shape)), ()), low, high
+        return ActionSpec(int(np.prod(space.shape)), ()), None, None
+    if isinstance(space, spaces.Discrete):
+        return ActionSpec(0, (int(space.n),)), None, None
+    if isinstance(space, spaces.MultiDiscrete):
+        return ActionSpec(0, tuple(int(n) for n in np.asarray(space.nvec).reshape(-1))), None, None
+    return None
+
+
 class GymnasiumEnv(BaseEnv):
     def __init__(
         self,
@@ -68,18 +83,12 @@ class GymnasiumEnv(BaseEnv):
         else:
             raise TypeError(f"gymnasium observation space {obs_space} is not supported (Box or Discrete only)")
         act_space = self._act_space = self.envs[0].action_space
-        self._act_low: Optional[np.ndarray] = None
-        if isinstance(act_space, spaces.Box):
-            action_spec = ActionSpec(int(np.prod(act_space.shape)), ())
-            if np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high)):
-                self._act_low = act_space.low.astype(np.float32).reshape(-1)
-                self._act_high = act_space.high.astype(np.float32).reshape(-1)
-        elif isinstance(act_space, spaces.Discrete):
-            action_spec = ActionSpec(0, (int(act_space.n),))
-        elif isinstance(act_space, spaces.MultiDiscrete):
-            action_spec = ActionSpec(0, tuple(int(n) for n in act_space.nvec))
-        else:
+        converted = action_spec_of(act_space)
+        if converted is None:
             raise TypeError(f"gymnasium action space {act_space} is not supported (Box, Discrete, MultiDiscrete)")
+        action_spec, self._act_low, high = converted
+        if high is not None:
+            self._act_high = high
         self._spec = BehaviorSpec([vector_obs_spec(self._obs_size)], action_spec)
         self._action: Optional[ActionTuple] = None
         self._decision = DecisionSteps.empty(self._spec)

@@ -39,7 +39,6 @@ from typing import Any, Optional
 import numpy as np
 from gymnasium import spaces
 from mlagents_envs.base_env import (
-    ActionSpec,
     ActionTuple,
     BaseEnv,
     BehaviorMapping,
@@ -51,6 +50,7 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
+from ml_arl.envs.gym_env import action_spec_of
 from ml_arl.envs.specs import vector_obs_spec
 
 _NUMBERED = re.compile(r"^(.+)_(\d+)$")
@@ -99,19 +99,14 @@ class _Codec:
             raise TypeError(f"behavior {behavior!r}: observation space {obs_space} is not supported "
                             "(Box, Discrete, or a Dict of observation and action_mask)")
         self.act_space = act_space
-        self.low: Optional[np.ndarray] = None
-        if isinstance(act_space, spaces.Box):
-            action_spec = ActionSpec(int(np.prod(act_space.shape)), ())
-            if np.all(np.isfinite(act_space.low)) and np.all(np.isfinite(act_space.high)):
-                self.low = act_space.low.astype(np.float32).reshape(-1)
-                self.high = act_space.high.astype(np.float32).reshape(-1)
-        elif isinstance(act_space, spaces.Discrete):
-            action_spec = ActionSpec(0, (int(act_space.n),))
-        elif isinstance(act_space, spaces.MultiDiscrete):
-            self.nvec_shape = np.shape(act_space.nvec)
-            action_spec = ActionSpec(0, tuple(int(n) for n in np.asarray(act_space.nvec).reshape(-1)))
-        else:
+        converted = action_spec_of(act_space)
+        if converted is None:
             raise TypeError(f"behavior {behavior!r}: action space {act_space} is not supported (Box, Discrete, MultiDiscrete)")
+        action_spec, self.low, high = converted
+        if high is not None:
+            self.high = high
+        if isinstance(act_space, spaces.MultiDiscrete):
+            self.nvec_shape = np.shape(act_space.nvec)
         self.spec = BehaviorSpec([obs_spec], action_spec)
         self.branches = action_spec.discrete_branches
         self.masked = self.masked and bool(self.branches)
