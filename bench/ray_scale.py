@@ -33,9 +33,10 @@ from ml_arl.trainers.ppo import PPOTrainer
 
 
 def steps_per_second(backend: str, n_workers: int, seconds: float, steps_per_message: int = 16) -> float:
-    settings = EnvSettings(
-        num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=120, backend=backend, steps_per_message=steps_per_message
-    )
+    """``steps_per_message`` 0: not set (each backend's default: 16 steps per message for subprocess
+    workers, as many as make a call last about 10 ms for Ray actors)."""
+    chosen = {"steps_per_message": steps_per_message} if steps_per_message else {}
+    settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=120, backend=backend, **chosen)
     factory = resolve_env("builtin:Trivial")
     manager: EnvManager = (RayEnvManager if backend == "ray" else SubprocessEnvManager)(factory, settings, 0)
     trainer_settings = TrainerSettings()
@@ -66,7 +67,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=4.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
-    parser.add_argument("--steps-per-message", type=int, default=16, help="env steps per worker call, both backends")
+    parser.add_argument("--steps-per-message", type=int, default=16, help="env steps per worker call, both backends (0: each backend's default)")
     args = parser.parse_args()
     torch.set_num_threads(1)
     np.random.seed(0)

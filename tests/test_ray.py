@@ -56,12 +56,26 @@ def test_ray_address_implies_the_ray_backend() -> None:
     env = parse_options(["--ray-address", "auto", "--env", "builtin:Reach"]).env_settings
     assert (env.backend, env.ray_address) == ("ray", "auto")
     assert parse_options(["--env", "builtin:Reach"]).env_settings.backend == "subprocess"
-    # more steps per call with Ray (its round trip), unless the config says
-    assert env.steps_per_message == 64
-    assert parse_options(["--env", "builtin:Reach"]).env_settings.steps_per_message == 16
-    from ml_arl.settings import EnvSettings
 
-    assert EnvSettings(backend="ray", steps_per_message=8).steps_per_message == 8
+
+def test_ray_actors_step_enough_per_call_unless_told() -> None:
+    """Without env_settings.steps_per_message an actor makes each call last about CALL_TARGET_S:
+    from the cost of a step it measured, within 16 (the setting's default) and MAX_ADAPTIVE_STEPS."""
+    from ml_arl.envs.ray_env_manager import CALL_TARGET_S, MAX_ADAPTIVE_STEPS, EnvActor
+
+    actor = EnvActor(b"", 0, 0, 16, adaptive=True)
+    actor._adapt(CALL_TARGET_S / 40)  # a step costs a fortieth of the target
+    assert actor.steps_per_message == 40
+    actor._adapt(CALL_TARGET_S)  # slower steps: back towards the floor (a running estimate)
+    assert 16 <= actor.steps_per_message < 40
+    for _ in range(30):
+        actor._adapt(CALL_TARGET_S / 1000)
+    assert actor.steps_per_message == MAX_ADAPTIVE_STEPS
+    fixed = EnvActor(b"", 0, 0, 8)
+    assert not fixed.adaptive
+    from ml_arl.cli import parse_options
+
+    assert "steps_per_message" not in parse_options(["--ray-address", "auto", "--env", "builtin:Reach"]).env_settings.model_fields_set
 
 
 @pytest.mark.parametrize("env_settings,message", [

@@ -247,7 +247,8 @@ def test_crash_quit_hang(build: Path, tmp_path: Path) -> None:
             _step_until_failure(env)
     finally:
         env.close()
-    env = open_env(build, tmp_path, "--hang-at", "5", timeout_wait=2)
+    env = open_env(build, tmp_path, "--hang-at", "5")  # the default wait for the start (a busy machine)
+    env._communicator.timeout_wait = 2  # then 2 s per step
     try:
         with pytest.raises(UnityTimeOutException):
             _step_until_failure(env)

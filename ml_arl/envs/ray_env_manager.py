@@ -64,6 +64,11 @@ logger = logging.getLogger(__name__)
 START_GRACE_S = 5.0
 REPLY_GRACE_S = 2.0
 SHUTDOWN_TIMEOUT_S = 10.0
+# a Ray call costs about a millisecond more than a pipe message: unless env_settings.steps_per_message
+# is set, an actor steps enough per call for a call to last about CALL_TARGET_S (within the setting's
+# default and MAX_ADAPTIVE_STEPS: more steps per call also means older weights acting)
+CALL_TARGET_S = 0.01
+MAX_ADAPTIVE_STEPS = 64
 PIPELINE_DEPTH = 2  # step calls queued per actor: it steps for the next while the main process reads one
 LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" before Ray is imported: a local instance on 127.0.0.1
 
@@ -84,11 +89,18 @@ class EnvActor:
     importing this module needs no Ray). A failure closes the environment; every later call
     answers the same FailedReply until the manager replaces the actor."""
 
-    def __init__(self, factory_bytes: bytes, worker_id: int, seed: int, steps_per_message: int, nice: int = 0):
+    def __init__(
+        self, factory_bytes: bytes, worker_id: int, seed: int, steps_per_message: int, nice: int = 0, adaptive: bool = False
+    ):
         self.factory_bytes = factory_bytes
         self.worker_id = worker_id
         self.seed = seed
         self.steps_per_message = steps_per_message
+        # adaptive (steps_per_message not set by the user): as many steps per call as make a call
+        # last about CALL_TARGET_S, between the setting's value and MAX_ADAPTIVE_STEPS
+        self.adaptive = adaptive
+        self.min_steps = steps_per_message
+        self.step_s: Optional[float] = None  # running estimate of one env step's cost (acting included)
         self.nice = nice
         self.runner: Optional[EnvRunner] = None
         self.failed: Optional[FailedReply] = None
@@ -112,11 +124,19 @@ class EnvActor:
             return FailedReply(self.worker_id, WorkerFailure("ProtocolError", "called before it started", "", True))
         if names and isinstance(command, StepCommand):
             command = StepCommand({**command.policies, **dict(zip(names, policies))}, command.parameters)
+        started = time.perf_counter()
         try:
             reply = answer(self.runner, command, self.steps_per_message)
         except BaseException as exc:  # noqa: BLE001 - shipped to the main process, never swallowed
             return self._fail(exc)
+        if self.adaptive and isinstance(command, StepCommand):
+            self._adapt((time.perf_counter() - started) / self.steps_per_message)
         return reply if reply is not None else self.close()
+
+    def _adapt(self, step_s: float) -> None:
+        self.step_s = step_s if self.step_s is None else 0.8 * self.step_s + 0.2 * step_s
+        wanted = int(CALL_TARGET_S / max(self.step_s, 1e-6))
+        self.steps_per_message = max(self.min_steps, min(MAX_ADAPTIVE_STEPS, wanted))
 
     def close(self) -> WorkerReply:
         runner, self.runner = self.runner, None
@@ -241,7 +261,7 @@ class RayEnvManager(EnvManager):
         try:
             actor = self._actor_class.options(**options).remote(
                 self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message,
-                self.settings.worker_nice,
+                self.settings.worker_nice, "steps_per_message" not in self.settings.model_fields_set,
             )
         except ValueError as err:  # the name is taken: another run with this run id on the cluster
             raise RayBackendError(

@@ -83,13 +83,7 @@ class EnvSettings(Strict):
     def _ray_address_implies_ray(cls, data: Any) -> Any:
         if isinstance(data, dict) and data.get("ray_address") is not None and "backend" not in data:
             data = {**data, "backend": "ray"}
-        if isinstance(data, dict) and data.get("backend") == "ray" and "steps_per_message" not in data:
-            # a Ray call costs about 1 ms more than a pipe message: more steps per call keep that small
-            data = {**data, "steps_per_message": RAY_STEPS_PER_MESSAGE}
         return data
-
-
-RAY_STEPS_PER_MESSAGE = 64  # env_settings.steps_per_message's default with backend: ray (16 otherwise)
 
 
 class EngineSettings(Strict):
