@@ -17,20 +17,20 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import threading
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ml_arl.agent_processor import AgentManager
 from ml_arl.envs.pettingzoo_env import make_pettingzoo_env
 from ml_arl.envs.sources import resolve_env
 from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
-from ml_arl.run.policies import policy_message
-from ml_arl.settings import EnvSettings, TrainerSettings
-from ml_arl.stats import StatsReporter
-from ml_arl.trainers.ppo import PPOTrainer
+from ml_arl.settings import EnvSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.pipeline import measure_pipeline  # noqa: E402
 
 SOURCE = "pettingzoo:mpe2.simple_spread_v3"
 BEHAVIOR = "agent"
@@ -72,27 +72,7 @@ def adapter_steps_per_second(seconds: float) -> float:
 def pipeline_steps_per_second(n_workers: int, seconds: float) -> float:
     settings = EnvSettings(num_envs=n_workers, env_path=SOURCE, timeout_wait=60)
     manager = SubprocessEnvManager(resolve_env(SOURCE), settings, 0)
-    trainer_settings = TrainerSettings()
-    try:
-        specs = manager.start()
-        stats = StatsReporter(BEHAVIOR, [])
-        trainer = PPOTrainer(BEHAVIOR, trainer_settings, specs[BEHAVIOR], stats, None, torch.device("cpu"), training=False)
-        agent_manager = AgentManager(BEHAVIOR, stats, threaded=False, stop_event=threading.Event())
-        trainer.subscribe_trajectory_queue(agent_manager.trajectory_queue)
-        manager.set_policy(BEHAVIOR, policy_message(trainer.policy_snapshot(), trainer_settings, None, collect=True))
-        for _ in range(5):  # warm up: workers started, first batches through
-            manager.step()
-        steps = 0
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            for batch in manager.step():
-                steps += batch.env_steps
-                agent_manager.add_trajectories(batch.trajectories, lambda: None)
-                agent_manager.record_episodes(batch.episodes)
-            trainer.advance()
-        return steps / (time.perf_counter() - t0)
-    finally:
-        manager.close()
+    return measure_pipeline(manager, BEHAVIOR, seconds)
 
 
 def main() -> None:

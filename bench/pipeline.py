@@ -47,20 +47,19 @@ def limit_steps_per_second(seconds: float) -> float:
     return steps / (time.perf_counter() - t0)
 
 
-def pipeline_steps_per_second(n_workers: int, seconds: float, inprocess: bool = False) -> float:
-    settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=60)
-    factory = resolve_env("builtin:Trivial")
-    manager: EnvManager = (InProcessEnvManager if inprocess else SubprocessEnvManager)(factory, settings, 0)
+def measure_pipeline(manager: EnvManager, behavior: str, seconds: float) -> float:
+    """Env steps/s of ``manager``'s workers acting for ``behavior`` (a PPO actor, default network),
+    their trajectories routed through an AgentManager to a trainer that takes them without
+    updating, for ``seconds`` after a warm-up; closes ``manager``."""
     trainer_settings = TrainerSettings()
     try:
         specs = manager.start()
-        stats = StatsReporter("Trivial", [])
-        trainer = PPOTrainer("Trivial", trainer_settings, specs["Trivial"], stats, None, torch.device("cpu"), training=False)
-        agent_manager = AgentManager("Trivial", stats, threaded=False, stop_event=threading.Event())
+        stats = StatsReporter(behavior, [])
+        trainer = PPOTrainer(behavior, trainer_settings, specs[behavior], stats, None, torch.device("cpu"), training=False)
+        agent_manager = AgentManager(behavior, stats, threaded=False, stop_event=threading.Event())
         trainer.subscribe_trajectory_queue(agent_manager.trajectory_queue)
-        manager.set_policy("Trivial", policy_message(trainer.policy_snapshot(), trainer_settings, None, collect=True))
-        # warm up: workers started, first batches through
-        for _ in range(5):
+        manager.set_policy(behavior, policy_message(trainer.policy_snapshot(), trainer_settings, None, collect=True))
+        for _ in range(5):  # warm up: workers started, first batches through
             manager.step()
         steps = 0
         t0 = time.perf_counter()
@@ -73,6 +72,13 @@ def pipeline_steps_per_second(n_workers: int, seconds: float, inprocess: bool = 
         return steps / (time.perf_counter() - t0)
     finally:
         manager.close()
+
+
+def pipeline_steps_per_second(n_workers: int, seconds: float, inprocess: bool = False) -> float:
+    settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=60)
+    factory = resolve_env("builtin:Trivial")
+    manager: EnvManager = (InProcessEnvManager if inprocess else SubprocessEnvManager)(factory, settings, 0)
+    return measure_pipeline(manager, "Trivial", seconds)
 
 
 def main() -> None:

@@ -15,21 +15,21 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import threading
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
 
-from ml_arl.agent_processor import AgentManager
 from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.ray_env_manager import RayEnvManager, connect
 from ml_arl.envs.sources import resolve_env
 from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
-from ml_arl.run.policies import policy_message
-from ml_arl.settings import EnvSettings, TrainerSettings
-from ml_arl.stats import StatsReporter
-from ml_arl.trainers.ppo import PPOTrainer
+from ml_arl.settings import EnvSettings
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench.pipeline import measure_pipeline  # noqa: E402
 
 
 def steps_per_second(backend: str, n_workers: int, seconds: float, steps_per_message: int = 16) -> float:
@@ -39,27 +39,7 @@ def steps_per_second(backend: str, n_workers: int, seconds: float, steps_per_mes
     settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=120, backend=backend, **chosen)
     factory = resolve_env("builtin:Trivial")
     manager: EnvManager = (RayEnvManager if backend == "ray" else SubprocessEnvManager)(factory, settings, 0)
-    trainer_settings = TrainerSettings()
-    try:
-        specs = manager.start()
-        stats = StatsReporter("Trivial", [])
-        trainer = PPOTrainer("Trivial", trainer_settings, specs["Trivial"], stats, None, torch.device("cpu"), training=False)
-        agent_manager = AgentManager("Trivial", stats, threaded=False, stop_event=threading.Event())
-        trainer.subscribe_trajectory_queue(agent_manager.trajectory_queue)
-        manager.set_policy("Trivial", policy_message(trainer.policy_snapshot(), trainer_settings, None, collect=True))
-        for _ in range(5):  # warm up: the first batches through
-            manager.step()
-        steps = 0
-        t0 = time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            for batch in manager.step():
-                steps += batch.env_steps
-                agent_manager.add_trajectories(batch.trajectories, lambda: None)
-                agent_manager.record_episodes(batch.episodes)
-            trainer.advance()
-        return steps / (time.perf_counter() - t0)
-    finally:
-        manager.close()
+    return measure_pipeline(manager, "Trivial", seconds)
 
 
 def main() -> None:
