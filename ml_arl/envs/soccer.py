@@ -32,15 +32,13 @@ from typing import Any, Optional
 import numpy as np
 from mlagents_envs.base_env import (
     ActionSpec,
-    ActionTuple,
-    BaseEnv,
-    BehaviorMapping,
     BehaviorSpec,
     DecisionSteps,
     TerminalSteps,
 )
 
 from ml_arl.envs.specs import vector_obs_spec
+from ml_arl.envs.teams import TwoTeamEnv
 
 HALF_CELLS = 5
 TEAM_SIZE = 2
@@ -49,8 +47,11 @@ MOVES = np.array([0, -1, 1])  # stay, back, forward (in the team's own direction
 FORWARD = np.array([1, -1])  # team 0 attacks +, team 1 attacks -
 
 
-class SoccerLine(BaseEnv):
+class SoccerLine(TwoTeamEnv):
     """Two teams of two on a line in ``num_areas`` arenas (see the module doc)."""
+
+    name = "SoccerLine"
+    teams = TEAMS
 
     def __init__(self, seed: int = 0, num_areas: int = 8, max_episode_steps: int = 40):
         self.num_areas = num_areas
@@ -95,9 +96,6 @@ class SoccerLine(BaseEnv):
         return DecisionSteps([obs], self._zeros, self._ids[team], None, self._groups[team], self._zeros)
 
     # --- BaseEnv
-    @property
-    def behavior_specs(self) -> BehaviorMapping:
-        return BehaviorMapping(dict.fromkeys(TEAMS, self._spec))
 
     def reset(self) -> None:
         self._reset_arenas(np.arange(self.num_areas))
@@ -137,28 +135,3 @@ class SoccerLine(BaseEnv):
             self._reset_arenas(np.nonzero(done)[0])
             obs = [self._observe(team) for team in range(2)]
         self._steps = [(self._decisions(team, obs[team]), terminals[team]) for team in range(2)]
-
-    def _team(self, behavior_name: str) -> int:
-        if behavior_name not in TEAMS:
-            raise KeyError(f"SoccerLine has no behavior {behavior_name!r}; behaviors: {', '.join(TEAMS)}")
-        return TEAMS.index(behavior_name)
-
-    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
-        team = self._team(behavior_name)
-        if not self._steps:
-            self.reset()
-        return self._steps[team]
-
-    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
-        n = self.num_areas * TEAM_SIZE
-        self._actions[self._team(behavior_name)] = np.asarray(action.discrete).reshape(n).astype(np.int64)
-
-    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
-        team = self._team(behavior_name)
-        current = self._actions[team]
-        if current is None:
-            current = self._actions[team] = np.zeros(self.num_areas * TEAM_SIZE, np.int64)
-        current[int(agent_id) - int(self._ids[team][0])] = int(np.asarray(action.discrete).reshape(-1)[0])
-
-    def close(self) -> None:
-        pass

@@ -25,15 +25,13 @@ from typing import Optional
 import numpy as np
 from mlagents_envs.base_env import (
     ActionSpec,
-    ActionTuple,
-    BaseEnv,
-    BehaviorMapping,
     BehaviorSpec,
     DecisionSteps,
     TerminalSteps,
 )
 
 from ml_arl.envs.specs import vector_obs_spec
+from ml_arl.envs.teams import TwoTeamEnv
 
 HALF_CELLS = 8
 MIN_START_DISTANCE = 3
@@ -41,8 +39,11 @@ TEAMS = ("Tag?team=0", "Tag?team=1")
 MOVES = np.array([0, -1, 1])  # stay, left, right
 
 
-class Tag(BaseEnv):
+class Tag(TwoTeamEnv):
     """Two-team flag race in ``num_areas`` arenas (see the module doc)."""
+
+    name = "Tag"
+    teams = TEAMS
 
     def __init__(self, seed: int = 0, num_areas: int = 8, max_episode_steps: int = 30):
         self.num_areas = num_areas
@@ -82,9 +83,6 @@ class Tag(BaseEnv):
         return (np.stack([own, other - own, self.flag - own], axis=1) / HALF_CELLS).astype(np.float32)
 
     # --- BaseEnv
-    @property
-    def behavior_specs(self) -> BehaviorMapping:
-        return BehaviorMapping(dict.fromkeys(TEAMS, self._spec))
 
     def reset(self) -> None:
         self._reset_arenas(np.arange(self.num_areas))
@@ -127,27 +125,3 @@ class Tag(BaseEnv):
              terminals[team])
             for team in range(2)
         ]
-
-    def _team(self, behavior_name: str) -> int:
-        if behavior_name not in TEAMS:
-            raise KeyError(f"Tag has no behavior {behavior_name!r}; behaviors: {', '.join(TEAMS)}")
-        return TEAMS.index(behavior_name)
-
-    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
-        team = self._team(behavior_name)
-        if not self._steps:
-            self.reset()
-        return self._steps[team]
-
-    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
-        self._actions[self._team(behavior_name)] = np.asarray(action.discrete).reshape(self.num_areas).astype(np.int64)
-
-    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
-        team = self._team(behavior_name)
-        current = self._actions[team]
-        if current is None:
-            current = self._actions[team] = np.zeros(self.num_areas, np.int64)
-        current[int(agent_id) - team * self.num_areas] = int(np.asarray(action.discrete).reshape(-1)[0])
-
-    def close(self) -> None:
-        pass
