@@ -937,7 +937,41 @@ class Mates(_Episodic):
         return b"".join(terminal + decisions)
 
 
-class Recall(_Episodic):
+class _Reach(_Episodic):
+    """A one-dimensional reach per agent (Recall, Crowd): position x moves by the action clamped to
+    +-MOVE; at -1 or +1 the episode ends with SUCCESS * sign(x) * goal; each other step costs
+    TIME_PENALTY; an episode is cut after ``episode_length`` steps. Subclasses set up an episode in
+    ``_start`` and say what an agent observes in ``_info``."""
+
+    x: np.ndarray
+    t: np.ndarray
+    goal: np.ndarray
+    returns: np.ndarray
+    episode_length: int
+    _start: Callable[[np.ndarray], None]  # set up the episodes of these agents
+    _info: Callable[..., bytes]  # (agent, reward, **agent_info keywords): its AgentInfo bytes
+
+    def reset(self) -> bytes:
+        self._start(np.arange(self.n))
+        return b"".join(self._info(i, 0.0) for i in range(self.n))
+
+    def step(self, actions: list[bytes]) -> bytes:
+        self.x = np.clip(self.x + np.clip(self._moves(actions, self.n), -MOVE, MOVE), -1.0, 1.0)
+        self.t += 1
+        finished = np.abs(self.x) >= 1.0 - 1e-6
+        rewards = np.where(finished, SUCCESS * np.sign(self.x) * self.goal, -TIME_PENALTY)
+        self.returns += rewards
+        cut = ~finished & (self.t >= self.episode_length)
+        done = np.flatnonzero(finished | cut)
+        terminal = [self._info(i, float(rewards[i]), done=True, max_step=bool(cut[i])) for i in done.tolist()]
+        self.world.record(self.name, self.returns[done].tolist())
+        self.world.episodes += len(done)
+        self._start(done)
+        rewards[done] = 0.0
+        return b"".join(terminal + [self._info(i, float(rewards[i])) for i in range(self.n)])
+
+
+class Recall(_Reach):
     """The goal is shown only in an episode's first decisions (see the module docstring)."""
 
     name = RECALL
@@ -964,27 +998,8 @@ class Recall(_Episodic):
         cue = self.goal[i] if self.t[i] < RECALL_SHOW_STEPS else 0.0
         return agent_info(int(self.ids[i]), reward, vector("VectorSensor", np.array([cue])), **kw)
 
-    def reset(self) -> bytes:
-        self._start(np.arange(self.n))
-        return b"".join(self._info(i, 0.0) for i in range(self.n))
 
-    def step(self, actions: list[bytes]) -> bytes:
-        self.x = np.clip(self.x + np.clip(self._moves(actions, self.n), -MOVE, MOVE), -1.0, 1.0)
-        self.t += 1
-        finished = np.abs(self.x) >= 1.0 - 1e-6
-        rewards = np.where(finished, SUCCESS * np.sign(self.x) * self.goal, -TIME_PENALTY)
-        self.returns += rewards
-        cut = ~finished & (self.t >= self.episode_length)
-        done = np.flatnonzero(finished | cut)
-        terminal = [self._info(i, float(rewards[i]), done=True, max_step=bool(cut[i])) for i in done.tolist()]
-        self.world.record(self.name, self.returns[done].tolist())
-        self.world.episodes += len(done)
-        self._start(done)
-        rewards[done] = 0.0
-        return b"".join(terminal + [self._info(i, float(rewards[i])) for i in range(self.n)])
-
-
-class Crowd(_Episodic):
+class Crowd(_Reach):
     """A reach to the one goal among 1 to 4 entities of a buffer sensor (see the module docstring)."""
 
     name = CROWD
@@ -1028,25 +1043,6 @@ class Crowd(_Episodic):
             "BufferSensor", self.entities(i), (VARIABLE_SIZE, NONE)
         )
         return agent_info(int(self.ids[i]), reward, obs, **kw)
-
-    def reset(self) -> bytes:
-        self._start(np.arange(self.n))
-        return b"".join(self._info(i, 0.0) for i in range(self.n))
-
-    def step(self, actions: list[bytes]) -> bytes:
-        self.x = np.clip(self.x + np.clip(self._moves(actions, self.n), -MOVE, MOVE), -1.0, 1.0)
-        self.t += 1
-        finished = np.abs(self.x) >= 1.0 - 1e-6
-        rewards = np.where(finished, SUCCESS * np.sign(self.x) * self.goal, -TIME_PENALTY)
-        self.returns += rewards
-        cut = ~finished & (self.t >= self.episode_length)
-        done = np.flatnonzero(finished | cut)
-        terminal = [self._info(i, float(rewards[i]), done=True, max_step=bool(cut[i])) for i in done.tolist()]
-        self.world.record(self.name, self.returns[done].tolist())
-        self.world.episodes += len(done)
-        self._start(done)
-        rewards[done] = 0.0
-        return b"".join(terminal + [self._info(i, float(rewards[i])) for i in range(self.n)])
 
 
 def brain_parameters_bytes(name: str, continuous: int, branches: list[int]) -> bytes:
