@@ -108,20 +108,63 @@ SHARED_UNITS = {
 }
 
 
+def unit_of(nodeid: str) -> str:
+    for prefix, unit in SHARED_UNITS.items():
+        if nodeid.startswith(prefix):
+            return unit
+    return nodeid
+
+
+# Longest units first: the processes then end together instead of one running a 25 s test while
+# the other has nothing left. A unit's length is the sum of its tests' durations in the last run
+# that ran them (kept in pytest's cache, .pytest_cache, by the process that hands out the tests);
+# a test with none on record (a fresh clone, a new test) counts SLOW_GUESS_S when marked slow and
+# QUICK_GUESS_S otherwise. The order only decides which process runs a test and when.
+DURATIONS_KEY = "ml_arl/durations"
+SLOW_GUESS_S, QUICK_GUESS_S = 10.0, 0.5
+_durations: dict[str, float] = {}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    cache = getattr(config, "cache", None)
+    known: dict[str, float] = cache.get(DURATIONS_KEY, {}) if cache is not None else {}
+    totals: dict[str, float] = {}
+    first: dict[str, int] = {}
+    for index, item in enumerate(items):
+        guess = SLOW_GUESS_S if item.get_closest_marker("slow") else QUICK_GUESS_S
+        unit = unit_of(item.nodeid)
+        totals[unit] = totals.get(unit, 0.0) + float(known.get(item.nodeid, guess))
+        first.setdefault(unit, index)
+    order = {id(item): (-totals[unit_of(item.nodeid)], first[unit_of(item.nodeid)], i) for i, item in enumerate(items)}
+    items.sort(key=lambda item: order[id(item)])
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _durations[report.nodeid] = _durations.get(report.nodeid, 0.0) + report.duration
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    cache = getattr(session.config, "cache", None)
+    if cache is None or hasattr(session.config, "workerinput") or not _durations:
+        return  # an xdist worker: the process handing out the tests gets every report and keeps them
+    known: dict[str, float] = cache.get(DURATIONS_KEY, {})
+    known.update({nodeid: round(seconds, 2) for nodeid, seconds in _durations.items()})
+    cache.set(DURATIONS_KEY, known)
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     if config.getvalue("dist") != "load":  # --dist loadfile etc. as asked
         return None
     from xdist.scheduler import LoadScopeScheduling
 
+    config.option.loadscopereorder = False  # the units come in the order above, longest first
+
     class Scheduling(LoadScopeScheduling):
-        """xdist's loadscope scheduler with one test per unit but for SHARED_UNITS (those units,
-        having more than one test, are handed out first)."""
+        """xdist's loadscope scheduler with one test per unit but for SHARED_UNITS, in the order
+        of the collection (longest units first)."""
 
         def _split_scope(self, nodeid: str) -> str:
-            for prefix, unit in SHARED_UNITS.items():
-                if nodeid.startswith(prefix):
-                    return unit
-            return nodeid
+            return unit_of(nodeid)
 
     return Scheduling(config, log)
