@@ -26,7 +26,8 @@ from .conftest import ROOT, arl_learn, arl_learn_here
 from .unity_standin import free_base_port, make_build, start_editor
 
 
-def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = ("Seeker",), **extra: Any) -> Path:
+def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = ("Seeker",), summary_freq: int = 2000,
+           **extra: Any) -> Path:
     settings = {
         "trainer_type": "ppo",
         "hyperparameters": {"batch_size": 256, "buffer_size": 1024, "learning_rate": 3.0e-3, "beta": 1.0e-3, "num_epoch": 4},
@@ -34,7 +35,7 @@ def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = 
         "reward_signals": {"extrinsic": {"gamma": 0.95}},
         "max_steps": max_steps,
         "time_horizon": 32,
-        "summary_freq": 2000,
+        "summary_freq": summary_freq,
         "checkpoint_interval": 10000,
         "threaded": True,
     }
@@ -156,7 +157,7 @@ def test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_s
 
 @pytest.mark.slow
 def test_two_behaviors_with_masks_and_images(tmp_path: Path, build: Path) -> None:
-    cfg = config(tmp_path, max_steps=3000, behaviors=("Seeker", "Picker"))
+    cfg = config(tmp_path, max_steps=2000, behaviors=("Seeker", "Picker"), summary_freq=1000)  # one update (buffer 1024)
     proc = arl_learn_here(  # main() in this process (the build in its worker); through the command: the test above
         [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", "two",
          "--env-args", "--behaviors", "Seeker,Picker", "--visual", "--agents", "4"],
