@@ -183,22 +183,17 @@ def test_editor_mode_trains_with_a_player_started_by_hand(tmp_path: Path, editor
 
     assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
     cfg = config(tmp_path, max_steps=2000)
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    trainer = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", str(cfg), "--run-id", "editor", "--timeout-wait", "60"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    editor = None
+    # the player first (it retries until the trainer's server is up, as an Editor in Play mode
+    # does), then arl-learn's main() in this process (the command in Editor mode: the test below)
+    editor = start_editor(EDITOR_PORT, "--agents", "4", "--connect-timeout", "120", log_file=tmp_path / "editor.log")
     try:
-        time.sleep(0.5)
-        editor = start_editor(EDITOR_PORT, "--agents", "4", log_file=tmp_path / "editor.log")
-        out, _ = trainer.communicate(timeout=180)
+        proc = arl_learn_here([str(cfg), "--run-id", "editor", "--timeout-wait", "60"], cwd=tmp_path)
     finally:
-        for p in (trainer, editor):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-    assert trainer.returncode == 0, out
+        if editor.poll() is None:
+            editor.kill()
+            editor.wait()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
     assert "press" in out.lower() and "Play" in out and "5004" in out, out
     assert "Training finished" in out, out
     assert (tmp_path / "results" / "editor" / "Seeker.onnx").is_file()
@@ -251,7 +246,9 @@ def test_crash_and_self_quit_are_restarted_within_quota(tmp_path: Path, build: P
 
 @pytest.mark.slow
 def test_crash_beyond_quota_stops_with_one_line_reason(tmp_path: Path, build: Path) -> None:
-    proc = run_with_fault(tmp_path, build, "quota", "--max-lifetime-restarts", "0", "--env-args", "--crash-at", "40")
+    # main() in this process (the build in its worker); a crash through the command: the test above
+    proc = run_with_fault(tmp_path, build, "quota", "--max-lifetime-restarts", "0", "--env-args", "--crash-at", "40",
+                          here=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert_no_traceback(out)
