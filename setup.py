@@ -28,5 +28,5 @@ setup(
         # plain ray, not ray[default]: its extras pull protobuf >= 3.21, which mlagents-envs cannot import
         "ray": ["ray>=2.60,<3"],
     },
-    entry_points={"console_scripts": ["arl-learn=ml_arl.cli:main", "arl-report=ml_arl.report:main"]},
+    entry_points={"console_scripts": ["arl-learn=ml_arl.cli:run", "arl-report=ml_arl.report:main"]},
 )

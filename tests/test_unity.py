@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -25,7 +26,8 @@ from .conftest import ROOT, arl_learn, arl_learn_here
 from .unity_standin import free_base_port, make_build, start_editor
 
 
-def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = ("Seeker",), **extra: Any) -> Path:
+def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = ("Seeker",), summary_freq: int = 2000,
+           **extra: Any) -> Path:
     settings = {
         "trainer_type": "ppo",
         "hyperparameters": {"batch_size": 256, "buffer_size": 1024, "learning_rate": 3.0e-3, "beta": 1.0e-3, "num_epoch": 4},
@@ -33,7 +35,7 @@ def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = 
         "reward_signals": {"extrinsic": {"gamma": 0.95}},
         "max_steps": max_steps,
         "time_horizon": 32,
-        "summary_freq": 2000,
+        "summary_freq": summary_freq,
         "checkpoint_interval": 10000,
         "threaded": True,
     }
@@ -105,14 +107,32 @@ def test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_s
         },
     )
     port = free_base_port(2)
-    proc = arl_learn(
-        [str(cfg), "--env", str(build), "--num-envs", "2", "--base-port", str(port), "--run-id", "ball",
-         "--no-graphics", "--time-scale", "7", "--seed", "3", "--env-args", "--agents", "8"],
-        cwd=tmp_path, timeout=240,
+    trainer = subprocess.Popen(
+        [sys.executable, "-m", "ml_arl.cli", str(cfg), "--env", str(build), "--num-envs", "2", "--base-port", str(port),
+         "--run-id", "ball", "--no-graphics", "--time-scale", "7", "--seed", "3", "--env-args", "--agents", "8"],
+        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True,
     )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
-    rewards = mean_rewards(proc.stdout)
+    watchdog = threading.Timer(240, trainer.kill)
+    watchdog.start()
+    lines = []
+    stopped = False
+    try:
+        assert trainer.stdout is not None
+        for line in trainer.stdout:  # stopped (SIGTERM: save and exit 0, as Ctrl-C) once solved, else max_steps
+            lines.append(line)
+            if not stopped and any(r >= 0.8 for r in mean_rewards(line)):
+                trainer.send_signal(signal.SIGTERM)
+                stopped = True
+        trainer.wait()
+    finally:
+        watchdog.cancel()
+        if trainer.poll() is None:
+            trainer.kill()
+            trainer.wait()
+    out = "".join(lines)
+    assert trainer.returncode == 0, out
+    rewards = mean_rewards(out)
     assert rewards and max(rewards[-3:]) >= 0.8, out  # random play scores about -0.7
     run = tmp_path / "results" / "ball"
     for worker in (0, 1):
@@ -137,7 +157,7 @@ def test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_s
 
 @pytest.mark.slow
 def test_two_behaviors_with_masks_and_images(tmp_path: Path, build: Path) -> None:
-    cfg = config(tmp_path, max_steps=3000, behaviors=("Seeker", "Picker"))
+    cfg = config(tmp_path, max_steps=2000, behaviors=("Seeker", "Picker"), summary_freq=1000)  # one update (buffer 1024)
     proc = arl_learn_here(  # main() in this process (the build in its worker); through the command: the test above
         [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", "two",
          "--env-args", "--behaviors", "Seeker,Picker", "--visual", "--agents", "4"],
@@ -163,33 +183,29 @@ def test_editor_mode_trains_with_a_player_started_by_hand(tmp_path: Path, editor
 
     assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
     cfg = config(tmp_path, max_steps=2000)
-    env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
-    trainer = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", str(cfg), "--run-id", "editor", "--timeout-wait", "60"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    editor = None
+    # the player first (it retries until the trainer's server is up, as an Editor in Play mode
+    # does), then arl-learn's main() in this process (the command in Editor mode: the test below)
+    editor = start_editor(EDITOR_PORT, "--agents", "4", "--connect-timeout", "120", log_file=tmp_path / "editor.log")
     try:
-        time.sleep(0.5)
-        editor = start_editor(EDITOR_PORT, "--agents", "4", log_file=tmp_path / "editor.log")
-        out, _ = trainer.communicate(timeout=180)
+        proc = arl_learn_here([str(cfg), "--run-id", "editor", "--timeout-wait", "60"], cwd=tmp_path)
     finally:
-        for p in (trainer, editor):
-            if p is not None and p.poll() is None:
-                p.kill()
-                p.wait()
-    assert trainer.returncode == 0, out
+        if editor.poll() is None:
+            editor.kill()
+            editor.wait()
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, out
     assert "press" in out.lower() and "Play" in out and "5004" in out, out
     assert "Training finished" in out, out
     assert (tmp_path / "results" / "editor" / "Seeker.onnx").is_file()
 
 
-def run_with_fault(tmp_path: Path, build: Path, run_id: str, *args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    cfg = config(tmp_path, max_steps=3000)
-    return arl_learn(
-        [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", run_id, *args],
-        cwd=tmp_path, timeout=timeout,
-    )
+def run_with_fault(tmp_path: Path, build: Path, run_id: str, *args: str, timeout: float = 180,
+                   here: bool = False) -> subprocess.CompletedProcess[str]:
+    """The command (or with ``here``, its main() in this process: the build still in its worker)."""
+    # 1500 steps: the restarted build still plays past the first update (buffer_size 1024)
+    cfg = config(tmp_path, max_steps=1500)
+    argv = [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", run_id, *args]
+    return arl_learn_here(argv, cwd=tmp_path) if here else arl_learn(argv, cwd=tmp_path, timeout=timeout)
 
 
 def worker_errors(tmp_path: Path, run_id: str) -> str:
@@ -213,7 +229,9 @@ def test_crash_and_self_quit_are_restarted_within_quota(tmp_path: Path, build: P
     """One console line per failure (worker, what happened, restart n of m), no traceback on the
     console; the worker's traceback is in run_logs/worker_errors.log."""
     once = tmp_path / "fired"
-    proc = run_with_fault(tmp_path, build, "fault", "--timeout-wait", "20", "--env-args", fault, "40", "--once-file", str(once))
+    # the crash through the command, the self-quit through its main() in this process
+    proc = run_with_fault(tmp_path, build, "fault", "--timeout-wait", "20", "--env-args", fault, "40", "--once-file", str(once),
+                          here=fault == "--quit-at")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     assert once.exists(), out
@@ -228,7 +246,9 @@ def test_crash_and_self_quit_are_restarted_within_quota(tmp_path: Path, build: P
 
 @pytest.mark.slow
 def test_crash_beyond_quota_stops_with_one_line_reason(tmp_path: Path, build: Path) -> None:
-    proc = run_with_fault(tmp_path, build, "quota", "--max-lifetime-restarts", "0", "--env-args", "--crash-at", "40")
+    # main() in this process (the build in its worker); a crash through the command: the test above
+    proc = run_with_fault(tmp_path, build, "quota", "--max-lifetime-restarts", "0", "--env-args", "--crash-at", "40",
+                          here=True)
     out = proc.stdout + proc.stderr
     assert proc.returncode == 1, out
     assert_no_traceback(out)
@@ -332,10 +352,10 @@ def test_busy_port_is_a_one_line_error(tmp_path: Path, build: Path) -> None:
 
 def test_incompatible_communication_version_is_a_one_line_error(tmp_path: Path, build: Path) -> None:
     cfg = config(tmp_path)
-    proc = arl_learn(
+    proc = arl_learn_here(  # main() in this process (the build in its worker); one-line errors of the command: above
         [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", "x", "--timeout-wait", "20",
          "--env-args", "--comm-version", "2.0.0"],
-        cwd=tmp_path, timeout=120,
+        cwd=tmp_path,
     )
     line = one_line_error(proc)
     assert "2.0.0" in line and "1.5.0" in line and "incompatible" in line, line

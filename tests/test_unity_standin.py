@@ -249,6 +249,7 @@ def test_crash_quit_hang(build: Path, tmp_path: Path) -> None:
         env.close()
     env = open_env(build, tmp_path, "--hang-at", "5")  # the default wait for the start (a busy machine)
     env._communicator.timeout_wait = 2  # then 2 s per step
+    env._timeout_wait = 2  # and 2 s (not 10) for the hung build to exit before close() kills it
     try:
         with pytest.raises(UnityTimeOutException):
             _step_until_failure(env)

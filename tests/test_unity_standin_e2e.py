@@ -2,7 +2,8 @@
 issue 13: POCA on groups (Mates), PPO with a memory on a goal shown only at an episode's start
 (Recall, and PPO without a memory failing it), and a buffer-sensor observation (Crowd).
 
-Each run is the ``arl-learn`` command with ``--env <build>``. The build appends every ended
+Each run is the ``arl-learn`` command with ``--env <build>`` (the run that must fail, to the end of its
+budget, is the command's main() in the test's process). The build appends every ended
 episode's return to ``--returns-file``; the test watches that file and stops the run with SIGTERM
 (what Ctrl-C does: save and exit 0) once the last 20 returns average above ``SOLVED_AT``
 (stricter than the last-5 criterion asserted, which luck can meet), so a run takes only as long as
@@ -22,7 +23,7 @@ import numpy as np
 import pytest
 import yaml
 
-from .conftest import ROOT
+from .conftest import ROOT, arl_learn_here
 from .simple_envs import SUCCESS_THRESHOLD, last5
 from .test_unity import tb_scalars
 from .unity_standin import free_base_port, make_build
@@ -48,17 +49,27 @@ def returns_of(path: Path, behavior: str) -> list[float]:
 
 
 def train(tmp_path: Path, build: Path, behavior: str, settings: dict[str, Any], *env_args: str,
-          solved_at: float = SOLVED_AT, timeout: float = 120) -> tuple[list[float], str]:
+          solved_at: float = SOLVED_AT, timeout: float = 120, to_the_end: bool = False) -> tuple[list[float], str]:
     """Runs arl-learn on one behavior of the build until solved (or max_steps); returns the build's
-    episode returns of that behavior, in order, and the run's output."""
+    episode returns of that behavior, in order, and the run's output. ``to_the_end``: never stop
+    it early, and run its main() in this process (the build still in its worker)."""
     config = tmp_path / "config.yaml"
     config.write_text(yaml.safe_dump({"behaviors": {behavior: settings}}))
     returns_file = tmp_path / "returns.txt"
+    args = [str(config), "--env", str(build), "--base-port", str(free_base_port(1)),
+            "--run-id", behavior.lower(), "--seed", "1", "--time-scale", "20",
+            "--env-args", "--behaviors", behavior, "--returns-file", str(returns_file), *env_args]
+    run = tmp_path / "results" / behavior.lower()
+    if to_the_end:
+        proc = arl_learn_here(args, cwd=tmp_path)
+        out = proc.stdout + proc.stderr
+        assert proc.returncode == 0, out
+        assert "Traceback" not in out, out
+        assert (run / f"{behavior}.onnx").is_file(), out
+        return returns_of(returns_file, behavior), out
     t0 = time.perf_counter()
     trainer = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", str(config), "--env", str(build), "--base-port", str(free_base_port(1)),
-         "--run-id", behavior.lower(), "--seed", "1", "--time-scale", "20",
-         "--env-args", "--behaviors", behavior, "--returns-file", str(returns_file), *env_args],
+        [sys.executable, "-m", "ml_arl.cli", *args],
         cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         text=True,
     )
@@ -82,7 +93,6 @@ def train(tmp_path: Path, build: Path, behavior: str, settings: dict[str, Any], 
             trainer.communicate()
     assert trainer.returncode == 0, out
     assert "Traceback" not in out, out
-    run = tmp_path / "results" / behavior.lower()
     assert (run / f"{behavior}.onnx").is_file(), out
     return (at_stop if stopped else returns_of(returns_file, behavior)), out
 
@@ -133,7 +143,8 @@ def test_recurrent_ppo_learns_recall_through_the_build(tmp_path: Path, build: Pa
 def test_ppo_without_memory_cannot_learn_recall(tmp_path: Path, build: Path) -> None:
     """The same run without network_settings.memory, with the same step budget, stays near 0 (a
     memoryless policy can only guess the goal once it is hidden)."""
-    returns, out = train(tmp_path, build, "Recall", {**PPO, "max_steps": 8000}, "--agents", "4")
+    # to the end of the budget, through arl-learn's main() in this process (the runs above: the command)
+    returns, out = train(tmp_path, build, "Recall", {**PPO, "max_steps": 8000}, "--agents", "4", to_the_end=True)
     assert len(returns) > 100, out
     assert np.mean(returns[-100:]) < 0.5, returns[-20:]
     assert last5(returns) < SUCCESS_THRESHOLD or np.mean(returns[-20:]) < 0.6, returns[-20:]

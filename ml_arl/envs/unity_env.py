@@ -7,7 +7,8 @@
   * waiting for the build wakes up at most every second to check that the process still
     lives (mlagents-envs checks every ``timeout_wait // 10`` s, which is a busy loop below
     10 s and notices a crashed build only after 6 s by default); its messages are one line
-    and name the worker and port;
+    and name the worker and port; once a build has not answered in time, closing the
+    environment kills it at once (mlagents-envs waits another timeout_wait for it to exit);
   * an incompatible communication version is an ``EnvironmentSourceError`` (a user error, not
     restartable), not a multi-line UnityEnvironmentException.
 A launched build is tied to its worker process: on Linux it receives SIGKILL when the worker
@@ -80,6 +81,7 @@ class _Communicator(RpcCommunicator):
 
     def __init__(self, worker_id: int, base_port: int, timeout_wait: int, address: str):
         self.address = address
+        self.timed_out = False  # the build once did not answer within timeout_wait (see UnityBuildEnv.close)
         super().__init__(worker_id, base_port, timeout_wait)
 
     def create_server(self) -> None:
@@ -113,6 +115,7 @@ class _Communicator(RpcCommunicator):
                 return
             if poll_callback is not None:
                 poll_callback()  # raises UnityEnvironmentException if the build exited
+        self.timed_out = True
         raise UnityTimeOutException(
             f"the Unity environment on port {self.port} did not answer within {self.timeout_wait} s "
             "(--timeout-wait); is it stuck, waiting for input, or built without graphics support on a "
@@ -229,7 +232,12 @@ class UnityBuildEnv(UnityEnvironment):
 
     def close(self) -> None:
         try:
-            super().close()
+            if self._loaded and getattr(self._communicator, "timed_out", False):
+                # a build that did not answer within --timeout-wait will not act on the close message
+                # either: kill it now instead of waiting another --timeout-wait for it to exit
+                self._close(timeout=0)
+            else:
+                super().close()
         finally:
             claim, self.port_claim = self.port_claim, None
             if claim is not None:
