@@ -102,6 +102,8 @@ SHARED_UNITS = {
     # (case33bw): built once, in the process that runs every test using them
     "tests/test_arl.py::": "test_arl.py",
     "tests/test_grid.py::": "test_grid.py",
+    # the module's Ray cluster (the cluster fixture): started once (about 10 s), not once per process
+    "tests/test_ray.py::": "test_ray.py",
     # both need port 5004, the Unity Editor's (a lock keeps them apart too, the editor_port
     # fixture; in one process neither waits for the other)
     "tests/test_unity.py::test_editor_": "editor port 5004",
