@@ -310,7 +310,7 @@ def tag_config(results: Path, run_id: str, max_steps: int) -> dict[str, Any]:
 
 def test_selfplay_elo_rises_and_survives_resume(tmp_path: Path) -> None:
     """arl-learn's main() in this process (self-play through the command: tests/test_faults.py)."""
-    cfg = write_config(tmp_path / "tag.yaml", tag_config(tmp_path, "tag", 40000))
+    cfg = write_config(tmp_path / "tag.yaml", tag_config(tmp_path, "tag", 35000))
     proc = arl_learn_here([str(cfg)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "team 1 learns now" in proc.stdout
@@ -321,7 +321,7 @@ def test_selfplay_elo_rises_and_survives_resume(tmp_path: Path) -> None:
     assert saved_elo - 1200.0 >= 50
     before = len(glob.glob(str(tmp_path / "tag" / "Tag" / "events.out.tfevents.*")))
 
-    cfg = write_config(tmp_path / "tag.yaml", tag_config(tmp_path, "tag", 50000))
+    cfg = write_config(tmp_path / "tag.yaml", tag_config(tmp_path, "tag", 45000))
     proc = arl_learn_here([str(cfg), "--resume"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert f"continues at ELO {saved_elo:.1f}" in proc.stdout
@@ -335,8 +335,8 @@ def test_selfplay_elo_rises_and_survives_resume(tmp_path: Path) -> None:
 
 def test_asymmetric_selfplay_rotates_attacker_and_defender(tmp_path: Path) -> None:
     config = grid_config(tmp_path, "asym", num_envs=1)
-    config["default_settings"] = dict(GRID_PPO, max_steps=12000,
-                                      self_play={"save_steps": 2000, "team_change": 4000, "swap_steps": 1000})
+    config["default_settings"] = dict(GRID_PPO, max_steps=6000,
+                                      self_play={"save_steps": 1000, "team_change": 2000, "swap_steps": 500})
     config["env_settings"]["manager"] = "inprocess"
     controller = run(config)
     ghosts = controller.selfplay.ghosts
@@ -345,7 +345,7 @@ def test_asymmetric_selfplay_rotates_attacker_and_defender(tmp_path: Path) -> No
     # both brains learned in turn, each against snapshots of the other; a GridDefense day ends by
     # time (interrupted), so it is not a game with a winner and the ELO stays where it was
     assert all(len(g.snapshots) >= 3 and g.ghost_step > 0 for g in ghosts.values()), {b: len(g.snapshots) for b, g in ghosts.items()}
-    assert all(t.step >= 12000 for t in controller.trainers.values()), {b: t.step for b, t in controller.trainers.items()}
+    assert all(t.step >= 6000 for t in controller.trainers.values()), {b: t.step for b, t in controller.trainers.items()}
     assert all(g.games == 0 and g.elo == 1200.0 for g in ghosts.values())
 
 
@@ -406,9 +406,11 @@ def test_user_trainer_that_is_not_a_trainer_is_a_config_error(tmp_path: Path) ->
 
 
 def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> None:
-    phases = [{"name": "warmup", "learn": ["Defender"], "max_steps": 2000},
+    phases = [{"name": "warmup", "learn": ["Defender"], "max_steps": 1000},
               {"name": "long", "learn": ["Defender"], "max_steps": 10_000_000}]
-    cfg = write_config(tmp_path / "grid.yaml", grid_config(tmp_path, "stop", phases, num_envs=1))
+    config = grid_config(tmp_path, "stop", phases, num_envs=1)
+    config["default_settings"] = dict(GRID_PPO, summary_freq=1000)  # a summary line to stop at, a phase in
+    cfg = write_config(tmp_path / "grid.yaml", config)
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen([sys.executable, "-m", "ml_arl.cli", str(cfg)], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -417,7 +419,7 @@ def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> 
     lines = []
     for line in proc.stdout:
         lines.append(line)
-        if "Defender. Step: 5000" in line or time.monotonic() > deadline:
+        if "Defender. Step: 3000" in line or time.monotonic() > deadline:
             break
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=60)
@@ -426,8 +428,8 @@ def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> 
     assert log["phases"]["warmup"]["state"] == "done" and log["phases"]["long"]["state"] == "running"
     stopped = torch.load(tmp_path / "stop" / "long" / "Defender" / "checkpoint.pt", weights_only=True)["global_step"]
 
-    phases[1]["max_steps"] = 6000  # finish the long phase sooner
-    cfg = write_config(tmp_path / "grid.yaml", grid_config(tmp_path, "stop", phases, num_envs=1))
+    phases[1]["max_steps"] = 4000  # finish the long phase sooner
+    cfg = write_config(tmp_path / "grid.yaml", config)
     resumed = arl_learn_here([str(cfg), "--resume"], cwd=tmp_path)  # stopped by Ctrl-C in the command, resumed in main()
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "Phase warmup is done already" in resumed.stdout
@@ -435,7 +437,7 @@ def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> 
         "long/Defender/checkpoint.pt" in resumed.stdout
     final = torch.load(tmp_path / "stop" / "long" / "Defender" / "checkpoint.pt", weights_only=True)["global_step"]
     origin = json.loads((tmp_path / "stop" / "run_logs" / "phases.json").read_text())["phases"]["long"]["origin"]["Defender"]
-    assert final >= origin + 6000 > stopped >= origin + 3000 and origin >= 2000
+    assert final >= origin + 4000 > stopped >= origin + 1000 and origin >= 1000
 
 
 def test_per_step_records_only_when_asked(tmp_path: Path) -> None:
@@ -577,7 +579,7 @@ def test_sac_phases_with_roles_clear_the_replay_buffer_and_resume_keeps_it(tmp_p
 
 
 def test_sac_selfplay_on_tag_writes_elo(tmp_path: Path) -> None:
-    config = tag_config(tmp_path, "sactag", 2400)
+    config = tag_config(tmp_path, "sactag", 2000)
     config["env_settings"].update(num_envs=1, num_areas=4, manager="inprocess")
     config["behaviors"]["Tag"].update(
         trainer_type="sac", summary_freq=400, checkpoint_interval=800,
@@ -592,6 +594,6 @@ def test_sac_selfplay_on_tag_writes_elo(tmp_path: Path) -> None:
     elo = [v for _, v in scalars(tmp_path / "sactag" / "Tag", "Self-play/ELO")]
     assert elo, proc.stdout
     status = json.loads((tmp_path / "sactag" / "run_logs" / "training_status.json").read_text())
-    assert abs(status["Tag"]["elo"] - elo[-1]) < 10 and status["Tag"]["final_checkpoint"]["steps"] >= 2400  # a summary holds the period's mean
+    assert abs(status["Tag"]["elo"] - elo[-1]) < 10 and status["Tag"]["final_checkpoint"]["steps"] >= 2000  # a summary holds the period's mean
     state = torch.load(tmp_path / "sactag" / "Tag" / "checkpoint.pt", weights_only=True)
-    assert state["global_step"] >= 2400 and state["update_steps"] > 100  # SAC learned all along
+    assert state["global_step"] >= 2000 and state["update_steps"] > 100  # SAC learned all along
