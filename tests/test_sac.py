@@ -320,8 +320,9 @@ def test_sac_learns_goal_reach(tmp_path: Path, actions: list[str]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("actions", [["continuous=2", "discrete=0"], ["continuous=0", "discrete=2"]], ids=["continuous", "discrete"])
 def test_sac_learns_goal_reach_in_2d(tmp_path: Path, actions: list[str]) -> None:
-    # the run ends once solved (the last 5 returns above 0.8), or at ML-Agents' 6000 steps
-    config = sac_config(tmp_path, [*actions, "step_size=0.8", "solved_at=0.8"], max_steps=6000, buffer_init_steps=2000)
+    # the run ends once solved (the last 5 returns above 0.8), or at ML-Agents' 6000 steps; 4 agents act in one
+    # call (the 2000 random steps before the first update take a quarter of the calls)
+    config = sac_config(tmp_path, [*actions, "step_size=0.8", "solved_at=0.8", "n_agents=4"], max_steps=6000, buffer_init_steps=2000)
     _, returns = train(config)
     assert last5(returns) > 0.8, returns[-10:]
 
