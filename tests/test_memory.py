@@ -548,7 +548,7 @@ def test_onnx_recurrent_contract_step_by_step(actions: ActionSpec, sac: bool, tm
 def _memory_config(tmp_path: Path, trainer_type: str, actions: str, max_steps: int, hyperparameters: dict[str, Any], memory_size: int = 16,
                    n_agents: int = 1) -> dict[str, Any]:
     """GoalReach showing its goal only in an episode's first 2 steps, one worker in-process (``n_agents``
-    agents acting in one call: PPO solves in about as many steps with 4 as with 1, in a third less time)."""
+    agents acting in one call: recurrent PPO solves in about as many steps with 4 as with 1, in a third less time)."""
     env_args = [actions, "continuous=0"] if actions.startswith("discrete") else [actions]
     return {
         "env_settings": {"env_path": "tests.simple_envs:goal_reach", "manager": "inprocess", "seed": 1,
@@ -580,7 +580,8 @@ def test_recurrent_ppo_remembers_the_goal(tmp_path: Path, actions: str, shared_c
     """ML-Agents' test_recurrent_ppo: memory_size 16, learning_rate 1e-3, batch 64, buffer 128, 6000 steps.
     A shared critic reads the actor's LSTM: 16 (8 hidden units) is too small for both heads here."""
     hp = {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128, "shared_critic": shared_critic}
-    _remembers(tmp_path, _memory_config(tmp_path, "ppo", actions, 6000, hp, memory_size, n_agents=4))
+    # 4 agents acting per call; the shared critic learns too slowly that way (1 of 2 runs not solved at 6000 steps)
+    _remembers(tmp_path, _memory_config(tmp_path, "ppo", actions, 6000, hp, memory_size, n_agents=1 if shared_critic else 4))
 
 
 @pytest.mark.parametrize("actions", ["continuous=1", "discrete=1"])
@@ -595,7 +596,7 @@ def test_recurrent_poca_remembers_the_goal(tmp_path: Path) -> None:
     """ML-Agents' test_recurrent_poca (memory_size 16, sequence_length 16, learning_rate 1e-3, batch 64,
     buffer 128, 8000 steps); no groups here: the critic values the agent alone, through its LSTM."""
     hp = {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128}
-    _remembers(tmp_path, _memory_config(tmp_path, "poca", "continuous=1", 6000, hp, n_agents=4))
+    _remembers(tmp_path, _memory_config(tmp_path, "poca", "continuous=1", 6000, hp))
 
 
 def test_sac_resumes_with_the_memories_of_its_saved_replay_buffer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
