@@ -44,7 +44,7 @@ def test_ppo_learns_reach(tmp_path: Path, env: str, behavior: str) -> None:
 
 
 def test_threaded_trainer_learns(tmp_path: Path) -> None:
-    config = tiny_config("builtin:ReachDiscrete", max_steps=24000, threaded=True,
+    config = tiny_config("builtin:ReachDiscrete", max_steps=12000, threaded=True,
                          hyperparameters={"batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "num_epoch": 4})
     config["env_settings"].update({"manager": "subprocess", "num_envs": 2})
     _, rewards = train(tmp_path, config, "ReachDiscrete")

@@ -545,13 +545,15 @@ def test_onnx_recurrent_contract_step_by_step(actions: ActionSpec, sac: bool, tm
 # ---------------------------------------------------------------------------------- learning
 
 
-def _memory_config(tmp_path: Path, trainer_type: str, actions: str, max_steps: int, hyperparameters: dict[str, Any], memory_size: int = 16) -> dict[str, Any]:
-    """GoalReach showing its goal only in an episode's first 2 steps, one worker in-process."""
+def _memory_config(tmp_path: Path, trainer_type: str, actions: str, max_steps: int, hyperparameters: dict[str, Any], memory_size: int = 16,
+                   n_agents: int = 1) -> dict[str, Any]:
+    """GoalReach showing its goal only in an episode's first 2 steps, one worker in-process (``n_agents``
+    agents acting in one call: recurrent PPO solves in about as many steps with 4 as with 1, in a third less time)."""
     env_args = [actions, "continuous=0"] if actions.startswith("discrete") else [actions]
     return {
         "env_settings": {"env_path": "tests.simple_envs:goal_reach", "manager": "inprocess", "seed": 1,
                          # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one miss early)
-                         "env_args": [*env_args, "show_goal_steps=2", "solved_at=0.95"]},
+                         "env_args": [*env_args, "show_goal_steps=2", "solved_at=0.95", f"n_agents={n_agents}"]},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "memory"},
         "default_settings": {
             "trainer_type": trainer_type, "summary_freq": 500, "max_steps": max_steps,
@@ -578,7 +580,8 @@ def test_recurrent_ppo_remembers_the_goal(tmp_path: Path, actions: str, shared_c
     """ML-Agents' test_recurrent_ppo: memory_size 16, learning_rate 1e-3, batch 64, buffer 128, 6000 steps.
     A shared critic reads the actor's LSTM: 16 (8 hidden units) is too small for both heads here."""
     hp = {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128, "shared_critic": shared_critic}
-    _remembers(tmp_path, _memory_config(tmp_path, "ppo", actions, 6000, hp, memory_size))
+    # 4 agents acting per call; the shared critic learns too slowly that way (1 of 2 runs not solved at 6000 steps)
+    _remembers(tmp_path, _memory_config(tmp_path, "ppo", actions, 6000, hp, memory_size, n_agents=1 if shared_critic else 4))
 
 
 @pytest.mark.parametrize("actions", ["continuous=1", "discrete=1"])

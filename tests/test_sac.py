@@ -320,8 +320,9 @@ def test_sac_learns_goal_reach(tmp_path: Path, actions: list[str]) -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("actions", [["continuous=2", "discrete=0"], ["continuous=0", "discrete=2"]], ids=["continuous", "discrete"])
 def test_sac_learns_goal_reach_in_2d(tmp_path: Path, actions: list[str]) -> None:
-    # the run ends once solved (the last 5 returns above 0.8), or at ML-Agents' 6000 steps
-    config = sac_config(tmp_path, [*actions, "step_size=0.8", "solved_at=0.8"], max_steps=6000, buffer_init_steps=2000)
+    # the run ends once solved (the last 5 returns above 0.8), or at ML-Agents' 6000 steps; 4 agents act in one
+    # call (the 2000 random steps before the first update take a quarter of the calls)
+    config = sac_config(tmp_path, [*actions, "step_size=0.8", "solved_at=0.8", "n_agents=4"], max_steps=6000, buffer_init_steps=2000)
     _, returns = train(config)
     assert last5(returns) > 0.8, returns[-10:]
 
@@ -383,11 +384,11 @@ def test_resume_continues_with_the_saved_replay_buffer(tmp_path: Path, monkeypat
     spy = LoadSpy(monkeypatch)
     folder = tmp_path / "results" / "s" / "Reach"
     buffer_file = folder / REPLAY_BUFFER_FILE
-    out = run_reach(tmp_path, "s", 600, save=True)
+    out = run_reach(tmp_path, "s", 300, save=True)
     first_step = saved_step(folder)
     with np.load(buffer_file) as data:
         saved = {k: data[k] for k in data.files}
-    assert first_step >= 600 and len(saved["rewards"]) == first_step  # buffer_size 5000: every experience
+    assert first_step >= 300 and len(saved["rewards"]) == first_step  # buffer_size 5000: every experience
     assert {len(v) for v in saved.values()} == {first_step}
     experiences, megabytes, where = SAVED.findall(out)[-1]
     assert int(experiences) == first_step and where.endswith(f"s/Reach/{REPLAY_BUFFER_FILE}"), out
@@ -395,21 +396,21 @@ def test_resume_continues_with_the_saved_replay_buffer(tmp_path: Path, monkeypat
     assert float(megabytes) == pytest.approx(nbytes / 1e6, rel=0.01), (megabytes, nbytes)
 
     # --resume with more steps: the trainer holds the saved experiences right after loading, and goes on from its step
-    out = run_reach(tmp_path, "s", 1000, save=True, resume=True)
+    out = run_reach(tmp_path, "s", 500, save=True, resume=True)
     assert [int(s) for s in RESUMED.findall(out)] == [first_step], out
     assert [int(n) for n in RESTORED.findall(out)] == [first_step], out
     (restored,) = spy.buffers
     np.testing.assert_array_equal(restored, saved["rewards"])
-    assert "Reach. Step: 800." in out and "Reach. Step: 200." not in out, out
+    assert "Reach. Step: 400." in out and "Reach. Step: 200." not in out, out
     final_step = saved_step(folder)
-    assert final_step >= 1000
+    assert final_step >= 500
     with np.load(buffer_file) as data:
         assert len(data["rewards"]) == final_step  # the restored experiences and the new ones
         np.testing.assert_array_equal(data["rewards"][:first_step], saved["rewards"])
 
     # a damaged buffer file: a warning, and training goes on with an empty buffer
     buffer_file.write_bytes(buffer_file.read_bytes()[: buffer_file.stat().st_size // 2])
-    out = run_reach(tmp_path, "s", 1400, save=True, resume=True)
+    out = run_reach(tmp_path, "s", 700, save=True, resume=True)
     assert re.search(rf"WARNING\] \S*{REPLAY_BUFFER_FILE}: replay buffer not restored \(.+\); it refills from new experience", out), out
     assert not RESTORED.search(out) and len(spy.buffers[-1]) == 0
     assert [int(s) for s in RESUMED.findall(out)] == [final_step], out
@@ -420,13 +421,13 @@ def test_resume_continues_with_the_saved_replay_buffer(tmp_path: Path, monkeypat
 def test_without_save_replay_buffer_nothing_is_written(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spy = LoadSpy(monkeypatch)
     folder = tmp_path / "results" / "plain" / "Reach"
-    out = run_reach(tmp_path, "plain", 400, save=False)
+    out = run_reach(tmp_path, "plain", 200, save=False)
     assert (folder / "checkpoint.pt").is_file() and not (folder / REPLAY_BUFFER_FILE).exists()
     assert "replay buffer" not in out, out
-    out = run_reach(tmp_path, "plain", 600, save=False, resume=True)
+    out = run_reach(tmp_path, "plain", 300, save=False, resume=True)
     assert RESUMED.search(out) and "replay buffer" not in out and not (folder / REPLAY_BUFFER_FILE).exists(), out
     # switched on for the next session: nothing to restore yet (a warning), saved from now on
-    out = run_reach(tmp_path, "plain", 800, save=True, resume=True)
+    out = run_reach(tmp_path, "plain", 400, save=True, resume=True)
     assert re.search(rf"WARNING\] \S*{REPLAY_BUFFER_FILE}: no saved replay buffer; it refills from new experience", out), out
     assert [len(b) for b in spy.buffers] == [0, 0]
     assert (folder / REPLAY_BUFFER_FILE).is_file()

@@ -265,8 +265,9 @@ def _train(config: dict[str, Any]) -> list[float]:
 
 def test_ppo_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     hyper = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
-    # stop once the last 20 returns average 0.95 (at 0.9 a run can stop with its last 5 just below 0.9)
-    config = _config(tmp_path, "ppo", ["solved_at=0.95"], 6000, hyper, {"num_layers": 1, "hidden_units": 32})
+    # stop once the last 20 returns average 0.95 (at 0.9 a run can stop with its last 5 just below 0.9); 4 agents
+    # act in one call: about as many steps to solve as 1 agent, a third less time
+    config = _config(tmp_path, "ppo", ["solved_at=0.95", "n_agents=4"], 6000, hyper, {"num_layers": 1, "hidden_units": 32})
     returns = _train(config)
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
     check_onnx(str(tmp_path / "ppo" / "EntityReach.onnx"))
