@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import numpy as np
 import pytest
@@ -139,40 +138,12 @@ def test_masked_actions_are_never_sampled() -> None:
         assert not np.any(info.discrete[::2, 0] == 2)
 
 
-def _torch_optim_without_dynamo(monkeypatch: pytest.MonkeyPatch) -> Any:
-    """torch.optim.Adam's own maths without importing torch._dynamo (4 s on 2 shared cores, the
-    reason ml_arl has its own Adam): the methods and update functions torch wraps in
-    ``torch._disable_dynamo`` import it on their first call unless the function already holds its
-    "disabled" version, which outside torch.compile is the function itself; ``step`` imports it for
-    graph breaks around the update, run without grad, which the returned step does. Undone after the test."""
-    import inspect
-    import sys
-
-    owners = (sys.modules["torch.optim.optimizer"], sys.modules["torch.optim.adam"], torch.optim.Optimizer, torch.optim.Adam)
-    for owner in owners:
-        for value in list(vars(owner).values()):
-            while callable(value):
-                if inspect.isfunction(value):
-                    monkeypatch.setattr(value, "__dynamo_disable", value, raising=False)
-                value = getattr(value, "__wrapped__", None)
-    step = torch.optim.Adam.step
-    while hasattr(step, "__wrapped__"):  # the profiling hook a first Optimizer adds to the class, the graph breaks
-        step = step.__wrapped__
-
-    def torch_step(optimizer: torch.optim.Adam) -> None:
-        with torch.no_grad():
-            step(optimizer)
-
-    return torch_step
-
-
 @pytest.mark.parametrize("fused", [True, False])
-def test_adam_matches_torch_optim_adam(fused: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_adam_matches_torch_optim_adam(fused: bool) -> None:
     import copy
 
     from ml_arl.trainers.optim import Adam
 
-    torch_step = _torch_optim_without_dynamo(monkeypatch)
     torch.manual_seed(0)
     ours_net = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
     ref_net = copy.deepcopy(ours_net)
@@ -185,7 +156,7 @@ def test_adam_matches_torch_optim_adam(fused: bool, monkeypatch: pytest.MonkeyPa
         for net, opt in ((ours_net, ours), (ref_net, ref)):
             opt.zero_grad()
             (net(x) ** 2).sum().backward()
-            torch_step(opt) if opt is ref else opt.step()
+            opt.step()
     for a, b in zip(ours_net.parameters(), ref_net.parameters()):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
     # The state_dict layout is torch's: each loads the other's.
