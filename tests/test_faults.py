@@ -2,9 +2,12 @@
 (phase switch, self-play team change); one console line per failure with the tracebacks in
 run_logs/worker_errors.log; Ctrl-C and --resume.
 
-The end-to-end tests run ``python -m ml_arl.cli`` as a subprocess (cwd = repository root,
-PYTHONPATH including it, so worker processes can import ``tests.fault_envs``) with a tiny
-config, a results dir under tmp_path and hard timeouts. The unit tests check RestartQuota and
+The end-to-end tests run arl-learn with a tiny config, a results dir under tmp_path and hard
+timeouts: those that signal the run or check what its processes print themselves run
+``python -m ml_arl.cli`` as a subprocess (cwd = repository root, PYTHONPATH including it, so
+worker processes can import ``tests.fault_envs``); the others run the same command line through
+its ``main()`` in the test process (``run_to_end``), with worker processes all the same.
+The unit tests check RestartQuota and
 EnvManager.handle_failure against hand-computed expectations.
 """
 
@@ -133,18 +136,28 @@ class Run:
         pytest.fail(f"timed out after {timeout} s waiting for {what}\n{self.output()}")
 
 
-def start_run(
+@dataclass
+class Finished:
+    """A run that has ended: its exit code and console output."""
+    returncode: int
+    stdout: str
+    stderr: str
+
+    def output(self) -> str:
+        return f"--- rc={self.returncode}\n--- stdout:\n{self.stdout}\n--- stderr:\n{self.stderr}"
+
+
+def cli_args(
     tmp_path: Path,
     config: Path,
     run_id: str,
     *flags: str,
     env_args: tuple[str, ...] = (),
     num_envs: int = 1,
-    tag: Optional[str] = None,
     env: str = ENV,
-) -> Run:
-    cmd = [
-        sys.executable, "-m", "ml_arl.cli", str(config),
+) -> list[str]:
+    args = [
+        str(config),
         "--run-id", run_id,
         "--results-dir", str(tmp_path / "results"),
         "--num-envs", str(num_envs),
@@ -154,7 +167,13 @@ def start_run(
         "--env", env,
     ]
     if env_args:
-        cmd += ["--env-args", *env_args]  # REMAINDER: must come last
+        args += ["--env-args", *env_args]  # REMAINDER: must come last
+    return args
+
+
+def start_run(tmp_path: Path, config: Path, run_id: str, *flags: str, tag: Optional[str] = None, **kwargs) -> Run:
+    """``python -m ml_arl.cli`` as a process of its own (its own session), output to files."""
+    cmd = [sys.executable, "-m", "ml_arl.cli", *cli_args(tmp_path, config, run_id, *flags, **kwargs)]
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), environ.get("PYTHONPATH", "")) if p)
     environ["PYTHONUNBUFFERED"] = "1"
@@ -167,10 +186,19 @@ def start_run(
     return Run(proc, out, err, time.monotonic())
 
 
-def run_to_end(tmp_path: Path, *args, **kwargs) -> Run:
+def run_command_to_end(tmp_path: Path, *args, **kwargs) -> Finished:
     run = start_run(tmp_path, *args, **kwargs)
     run.wait()
-    return run
+    return Finished(run.proc.returncode, run.stdout, run.stderr)
+
+
+def run_to_end(tmp_path: Path, *args, **kwargs) -> Finished:
+    """The same command line through arl-learn's main() in this process (no interpreter start):
+    the same console lines and exit code. The workers are processes either way; what only the
+    command shows (output the workers print themselves, signals) is checked by the tests that
+    use ``start_run`` or ``run_command_to_end``."""
+    proc = arl_learn_here(cli_args(tmp_path, *args, **kwargs), cwd=REPO)
+    return Finished(proc.returncode, proc.stdout, proc.stderr)
 
 
 def last_line(text: str) -> str:
@@ -178,7 +206,7 @@ def last_line(text: str) -> str:
     return lines[-1] if lines else ""
 
 
-def assert_tracebacks_only_from_workers(run: Run, worker_id: int) -> None:
+def assert_tracebacks_only_from_workers(run: Finished, worker_id: int) -> None:
     """--debug: a Traceback may only appear right after the logged "worker N traceback:" line."""
     assert "Traceback" not in run.stderr, run.output()
     lines = run.stdout.splitlines()
@@ -189,7 +217,7 @@ def assert_tracebacks_only_from_workers(run: Run, worker_id: int) -> None:
             )
 
 
-def assert_no_traceback(run: Run) -> None:
+def assert_no_traceback(run: Run | Finished) -> None:
     """Without --debug nothing prints a traceback: failures are one line each."""
     assert "Traceback (most recent call last)" not in run.stdout + run.stderr, run.output()
 
@@ -268,7 +296,7 @@ def test_restart_quota_exceeded_stops_with_one_line_reason(tmp_path: Path) -> No
         env_args=("fault=unity", "at_step=20", "message=comm-lost-31337", f"state_dir={tmp_path / 'state'}"),
     )
     out = run.output()
-    assert run.proc.returncode == 1, out
+    assert run.returncode == 1, out
     assert run.stdout.count("Restarting worker[0]") == 1, out
     assert "(restart 1 of 10)" in run.stdout, out
     final = last_line(run.stdout)
@@ -326,13 +354,13 @@ def test_sigint_saves_checkpoint_and_resume_continues(tmp_path: Path) -> None:
 
 def test_raising_env_stops_run_with_worker_traceback(tmp_path: Path) -> None:
     config = write_config(tmp_path, max_steps=5000)
-    run = run_to_end(
+    run = run_command_to_end(
         tmp_path, config, "valerr",
         num_envs=2,
         env_args=("fault=value_error", "at_step=20", "only_worker=1", "message=boom-4711"),
     )
     out = run.output()
-    assert run.proc.returncode == 1, out
+    assert run.returncode == 1, out
     assert "Restarting worker" not in run.stdout, out  # a ValueError is not restartable
     assert_no_traceback(run)  # one line on the console ...
     assert len(lines_with(run.stdout, "boom-4711")) == 1, out
@@ -358,7 +386,7 @@ def test_hung_env_times_out(tmp_path: Path) -> None:
         env_args=("fault=hang", "at_step=20", "only_worker=0", "hang_s=8", "step_sleep=0.004"),
     )
     out = run.output()
-    assert run.proc.returncode == 1, out
+    assert run.returncode == 1, out
     final = last_line(run.stdout)
     assert "Worker 0" in final, out
     assert "did not answer a step within 4 s (--timeout-wait 2 s; hung?)" in final, out
@@ -384,7 +412,7 @@ def test_env_failing_to_start_after_a_restart_is_restarted_again(tmp_path: Path)
         ),
     )
     out = run.output()
-    assert run.proc.returncode == 0, out
+    assert run.returncode == 0, out
     assert "(restart 1 of 10)" in run.stdout, out
     assert "(restart 2 of 10)" in run.stdout, out
     assert (state / "lives-0").read_text() == "3", out
@@ -403,7 +431,7 @@ def test_worker_killed_during_a_phase_switch_is_restarted_with_the_new_parameter
         env_args=("reset_fault=kill", "at_reset=2", "only_worker=0", "lives=[1]", f"state_dir={state}"),
     )
     out = run.output()
-    assert run.proc.returncode == 0, out
+    assert run.returncode == 0, out
     restarts = lines_with(run.stdout, "Restarting worker[")
     assert restarts == [
         "[WARNING] Restarting worker[0] after WorkerDied: worker process died (killed by signal 9) "
@@ -433,7 +461,7 @@ def test_worker_killed_during_a_selfplay_reset_is_restarted(tmp_path: Path) -> N
         env_args=("reset_fault=kill", "at_reset=2", "only_worker=1", "lives=[1]", f"state_dir={state}"),
     )
     out = run.output()
-    assert run.proc.returncode == 0, out
+    assert run.returncode == 0, out
     assert "team 1 learns now" in run.stdout, out
     restarts = lines_with(run.stdout, "Restarting worker[")
     assert restarts == [
@@ -455,7 +483,7 @@ def test_reset_failure_beyond_the_quota_is_one_line(tmp_path: Path) -> None:
         env_args=("reset_fault=unity", "at_reset=2", "message=reset-lost-2718"),
     )
     out = run.output()
-    assert run.proc.returncode == 1, out
+    assert run.returncode == 1, out
     assert_no_traceback(run)
     assert lines_with(run.stdout + run.stderr, "reset-lost-2718") == [last_line(run.stdout)], out
     final = last_line(run.stdout)
@@ -479,7 +507,7 @@ def test_worker_hung_in_a_reset_is_killed_and_restarted(tmp_path: Path) -> None:
         env_args=("reset_fault=hang", "at_reset=2", "hang_s=60", "only_worker=0", "lives=[1]", f"state_dir={state}"),
     )
     out = run.output()
-    assert run.proc.returncode == 0, out
+    assert run.returncode == 0, out
     restarts = lines_with(run.stdout, "Restarting worker[")
     assert len(restarts) == 1 and "Restarting worker[0] after environment did not answer a reset within 4 s" in restarts[0], out
     assert "(restart 1 of 10)" in restarts[0], out
