@@ -26,15 +26,17 @@ lint: $(STAMP)
 # `lint`, with mypy (about a minute of one core from a cold cache, as in CI) beside the tests, its
 # report after theirs; either failing fails the target. The tests run in two processes (pytest-xdist):
 # one test at a time keeps about one of two cores busy. tests/conftest.py keeps some in one process.
+# Bytecode caching stays on for the tests even where the environment turns it off: pytest rewrites
+# every test module's asserts and would redo that (about 2 s of CPU) in each of its processes.
 test: $(STAMP)
 	$(BIN)/ruff check ml_arl tests bench
 	$(BIN)/mypy ml_arl > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
-	$(BIN)/python -m pytest -q -n 2 --durations=25 tests; tests=$$?; \
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --durations=25 tests; tests=$$?; \
 	wait $$mypy; typed=$$?; echo "$(BIN)/mypy ml_arl:"; cat $(VENV)/mypy.log; \
 	[ $$tests -eq 0 ] && [ $$typed -eq 0 ]
 
 test-fast: $(STAMP)
-	$(BIN)/python -m pytest -q -n 2 -m "not slow" tests
+	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 -m "not slow" tests
 
 bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
