@@ -175,6 +175,7 @@ def grid_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, TrainerCon
     return results / "grid", controller, worker_pids
 
 
+@pytest.mark.slow
 def test_defender_learns_against_a_random_attacker(grid_run: tuple[Path, TrainerController, Any]) -> None:
     run_dir, _, _ = grid_run
     env_reward, objective = episodes(run_dir, "defend", "Defender")
@@ -308,6 +309,7 @@ def tag_config(results: Path, run_id: str, max_steps: int) -> dict[str, Any]:
     return config
 
 
+@pytest.mark.slow
 def test_selfplay_elo_rises_and_survives_resume(tmp_path: Path) -> None:
     """arl-learn's main() in this process (self-play through the command: tests/test_faults.py)."""
     cfg = write_config(tmp_path / "tag.yaml", tag_config(tmp_path, "tag", 35000))

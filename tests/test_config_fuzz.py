@@ -190,6 +190,7 @@ def fuzz(contents: st.SearchStrategy[bytes], examples: int, monkeypatch: pytest.
     assert min(outcomes.values()) > 0, outcomes
 
 
+@pytest.mark.slow
 def test_fuzzed_config_structures_never_crash(monkeypatch: pytest.MonkeyPatch) -> None:
     as_yaml = mutated_configs().map(
         lambda config: yaml.dump(config, Dumper=DUMPER, allow_unicode=True).encode("utf-8", errors="surrogatepass")

@@ -57,6 +57,7 @@ def step_with(env: GridDefense, defend: ActionTuple, attack: ActionTuple) -> Non
     env.step()
 
 
+@pytest.mark.slow
 def test_feeder_constants_match_pandapower_case33bw(case33bw) -> None:  # type: ignore[no-untyped-def]
     lines = case33bw.line[case33bw.line.in_service]
     ours = np.array([[f, t, r, x] for f, t, r, x in LINES])

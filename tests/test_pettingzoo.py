@@ -188,6 +188,7 @@ def test_resolve_pettingzoo_source_builds_in_a_worker() -> None:
     env.close()
 
 
+@pytest.mark.slow
 def test_self_play_takes_its_teams_from_the_behavior_names(tmp_path: Path) -> None:
     """Each behavior (agent-name prefix) is a team: with self_play the attacker and the defender of
     simple_adversary learn in turn, each against snapshots of the other (asymmetric self-play)."""

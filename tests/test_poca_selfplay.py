@@ -230,6 +230,7 @@ def test_poca_learns_against_a_frozen_ghost_swaps_and_elo_rises(tmp_path: Path, 
     print(f"POCA self-play vs frozen: {time.perf_counter() - started:.1f} s, ELO {ghost.elo:.1f}, {ghost.games} games")
 
 
+@pytest.mark.slow
 def test_arl_learn_soccer_line_switches_teams_and_resumes(tmp_path: Path) -> None:
     config = soccer_config(tmp_path, "soccer", 3000, save_steps=500, team_change=1500, swap_steps=500)
     config["behaviors"]["SoccerLine"]["summary_freq"] = 1000

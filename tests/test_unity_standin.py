@@ -234,6 +234,7 @@ def _step_until_failure(env: UnityEnvironment, steps: int = 10) -> None:
         env.step()
 
 
+@pytest.mark.slow
 def test_crash_quit_hang(build: Path, tmp_path: Path) -> None:
     env = open_env(build, tmp_path, "--crash-at", "5")
     try:

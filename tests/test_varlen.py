@@ -273,6 +273,7 @@ def test_ppo_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     check_onnx(str(tmp_path / "ppo" / "EntityReach.onnx"))
 
 
+@pytest.mark.slow
 def test_poca_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     """Two agents of one group (POCA's critic attends over the group; each agent's own encoder over
     its entities), each reaching its own goal."""
@@ -283,6 +284,7 @@ def test_poca_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
 
 
+@pytest.mark.slow
 def test_sac_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     # entities only (no "self" context); ML-Agents' test_var_len_obs_sac trains at batch 16 too. Solved in
     # about 900-1500 steps on seeds 1-3; an update every 2 steps keeps it well inside the time of a test
