@@ -104,6 +104,9 @@ SHARED_UNITS = {
     "tests/test_grid.py::": "test_grid.py",
     # the module's Ray cluster (the cluster fixture): started once (about 10 s), not once per process
     "tests/test_ray.py::": "test_ray.py",
+    # the module's zygote (the zygote fixture, which forks the killed sessions): started once
+    "tests/test_kill_resume.py::test_killed_four_times_": "test_kill_resume.py zygote",
+    "tests/test_kill_resume.py::test_killed_phased_": "test_kill_resume.py zygote",
     # both need port 5004, the Unity Editor's (a lock keeps them apart too, the editor_port
     # fixture; in one process neither waits for the other)
     "tests/test_unity.py::test_editor_": "editor port 5004",
