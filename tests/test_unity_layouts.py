@@ -6,7 +6,6 @@ channels-first mode, and arl-learn training from pixels alone in either layout."
 
 from __future__ import annotations
 
-import _thread
 import io
 import math
 import os
@@ -429,16 +428,20 @@ def learn_until(args: list[str], cwd: Path, max_steps: int, here: bool) -> subpr
                 trainer.kill()
                 trainer.wait()
         return subprocess.CompletedProcess(args, trainer.returncode, "".join(lines), "")
-    # main() here: its stdout is sys.stdout (a StringIO) while it runs; Ctrl-C is a KeyboardInterrupt
-    # in this (the main) thread. Never sent on the last summary (max_steps): main() is still running.
+    # main() here: its stdout is sys.stdout (a StringIO) while it runs, and its SIGTERM handler (save
+    # and exit 0) is installed: SIGTERM goes to this (the main) thread, never on the last summary
+    # (max_steps: main() is still running) nor once main() has returned.
+    from ml_arl import cli
+
     lock, finished = threading.Lock(), threading.Event()
 
     def watch() -> None:
         while not finished.wait(0.1):
             text = getattr(sys.stdout, "getvalue", lambda: "")()
             with lock:
-                if not finished.is_set() and learned(mean_rewards(text)) and last_step(text) < max_steps:
-                    _thread.interrupt_main()
+                if (not finished.is_set() and learned(mean_rewards(text)) and last_step(text) < max_steps
+                        and signal.getsignal(signal.SIGTERM) is cli._sigterm):
+                    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
                     return
 
     watcher = threading.Thread(target=watch, daemon=True)
