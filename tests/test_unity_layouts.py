@@ -394,8 +394,10 @@ def mean_rewards(stdout: str, behavior: str = "Seeker") -> list[float]:
 
 def learned(rewards: list[float]) -> bool:
     """What the pixel runs must show: at least 10 summaries, the best of the last 3 at 0.2 or more
-    and 0.6 or more above the first (random play scores about -0.7)."""
-    return len(rewards) >= 10 and max(rewards[-3:]) >= 0.2 and max(rewards[-3:]) - rewards[0] >= 0.6
+    and 0.6 or more above the first (random play scores about -0.7); and, as a summary covers only
+    500 steps, the last 2 both at 0.2 or more (not one lucky summary)."""
+    return (len(rewards) >= 10 and max(rewards[-3:]) >= 0.2 and max(rewards[-3:]) - rewards[0] >= 0.6
+            and min(rewards[-2:]) >= 0.2)
 
 
 def last_step(stdout: str, behavior: str = "Seeker") -> int:
