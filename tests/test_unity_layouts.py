@@ -8,7 +8,12 @@ from __future__ import annotations
 
 import io
 import math
+import os
 import re
+import signal
+import subprocess
+import sys
+import threading
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, Optional
@@ -40,7 +45,7 @@ from ml_arl.envs.unity_env import UnityBuildEnv
 from tests.unity_standin import free_base_port, make_build
 from tests.unity_standin import standin as S
 
-from .conftest import arl_learn, arl_learn_here
+from .conftest import ROOT, arl_learn_here
 
 UNSPEC, NONE, TE = DimensionProperty.UNSPECIFIED, DimensionProperty.NONE, DimensionProperty.TRANSLATIONAL_EQUIVARIANCE
 PROPS = {HWC: (TE, TE, NONE), CHW: (NONE, TE, TE)}
@@ -387,20 +392,85 @@ def mean_rewards(stdout: str, behavior: str = "Seeker") -> list[float]:
     return [float(m) for m in re.findall(rf"{behavior}\. Step: \d+\. .*?Mean Reward: (-?\d+\.\d+)", stdout)]
 
 
+def learned(rewards: list[float]) -> bool:
+    """What the pixel runs must show: at least 10 summaries, the best of the last 3 at 0.2 or more
+    and 0.6 or more above the first (random play scores about -0.7); and, as a summary covers only
+    500 steps, the last 2 both at 0.2 or more (not one lucky summary)."""
+    return (len(rewards) >= 10 and max(rewards[-3:]) >= 0.2 and max(rewards[-3:]) - rewards[0] >= 0.6
+            and min(rewards[-2:]) >= 0.2)
+
+
+def last_step(stdout: str, behavior: str = "Seeker") -> int:
+    steps = re.findall(rf"{behavior}\. Step: (\d+)\.", stdout)
+    return int(steps[-1]) if steps else 0
+
+
+def learn_until(args: list[str], cwd: Path, max_steps: int, here: bool) -> subprocess.CompletedProcess[str]:
+    """arl-learn (the command, or its main() in this process when ``here``) stopped as Ctrl-C
+    stops it (save, export, exit 0) as soon as its summaries show ``learned``, else at max_steps."""
+    if not here:
+        trainer = subprocess.Popen([sys.executable, "-m", "ml_arl.cli", *args], cwd=cwd,
+                                   env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+        watchdog = threading.Timer(240, trainer.kill)
+        watchdog.start()
+        lines: list[str] = []
+        stopped = False
+        try:
+            assert trainer.stdout is not None
+            for line in trainer.stdout:
+                lines.append(line)
+                if not stopped and mean_rewards(line) and learned(mean_rewards("".join(lines))):
+                    trainer.send_signal(signal.SIGTERM)  # what Ctrl-C does: save and exit 0
+                    stopped = True
+            trainer.wait()
+        finally:
+            watchdog.cancel()
+            if trainer.poll() is None:
+                trainer.kill()
+                trainer.wait()
+        return subprocess.CompletedProcess(args, trainer.returncode, "".join(lines), "")
+    # main() here: its stdout is sys.stdout (a StringIO) while it runs, and its SIGTERM handler (save
+    # and exit 0) is installed: SIGTERM goes to this (the main) thread, never on the last summary
+    # (max_steps: main() is still running) nor once main() has returned.
+    from ml_arl import cli
+
+    lock, finished = threading.Lock(), threading.Event()
+
+    def watch() -> None:
+        while not finished.wait(0.1):
+            text = getattr(sys.stdout, "getvalue", lambda: "")()
+            with lock:
+                if (not finished.is_set() and learned(mean_rewards(text)) and last_step(text) < max_steps
+                        and signal.getsignal(signal.SIGTERM) is cli._sigterm):
+                    signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+                    return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        proc = arl_learn_here(args, cwd=cwd)
+    finally:
+        with lock:
+            finished.set()
+        watcher.join()
+    return proc
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["hwc", "chw"])
 def test_arl_learn_trains_from_pixels_in_either_layout(tmp_path: Path, build: Path, layout: str) -> None:
     """The Seeker sees nothing but a 6x11 camera (its column red, the goal's green), PNG, described
     as 2.x (HWC) or 3.x (CHW) builds do. Random play scores about -0.7; both layouts learn alike and
-    export the same NCHW model input."""
+    export the same NCHW model input. A run stops (as Ctrl-C does) once it shows what is asserted."""
     settings = {
         "trainer_type": "ppo",
-        "hyperparameters": {"batch_size": 256, "buffer_size": 1024, "learning_rate": 3.0e-3, "beta": 1.0e-3, "num_epoch": 4},
+        "hyperparameters": {"batch_size": 128, "buffer_size": 512, "learning_rate": 3.0e-3, "beta": 1.0e-3, "num_epoch": 8},
         "network_settings": {"hidden_units": 64, "num_layers": 2, "vis_encode_type": "fully_connected"},
         "reward_signals": {"extrinsic": {"gamma": 0.95}},
         "max_steps": 12000,
         "time_horizon": 32,
-        "summary_freq": 1000,
+        "summary_freq": 500,
         "checkpoint_interval": 20000,
         "threaded": True,
     }
@@ -409,13 +479,14 @@ def test_arl_learn_trains_from_pixels_in_either_layout(tmp_path: Path, build: Pa
     args = [str(cfg), "--env", str(build), "--base-port", str(free_base_port(1)), "--run-id", layout, "--seed", "3",
             "--env-args", "--visual-only", "--visual-layout", layout, "--image-size", "6x11", "--agents", "16"]
     # HWC through the command itself, CHW through its main() in this process (the build in its worker either way)
-    proc = arl_learn(args, cwd=tmp_path, timeout=240) if layout == "hwc" else arl_learn_here(args, cwd=tmp_path)
+    proc = learn_until(args, tmp_path, settings["max_steps"], here=layout == "chw")
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out
     run = tmp_path / "results" / layout
     assert f"'--visual-layout', '{layout}'" in (run / "run_logs" / "Player-0.log").read_text()
     rewards = mean_rewards(proc.stdout)
-    assert len(rewards) >= 10 and max(rewards[-3:]) >= 0.2 and max(rewards[-3:]) - rewards[0] >= 0.6, out
+    print(f"{layout}: stopped at step {last_step(proc.stdout)}: {rewards}")
+    assert learned(rewards), out
     import onnx
 
     model = onnx.load(str(run / "Seeker.onnx"))

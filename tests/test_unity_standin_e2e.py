@@ -12,6 +12,7 @@ it needs to learn; ``max_steps`` bounds a run that does not."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -134,8 +135,9 @@ def test_recurrent_ppo_learns_recall_through_the_build(tmp_path: Path, build: Pa
     settings = {**PPO, "max_steps": 8000,
                 "network_settings": {"num_layers": 1, "hidden_units": 32, "memory": {"memory_size": 16, "sequence_length": 16}}}
     started = time.perf_counter()
-    returns, out = train(tmp_path, build, "Recall", settings, "--agents", "4")
-    print(f"Recall with memory: {time.perf_counter() - started:.1f} s, {len(returns)} episodes")
+    returns, out = train(tmp_path, build, "Recall", settings, "--agents", "8")
+    stopped_at = re.findall(r"Recall-(\d+)\.onnx", out)  # the final model's step (the run without memory gets 8000)
+    print(f"Recall with memory: {time.perf_counter() - started:.1f} s, {len(returns)} episodes, step {stopped_at[-1:]}")
     assert last5(returns) > SUCCESS_THRESHOLD, (returns[-20:], out)
 
 
@@ -144,7 +146,7 @@ def test_ppo_without_memory_cannot_learn_recall(tmp_path: Path, build: Path) -> 
     """The same run without network_settings.memory, with the same step budget, stays near 0 (a
     memoryless policy can only guess the goal once it is hidden)."""
     # to the end of the budget, through arl-learn's main() in this process (the runs above: the command)
-    returns, out = train(tmp_path, build, "Recall", {**PPO, "max_steps": 8000}, "--agents", "4", to_the_end=True)
+    returns, out = train(tmp_path, build, "Recall", {**PPO, "max_steps": 8000}, "--agents", "8", to_the_end=True)
     assert len(returns) > 100, out
     assert np.mean(returns[-100:]) < 0.5, returns[-20:]
     assert last5(returns) < SUCCESS_THRESHOLD or np.mean(returns[-20:]) < 0.6, returns[-20:]
