@@ -123,8 +123,10 @@ def unit_of(nodeid: str) -> str:
 # Longest units first: the processes then end together instead of one running a 25 s test while
 # the other has nothing left. A unit's length is the sum of its tests' durations in the last run
 # that ran them (kept in pytest's cache, .pytest_cache, by the process that hands out the tests);
-# a test with none on record (a fresh clone, a new test) counts SLOW_GUESS_S when marked slow and
-# QUICK_GUESS_S otherwise. The order only decides which process runs a test and when.
+# a new test counts SLOW_GUESS_S when marked slow and QUICK_GUESS_S otherwise. With no durations
+# on record (a fresh clone, as in CI) xdist's own order stays: the shared units first, then the
+# files' order, which spreads the runs that start many processes over the session. The order only
+# decides which process runs a test and when.
 DURATIONS_KEY = "ml_arl/durations"
 SLOW_GUESS_S, QUICK_GUESS_S = 10.0, 0.5
 _durations: dict[str, float] = {}
@@ -133,6 +135,8 @@ _durations: dict[str, float] = {}
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     cache = getattr(config, "cache", None)
     known: dict[str, float] = cache.get(DURATIONS_KEY, {}) if cache is not None else {}
+    if not known:
+        return
     totals: dict[str, float] = {}
     first: dict[str, int] = {}
     for index, item in enumerate(items):
@@ -163,7 +167,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         return None
     from xdist.scheduler import LoadScopeScheduling
 
-    config.option.loadscopereorder = False  # the units come in the order above, longest first
+    cache = getattr(config, "cache", None)
+    if cache is not None and cache.get(DURATIONS_KEY, {}):
+        config.option.loadscopereorder = False  # the units come in the collection's order, longest first
+    # else xdist's own order: units of several tests first, then the files' order
 
     class Scheduling(LoadScopeScheduling):
         """xdist's loadscope scheduler with one test per unit but for SHARED_UNITS, in the order
