@@ -11,8 +11,9 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import subprocess  # noqa: E402
 import sys  # noqa: E402
+from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import Any, Optional  # noqa: E402
 
 import pytest  # noqa: E402
 import yaml  # noqa: E402
@@ -47,6 +48,42 @@ def arl_learn(args: list[str], cwd: Path, timeout: float = 120, **popen: Any) ->
         [sys.executable, "-m", "ml_arl.cli", *args],
         cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **popen,
     )
+
+
+def arl_learn_watched(
+    args: list[Any], cwd: Path, stop: Optional[Callable[[list[str]], bool]] = None,
+    on_line: Optional[Callable[[str], None]] = None, deadline_s: float = 240, **env: str,
+) -> subprocess.CompletedProcess[str]:
+    """``arl_learn`` with its console (stdout and stderr together) read line by line while it runs:
+    ``on_line`` sees each line, and the first time ``stop(lines so far)`` holds the run gets SIGTERM
+    (what Ctrl-C does: save, export, exit 0). Killed if it still runs after ``deadline_s``."""
+    import signal
+    import threading
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ml_arl.cli", *map(str, args)], cwd=cwd,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    watchdog = threading.Timer(deadline_s, proc.kill)
+    watchdog.start()
+    lines: list[str] = []
+    stopped = False
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            lines.append(line)
+            if on_line is not None:
+                on_line(line)
+            if stop is not None and not stopped and stop(lines):
+                proc.send_signal(signal.SIGTERM)
+                stopped = True
+        proc.wait()
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), "")
 
 
 def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

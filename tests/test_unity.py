@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +21,7 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from .conftest import ROOT, arl_learn, arl_learn_here
+from .conftest import ROOT, arl_learn, arl_learn_here, arl_learn_watched
 from .unity_standin import free_base_port, make_build, start_editor
 
 
@@ -107,30 +106,12 @@ def test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_s
         },
     )
     port = free_base_port(2)
-    trainer = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", str(cfg), "--env", str(build), "--num-envs", "2", "--base-port", str(port),
-         "--run-id", "ball", "--no-graphics", "--time-scale", "7", "--seed", "3", "--env-args", "--agents", "8"],
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
+    trainer = arl_learn_watched(  # stopped (SIGTERM: save and exit 0, as Ctrl-C) once solved, else max_steps
+        [cfg, "--env", build, "--num-envs", "2", "--base-port", port, "--run-id", "ball", "--no-graphics",
+         "--time-scale", "7", "--seed", "3", "--env-args", "--agents", "8"],
+        cwd=tmp_path, stop=lambda lines: any(r >= 0.8 for r in mean_rewards(lines[-1])),
     )
-    watchdog = threading.Timer(240, trainer.kill)
-    watchdog.start()
-    lines = []
-    stopped = False
-    try:
-        assert trainer.stdout is not None
-        for line in trainer.stdout:  # stopped (SIGTERM: save and exit 0, as Ctrl-C) once solved, else max_steps
-            lines.append(line)
-            if not stopped and any(r >= 0.8 for r in mean_rewards(line)):
-                trainer.send_signal(signal.SIGTERM)
-                stopped = True
-        trainer.wait()
-    finally:
-        watchdog.cancel()
-        if trainer.poll() is None:
-            trainer.kill()
-            trainer.wait()
-    out = "".join(lines)
+    out = trainer.stdout
     assert trainer.returncode == 0, out
     rewards = mean_rewards(out)
     assert rewards and max(rewards[-3:]) >= 0.8, out  # random play scores about -0.7
@@ -287,31 +268,18 @@ def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path, e
     from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
 
     assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
-    trainer = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", str(config(tmp_path)), "--run-id", "ed", "--timeout-wait", "2"],
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT), PYTHONUNBUFFERED="1"),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
-    watchdog = threading.Timer(60, trainer.kill)
-    watchdog.start()
     # the wait is timed from "Listening on port 5004" (after arl-learn's start-up) to the error line
     # (before its shutdown): a loaded machine stretches both to many seconds
     seen: dict[str, float] = {}
-    lines = []
-    try:
-        assert trainer.stdout is not None
-        for line in trainer.stdout:
-            lines.append(line)
-            for key in ("Listening on port 5004", "[ERROR]"):
-                if key in line:
-                    seen.setdefault(key, time.monotonic())
-        returncode = trainer.wait()
-    finally:
-        watchdog.cancel()
-        if trainer.poll() is None:
-            trainer.kill()
-            trainer.wait()
-    out = "".join(lines)
+
+    def note(line: str) -> None:
+        for key in ("Listening on port 5004", "[ERROR]"):
+            if key in line:
+                seen.setdefault(key, time.monotonic())
+
+    trainer = arl_learn_watched([config(tmp_path), "--run-id", "ed", "--timeout-wait", "2"], cwd=tmp_path,
+                                on_line=note, deadline_s=60, PYTHONUNBUFFERED="1")
+    out, returncode = trainer.stdout, trainer.returncode
     assert returncode == 2, out
     assert_no_traceback(out)
     errors = [line for line in out.splitlines() if "[ERROR]" in line or "[WARNING]" in line]
@@ -434,8 +402,6 @@ def _launch_and_report(path: str, conn: Any) -> None:  # runs in a child process
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux-only")
 def test_a_build_dies_with_its_worker(tmp_path: Path) -> None:
     import multiprocessing
-    import os
-    import signal
 
     script = tmp_path / "Sleeper.x86_64"
     script.write_text("#!/bin/sh\nexec sleep 60\n")
@@ -466,8 +432,6 @@ def test_a_build_dies_with_its_worker(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_ctrl_c_closes_every_build_and_saves(tmp_path: Path, build: Path) -> None:
-    import os
-    import signal
 
     cfg = config(tmp_path, max_steps=10_000_000)
     trainer = subprocess.Popen(

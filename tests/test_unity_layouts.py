@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import io
 import math
-import os
 import re
 import signal
 import subprocess
@@ -45,7 +44,7 @@ from ml_arl.envs.unity_env import UnityBuildEnv
 from tests.unity_standin import free_base_port, make_build
 from tests.unity_standin import standin as S
 
-from .conftest import ROOT, arl_learn_here
+from .conftest import arl_learn_here, arl_learn_watched
 
 UNSPEC, NONE, TE = DimensionProperty.UNSPECIFIED, DimensionProperty.NONE, DimensionProperty.TRANSLATIONAL_EQUIVARIANCE
 PROPS = {HWC: (TE, TE, NONE), CHW: (NONE, TE, TE)}
@@ -409,27 +408,9 @@ def learn_until(args: list[str], cwd: Path, max_steps: int, here: bool) -> subpr
     """arl-learn (the command, or its main() in this process when ``here``) stopped as Ctrl-C
     stops it (save, export, exit 0) as soon as its summaries show ``learned``, else at max_steps."""
     if not here:
-        trainer = subprocess.Popen([sys.executable, "-m", "ml_arl.cli", *args], cwd=cwd,
-                                   env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE,
-                                   stderr=subprocess.STDOUT, text=True)
-        watchdog = threading.Timer(240, trainer.kill)
-        watchdog.start()
-        lines: list[str] = []
-        stopped = False
-        try:
-            assert trainer.stdout is not None
-            for line in trainer.stdout:
-                lines.append(line)
-                if not stopped and mean_rewards(line) and learned(mean_rewards("".join(lines))):
-                    trainer.send_signal(signal.SIGTERM)  # what Ctrl-C does: save and exit 0
-                    stopped = True
-            trainer.wait()
-        finally:
-            watchdog.cancel()
-            if trainer.poll() is None:
-                trainer.kill()
-                trainer.wait()
-        return subprocess.CompletedProcess(args, trainer.returncode, "".join(lines), "")
+        return arl_learn_watched(  # SIGTERM once learned: what Ctrl-C does, save and exit 0
+            args, cwd, stop=lambda lines: bool(mean_rewards(lines[-1])) and learned(mean_rewards("".join(lines))),
+        )
     # main() here: its stdout is sys.stdout (a StringIO) while it runs, and its SIGTERM handler (save
     # and exit 0) is installed: SIGTERM goes to this (the main) thread, never on the last summary
     # (max_steps: main() is still running) nor once main() has returned.
