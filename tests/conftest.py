@@ -10,7 +10,6 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import subprocess  # noqa: E402
-import sys  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any, Optional  # noqa: E402
@@ -42,28 +41,31 @@ def write_config(path: Path, config: dict[str, Any]) -> Path:
     return path
 
 
-def arl_learn(args: list[str], cwd: Path, timeout: float = 120, **popen: Any) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run(
-        [sys.executable, "-m", "ml_arl.cli", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, **popen,
-    )
+def arl_learn(
+    args: list[Any], cwd: Path, timeout: float = 120, fresh: bool = False, env: Optional[dict[str, str]] = None,
+) -> subprocess.CompletedProcess[str]:
+    """``arl-learn ARGS`` as a process of its own, its output captured: forked from this test
+    process's zygote (tests/zygote.py: no interpreter start, no torch import), or with ``fresh`` a
+    new ``python -m ml_arl.cli``."""
+    from .zygote import run_arl_learn
+
+    return run_arl_learn(args, cwd, timeout, env=env, fresh=fresh)
 
 
 def arl_learn_watched(
     args: list[Any], cwd: Path, stop: Optional[Callable[[list[str]], bool]] = None,
     on_line: Optional[Callable[[str], None]] = None, deadline_s: float = 240, **env: str,
 ) -> subprocess.CompletedProcess[str]:
-    """``arl_learn`` with its console (stdout and stderr together) read line by line while it runs:
+    """``arl_learn`` (forked) with its console (stdout and stderr together) read line by line while it runs:
     ``on_line`` sees each line, and the first time ``stop(lines so far)`` holds the run gets SIGTERM
     (what Ctrl-C does: save, export, exit 0). Killed if it still runs after ``deadline_s``."""
     import signal
     import threading
 
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", *map(str, args)], cwd=cwd,
-        env=dict(os.environ, PYTHONPATH=str(ROOT), **env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    from .zygote import popen_arl_learn
+
+    proc = popen_arl_learn(args, cwd, dict(os.environ, PYTHONPATH=str(ROOT), **env), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
     watchdog = threading.Timer(deadline_s, proc.kill)
     watchdog.start()
     lines: list[str] = []
@@ -141,9 +143,6 @@ SHARED_UNITS = {
     "tests/test_grid.py::": "test_grid.py",
     # the module's Ray cluster (the cluster fixture): started once (about 10 s), not once per process
     "tests/test_ray.py::": "test_ray.py",
-    # the module's zygote (the zygote fixture, which forks the killed sessions): started once
-    "tests/test_kill_resume.py::test_killed_four_times_": "test_kill_resume.py zygote",
-    "tests/test_kill_resume.py::test_killed_phased_": "test_kill_resume.py zygote",
     # both need port 5004, the Unity Editor's (a lock keeps them apart too, the editor_port
     # fixture; in one process neither waits for the other)
     "tests/test_unity.py::test_editor_": "editor port 5004",

@@ -8,7 +8,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.sac import SACTrainer
 
 from .conftest import ROOT, arl_learn, arl_learn_here, write_config
+from .zygote import popen_arl_learn
 
 GRID_PPO: dict[str, Any] = {
     "trainer_type": "ppo",
@@ -413,9 +413,7 @@ def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> 
     config = grid_config(tmp_path, "stop", phases, num_envs=1)
     config["default_settings"] = dict(GRID_PPO, summary_freq=1000)  # a summary line to stop at, a phase in
     cfg = write_config(tmp_path / "grid.yaml", config)
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    proc = subprocess.Popen([sys.executable, "-m", "ml_arl.cli", str(cfg)], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = popen_arl_learn([cfg], tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     assert proc.stdout is not None
     deadline = time.monotonic() + 120
     lines = []

@@ -44,7 +44,7 @@ def run_dir(tmp_path: Path) -> tuple[Path, Path]:
 
 def test_tiny_run_writes_results_layout_and_tags(run_dir: tuple[Path, Path]) -> None:
     tmp, cfg = run_dir
-    proc = arl_learn([str(cfg), "--run-id", "tiny", "--seed", "3"], cwd=tmp)
+    proc = arl_learn([str(cfg), "--run-id", "tiny", "--seed", "3"], cwd=tmp, fresh=True)  # the command itself
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = tmp / "results" / "tiny"
     assert (out / "configuration.yaml").is_file()
@@ -166,7 +166,7 @@ def test_bad_flags_give_one_line_errors(run_dir: tuple[Path, Path], args: list[s
 
 
 def test_help_shows_examples() -> None:
-    proc = arl_learn(["--help"], cwd=ROOT, timeout=60)
+    proc = arl_learn(["--help"], cwd=ROOT, timeout=60, fresh=True)
     assert proc.returncode == 0 and "examples:" in proc.stdout and "--initialize-from" in proc.stdout
 
 

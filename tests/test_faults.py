@@ -18,7 +18,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
 from ml_arl.settings import EnvSettings
 
 from .conftest import arl_learn_here
+from .zygote import popen_arl_learn
 
 REPO = Path(__file__).resolve().parent.parent
 ENV = "tests.fault_envs:make_env"
@@ -172,17 +172,15 @@ def cli_args(
 
 
 def start_run(tmp_path: Path, config: Path, run_id: str, *flags: str, tag: Optional[str] = None, **kwargs) -> Run:
-    """``python -m ml_arl.cli`` as a process of its own (its own session), output to files."""
-    cmd = [sys.executable, "-m", "ml_arl.cli", *cli_args(tmp_path, config, run_id, *flags, **kwargs)]
+    """arl-learn as a process of its own (its own session, forked by the zygote), output to files."""
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), environ.get("PYTHONPATH", "")) if p)
     environ["PYTHONUNBUFFERED"] = "1"
     name = tag or run_id
     out, err = tmp_path / f"{name}.stdout", tmp_path / f"{name}.stderr"
     with open(out, "wb") as fo, open(err, "wb") as fe:
-        proc = subprocess.Popen(
-            cmd, cwd=REPO, env=environ, stdin=subprocess.DEVNULL, stdout=fo, stderr=fe, start_new_session=True
-        )
+        proc = popen_arl_learn(cli_args(tmp_path, config, run_id, *flags, **kwargs), REPO, environ, stdout=fo,
+                               stderr=fe, start_new_session=True)
     return Run(proc, out, err, time.monotonic())
 
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -19,8 +18,9 @@ from ml_arl import cli
 from ml_arl.config_file import MAX_DEPTH, load_config_file
 from ml_arl.exceptions import ConfigError
 
-from .conftest import ROOT, arl_learn, arl_learn_here, tiny_config, write_config
+from .conftest import arl_learn, arl_learn_here, tiny_config, write_config
 from .hostile_corpus import CORPUS, VALID, Case
+from .zygote import popen_arl_learn
 
 
 def snapshot(root: Path) -> dict[str, tuple[int, int]]:
@@ -250,11 +250,8 @@ def test_config_less_run_trains_with_default_settings(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert yaml.safe_load(proc.stdout)["behaviors"] == {}
     assert not (tmp_path / "results").exists()
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    with subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", "--env", "builtin:Reach", "--run-id", "nocfg"],
-        cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    ) as run:
+    with popen_arl_learn(["--env", "builtin:Reach", "--run-id", "nocfg"], tmp_path, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True) as run:
         assert run.stdout is not None
         configuration = tmp_path / "results" / "nocfg" / "configuration.yaml"
         deadline = time.monotonic() + 60

@@ -15,14 +15,12 @@ import json
 import os
 import random
 import re
-import select
 import signal
 import sqlite3
 import struct
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Union
 
@@ -33,6 +31,7 @@ import yaml
 from tensorboard.compat.tensorflow_stub.pywrap_tensorflow import masked_crc32c
 
 from .conftest import ROOT, arl_learn_here, tiny_config, write_config
+from .zygote import Forked, popen_arl_learn, run_arl_learn
 
 RESUMED = re.compile(r"Resuming (\S+) from (\S+) at step (\d+)")
 
@@ -52,12 +51,9 @@ def reach_config(**trainer: Any) -> dict[str, Any]:
 
 
 def run_cli(code: str, args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``code`` (a patch or a limit), then the real ``ml_arl.cli.main(args)``, in a fresh interpreter."""
-    main = f"{code}\nfrom ml_arl.cli import main\nsys.exit(main(sys.argv[1:]))\n"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    return subprocess.run(
-        [sys.executable, "-c", main, *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
-    )
+    """``code`` (a patch or a limit), then the real ``ml_arl.cli.run()`` with ``args``, in a process
+    of its own (forked by the zygote: tests/zygote.py)."""
+    return run_arl_learn(args, cwd, timeout, code=code)
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -123,154 +119,15 @@ def check_finished_cleanly(run: Path) -> None:
 # ---------------------------------------------------------------------------------------------- killing
 
 
-def start(args: list[str], cwd: Path, log: Path) -> subprocess.Popen[bytes]:
-    """``arl-learn ARGS`` as the command runs it: a fresh ``python -m ml_arl.cli``."""
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+def start(args: list[str], cwd: Path, log: Path, fresh: bool) -> Session:
+    """``arl-learn ARGS``, its console in ``log``: the command itself (a fresh ``python -m
+    ml_arl.cli``: a kill may land in its imports) or, not ``fresh``, forked by the zygote (a
+    process of its own that is already past the imports; tests/zygote.py)."""
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "ml_arl.cli", *args], cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-
-# Most of a fresh session's cost is its interpreter importing torch and the trainers (seconds, more
-# under load), not what it does before it is killed. The zygote pays that once: a process that
-# imports what arl-learn's main() imports, runs no torch op (no thread pool exists when it forks),
-# then forks one child per session. The child is a process of its own that runs the real
-# ``ml_arl.cli.run()`` (``main(sys.argv[1:])`` and its exit) in the session's folder with stdout
-# and stderr in the session's log, and the test SIGKILLs it as it would the command. It is the
-# zygote's child, not the test's: the zygote reaps it and tells its exit code (``poll``).
-ZYGOTE = """\
-import os, sys
-for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # what arl-learn sets before it imports torch
-    os.environ.setdefault(var, "1")
-import importlib.util, json, random, signal
-import numpy
-import ml_arl.cli, ml_arl.envs.managers, ml_arl.results_dir, ml_arl.trainer_controller
-import ml_arl.policy.onnx_export, ml_arl.stats, ml_arl.trainers.ppo
-requests, replies = os.fdopen(os.dup(0), "rb"), os.dup(1)
-null = os.open(os.devnull, os.O_RDONLY)
-os.dup2(null, 0)
-os.close(null)
-os.dup2(2, 1)
-
-def serve():  # returns only in a forked session, with its request
-    children = {}
-    def reply(answer):
-        os.write(replies, (json.dumps(answer) + "\\n").encode())
-    reply({"ready": os.getpid()})
-    for line in requests:
-        request = json.loads(line)
-        if "start" in request:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                requests.close()
-                os.close(replies)
-                return request
-            children[pid] = None
-            reply({"pid": pid})
-        else:
-            pid = request["poll"]
-            if children[pid] is None:
-                done, status = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    children[pid] = os.waitstatus_to_exitcode(status)
-            reply({"returncode": children[pid]})
-    for pid, code in children.items():  # the test is over: no session of it stays
-        if code is None:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-    os._exit(0)  # without the teardown of torch's modules (a second)
-
-session = serve()
-log = os.open(session["log"], os.O_WRONLY)
-os.dup2(log, 1)
-os.dup2(log, 2)
-os.close(log)
-os.chdir(session["cwd"])
-sys.argv = [ml_arl.cli.__file__, *session["start"]]
-sys.modules["__main__"].__spec__ = importlib.util.find_spec("ml_arl.cli")  # as -m: workers import it as __mp_main__
-random.seed()  # fresh seeds, as a fresh interpreter's
-numpy.random.seed()
-del session, serve, log
-ml_arl.cli.run()
-"""
-
-
-class Zygote:
-    """The zygote process (``ZYGOTE``), asked over its stdin and stdout, each answer with a deadline."""
-
-    def __init__(self) -> None:
-        env = dict(os.environ, PYTHONPATH=str(ROOT))
-        self.proc = subprocess.Popen([sys.executable, "-c", ZYGOTE], env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-        self.ready = False
-
-    def ask(self, request: dict[str, Any] | None, deadline_s: float = 60) -> dict[str, Any]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        if request is not None:
-            self.proc.stdin.write((json.dumps(request) + "\n").encode())
-            self.proc.stdin.flush()
-        ready, _, _ = select.select([self.proc.stdout], [], [], deadline_s)
-        assert ready, f"the zygote did not answer {request} within {deadline_s} s"
-        line = self.proc.stdout.readline()
-        assert line, f"the zygote ended (exit code {self.proc.poll()})"
-        answer: dict[str, Any] = json.loads(line)
-        return answer
-
-    def start(self, args: list[str], cwd: Path, log: Path) -> Forked:
-        """``start`` in a child of the zygote."""
-        if not self.ready:
-            self.ask(None, deadline_s=180)  # its imports, once
-            self.ready = True
-        log.write_bytes(b"")
-        return Forked(self, self.ask({"start": args, "cwd": str(cwd), "log": str(log)})["pid"])
-
-    def close(self) -> None:
-        assert self.proc.stdin is not None
-        self.proc.stdin.close()  # it kills what is left of its sessions and ends
-        try:
-            self.proc.wait(timeout=30)
-        finally:
-            self.proc.kill()
-            self.proc.wait()
-
-
-class Forked:
-    """A session forked by the zygote, with what ``kill_and_resume`` uses of a Popen."""
-
-    def __init__(self, zygote: Zygote, pid: int) -> None:
-        self.zygote, self.pid = zygote, pid
-        self.returncode: int | None = None
-
-    def poll(self) -> int | None:
-        if self.returncode is None:
-            self.returncode = self.zygote.ask({"poll": self.pid})["returncode"]
-        return self.returncode
-
-    def wait(self, timeout: float) -> int:
-        end = time.monotonic() + timeout
-        while self.poll() is None:
-            if time.monotonic() > end:
-                raise subprocess.TimeoutExpired(f"session {self.pid}", timeout)
-            time.sleep(0.02)
-        assert self.returncode is not None
-        return self.returncode
-
-    def send_signal(self, sig: int) -> None:
-        if self.poll() is None:  # reaped: its pid may be another process's now
-            os.kill(self.pid, sig)
+        return popen_arl_learn(args, cwd, stdout=out, stderr=subprocess.STDOUT, fresh=fresh)
 
 
 Session = Union["subprocess.Popen[bytes]", Forked]
-
-
-@pytest.fixture(scope="module")
-def zygote() -> Iterator[Zygote]:
-    """One per module (SHARED_UNITS in conftest.py keeps its tests in one process)."""
-    zygote = Zygote()
-    try:
-        yield zygote
-    finally:
-        zygote.close()
 
 
 def wait_for(log: Path, text: str, count: int, proc: Session, deadline_s: float) -> None:
@@ -324,7 +181,7 @@ def has_files(run: Path) -> bool:
 
 
 def kill_and_resume(
-    zygote: Zygote, tmp: Path, cfg: Path, run_id: str, kills: int, seed: int, late_s: float,
+    tmp: Path, cfg: Path, run_id: str, kills: int, seed: int, late_s: float,
     early: tuple[int, ...] = (), finishes: bool = False, command: tuple[int, ...] = (),
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Start (or resume) the run and SIGKILL it ``kills`` times: up to ``late_s`` after it saved
@@ -332,7 +189,7 @@ def kill_and_resume(
     After each kill: every file whole, the status names only existing files, no process left;
     each session resumes at or after the newest listed checkpoint. Returns the newest listed
     steps and the step each behavior last resumed from. ``finishes``: the run may end by itself.
-    The sessions in ``command`` are the command itself (``start``), the others children of the zygote."""
+    The sessions in ``command`` are the command itself, the others children of the zygote."""
     rng = random.Random(seed)
     run = tmp / "results" / run_id
     newest: dict[str, int] = {}
@@ -340,7 +197,7 @@ def kill_and_resume(
     for i in range(kills):
         args = [str(cfg), "--run-id", run_id, "--seed", "5", *(["--resume"] if has_files(run) else [])]
         log = tmp / f"{run_id}-{i}.log"
-        proc = start(args, tmp, log) if i in command else zygote.start(args, tmp, log)
+        proc = start(args, tmp, log, fresh=i in command)
         if i in early:
             time.sleep(rng.uniform(0.2, 3.0))
         else:  # it has trained: one or two checkpoints saved in this session, then a random moment
@@ -368,7 +225,7 @@ def kill_and_resume(
 
 
 @pytest.mark.slow
-def test_killed_four_times_resumes_from_the_last_checkpoint(tmp_path: Path, zygote: Zygote) -> None:
+def test_killed_four_times_resumes_from_the_last_checkpoint(tmp_path: Path) -> None:
     """Four sessions, each SIGKILLed: two once they saved (a random moment up to 0.6 s after one or
     two checkpoints), two (the second and the fourth, both resuming a run with checkpoints) at a
     random moment of their start-up; every session after the first resumes what the kills left.
@@ -376,7 +233,7 @@ def test_killed_four_times_resumes_from_the_last_checkpoint(tmp_path: Path, zygo
     its imports, its forkserver's boot or its workers' launch), the two others children of the zygote."""
     config = reach_config(max_steps=10**6, summary_freq=150, checkpoint_interval=300, keep_checkpoints=2, **LIGHT)
     cfg = write_config(tmp_path / "reach.yaml", config)
-    newest, resumed = kill_and_resume(zygote, tmp_path, cfg, "k", kills=4, seed=1017, late_s=0.6, early=(1, 3), command=(1, 3))
+    newest, resumed = kill_and_resume(tmp_path, cfg, "k", kills=4, seed=1017, late_s=0.6, early=(1, 3), command=(1, 3))
     assert resumed.get("Reach", 0) > 0 and newest, (newest, resumed)  # the kills did land while it trained
     last = max(newest.values())
     config["default_settings"]["max_steps"] = last + 400
@@ -396,7 +253,7 @@ def test_killed_four_times_resumes_from_the_last_checkpoint(tmp_path: Path, zygo
 
 
 @pytest.mark.slow
-def test_killed_phased_run_resumes_in_its_phase(tmp_path: Path, zygote: Zygote) -> None:
+def test_killed_phased_run_resumes_in_its_phase(tmp_path: Path) -> None:
     config = {
         "env_settings": {"env_path": "builtin:GridDefense", "num_envs": 1, "num_areas": 2},
         "default_settings": {
@@ -416,7 +273,7 @@ def test_killed_phased_run_resumes_in_its_phase(tmp_path: Path, zygote: Zygote) 
     cfg = write_config(tmp_path / "grid.yaml", config)
     # three sessions killed after 1, 2 and 2 checkpoints (seed 29) of 200 steps: in the first phase,
     # about its end, in the second
-    kill_and_resume(zygote, tmp_path, cfg, "g", kills=3, seed=29, late_s=0.6, finishes=True)
+    kill_and_resume(tmp_path, cfg, "g", kills=3, seed=29, late_s=0.6, finishes=True)
     proc = arl_learn_here([str(cfg), "--run-id", "g", "--seed", "5", "--resume"], cwd=tmp_path)  # main() in this process
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out

@@ -21,8 +21,9 @@ import pytest
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from .conftest import ROOT, arl_learn, arl_learn_here, arl_learn_watched
+from .conftest import arl_learn, arl_learn_here, arl_learn_watched
 from .unity_standin import free_base_port, make_build, start_editor
+from .zygote import popen_arl_learn
 
 
 def config(tmp_path: Path, max_steps: int = 20000, behaviors: tuple[str, ...] = ("Seeker",), summary_freq: int = 2000,
@@ -434,12 +435,9 @@ def test_a_build_dies_with_its_worker(tmp_path: Path) -> None:
 def test_ctrl_c_closes_every_build_and_saves(tmp_path: Path, build: Path) -> None:
 
     cfg = config(tmp_path, max_steps=10_000_000)
-    trainer = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", str(cfg), "--env", str(build), "--num-envs", "2",
-         "--base-port", str(free_base_port(2)), "--run-id", "intr", "--env-args", "--agents", "4"],
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
-    )
+    trainer = popen_arl_learn(
+        [cfg, "--env", build, "--num-envs", "2", "--base-port", free_base_port(2), "--run-id", "intr", "--env-args",
+         "--agents", "4"], tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         logs = [tmp_path / "results" / "intr" / "run_logs" / f"Player-{i}.log" for i in (0, 1)]
         deadline = time.monotonic() + 60

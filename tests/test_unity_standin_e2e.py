@@ -11,11 +11,9 @@ it needs to learn; ``max_steps`` bounds a run that does not."""
 
 from __future__ import annotations
 
-import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,10 +22,11 @@ import numpy as np
 import pytest
 import yaml
 
-from .conftest import ROOT, arl_learn_here
+from .conftest import arl_learn_here
 from .simple_envs import SUCCESS_THRESHOLD, last5
 from .test_unity import tb_scalars
 from .unity_standin import free_base_port, make_build
+from .zygote import popen_arl_learn
 
 SOLVED_AT = 0.95
 STOP_WINDOW = 20
@@ -69,11 +68,7 @@ def train(tmp_path: Path, build: Path, behavior: str, settings: dict[str, Any], 
         assert (run / f"{behavior}.onnx").is_file(), out
         return returns_of(returns_file, behavior), out
     t0 = time.perf_counter()
-    trainer = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", *args],
-        cwd=tmp_path, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-        text=True,
-    )
+    trainer = popen_arl_learn(args, tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     stopped = False
     at_stop: list[float] = []
     try:
