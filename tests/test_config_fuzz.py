@@ -1,6 +1,6 @@
 """Property-based fuzzing of config loading and validation with hypothesis.
 
-Two generators, 1,050 configs per run in all (700 + 350) (``derandomize``: the same ones in every CI run, so
+Two generators, 750 configs per run in all (500 + 250) (``derandomize``: the same ones in every CI run, so
 a failure reproduces; set ARL_FUZZ_RANDOM=1 to explore new ones locally):
   * structural: a rich valid config with values replaced by values of other types, sizes and
     signs (nan, inf, huge integers, lists, mappings, strings), keys deleted, unknown keys added,
@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from ml_arl import cli
 
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-STRUCTURAL_EXAMPLES = 700
-TEXT_EXAMPLES = 350
+STRUCTURAL_EXAMPLES = 500
+TEXT_EXAMPLES = 250
 FUZZ_SETTINGS = dict(
     deadline=None,
     database=None,
