@@ -119,7 +119,7 @@ class TrainerController:
         self.progress.close()
         self.threads.stop()
         try:
-            if self.train_model and self.outputs.ready and not self.schedule.ended:
+            if self.train_model and self.outputs.ready and self.schedule.begun and not self.schedule.ended:
                 self.brains.save_final(self.outputs.status, self._elos(), self.threads.unsafe())
         finally:
             if self.outputs.ready:

@@ -439,6 +439,15 @@ def test_resume_continues_in_the_phase_where_the_run_stopped(tmp_path: Path) -> 
     origin = json.loads((tmp_path / "stop" / "run_logs" / "phases.json").read_text())["phases"]["long"]["origin"]["Defender"]
     assert final >= origin + 4000 > stopped >= origin + 1000 and origin >= 1000
 
+    # every phase is done: --resume again runs none, writes no checkpoint and logs only these phases
+    checkpoints = {p: p.read_bytes() for p in (tmp_path / "stop").rglob("*.pt")}
+    again = arl_learn_here([str(cfg), "--resume"], cwd=tmp_path)
+    assert again.returncode == 0 and "Traceback" not in again.stdout + again.stderr, again.stdout + again.stderr
+    assert "Phase long is done already" in again.stdout
+    log = json.loads((tmp_path / "stop" / "run_logs" / "phases.json").read_text())["phases"]
+    assert {name: p["state"] for name, p in log.items()} == {"warmup": "done", "long": "done"}
+    assert {p: p.read_bytes() for p in (tmp_path / "stop").rglob("*.pt")} == checkpoints
+
 
 def test_per_step_records_only_when_asked(tmp_path: Path) -> None:
     import sqlite3

@@ -3,6 +3,7 @@ windows, Trainer.assign, the PolicyMessage each behavior acts with, and the self
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -126,3 +127,33 @@ def test_selfplay_routes_live_policy_and_opponent_snapshot() -> None:
     opponent = selfplay.snapshot_for("Reach", "Reach?team=1", live)
     assert opponent is not None and opponent.version < 0 and opponent.weights == {"w": 3}  # the first snapshot
     assert selfplay.snapshot_for("Other", "Other", live) is live  # a brain without self-play acts with its own
+
+
+def test_a_resumed_phased_run_logs_only_its_own_phases(tmp_path: Path) -> None:
+    """--resume of a phased run whose phases are all done begins none and writes no entry for the
+    unnamed phase ("train"); an entry of a phase the config does not name is dropped."""
+    phases = [{"name": "one", "max_steps": 300}, {"name": "two", "episodes": 5, "learn": []}]
+    first = PhaseSchedule(_options(tmp_path, phases))
+    for index, phase in first.pending():
+        first.begin(index, phase)
+        first.end()
+    log = Path(first.log.path)
+    assert set(json.loads(log.read_text())["phases"]) == {"one", "two"}
+    before = log.read_bytes()
+
+    options = _options(tmp_path, phases)
+    options.checkpoint_settings.resume = True
+    again = PhaseSchedule(options)
+    assert list(again.pending()) == [] and not again.begun
+    again.save_progress()  # the run stops: nothing began, so nothing is written
+    assert log.read_bytes() == before
+
+    stale = json.loads(before)
+    stale["phases"]["train"] = {"state": "pending"}  # as an earlier arl-learn wrote it
+    stale["phases"]["two"]["state"] = "running"
+    log.write_text(json.dumps(stale))
+    resumed = PhaseSchedule(options)
+    assert [phase.name for _, phase in resumed.pending() if phase is not None] == ["two"]
+    resumed.begin(1, resumed.phases[1])
+    resumed.save_progress()
+    assert set(json.loads(log.read_text())["phases"]) == {"one", "two"}

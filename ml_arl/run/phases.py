@@ -42,6 +42,14 @@ class PhaseLog:
     def entry(self, name: str) -> dict[str, Any]:
         return self.data["phases"].setdefault(name, {"state": "pending"})
 
+    def drop_unknown(self, names: list[str]) -> None:
+        """Forget entries of phases the config does not name (a log written by an older arl-learn
+        may hold one for the unnamed phase, "train")."""
+        phases = self.data["phases"]
+        for name in [n for n in phases if n not in names]:
+            logger.warning("%s: phase '%s' is not in the config; its entry is dropped", self.path, name)
+            del phases[name]
+
     def save(self) -> None:
         write_json(self.path, self.data)
 
@@ -62,6 +70,7 @@ class PhaseSchedule:
         self.acted: dict[str, int] = {}  # brain -> steps acted in this phase
         self.episodes: dict[str, int] = {}  # brain -> episodes finished in this phase
         self.resumed = False  # the current phase was running when the run stopped (--resume)
+        self.begun = False  # a phase began in this session (none does when every phase is done already)
         self.ended = False  # the current phase ended and saved its brains
 
     # ------------------------------------------------------------------ the current phase
@@ -108,6 +117,8 @@ class PhaseSchedule:
         """The phases still to run (on --resume the finished ones are skipped)."""
         if self.options.checkpoint_settings.resume:
             self.log.load()
+            if self.phased:
+                self.log.drop_unknown([p.name for p in self.phases if p is not None])
         for index, phase in enumerate(self.phases):
             if phase is not None and self.log.entry(phase.name).get("state") == "done":
                 logger.info("Phase %s is done already; skipping it", phase.name)
@@ -116,7 +127,7 @@ class PhaseSchedule:
 
     def begin(self, index: int, phase: Optional[PhaseSettings]) -> None:
         self.phase, self.index = phase, index
-        self.ended = False
+        self.begun, self.ended = True, False
         entry = self.log.entry(self.name)
         self.resumed = entry.get("state") == "running"
         entry["state"] = "running"
@@ -189,8 +200,10 @@ class PhaseSchedule:
             logger.info("Phase %s done", self.phase.name)
 
     def save_progress(self) -> None:
-        """The run stops: how far the running phase got, for --resume."""
-        if not self.phased:
+        """The run stops: how far the running phase got, for --resume. Nothing is written when no
+        phase began in this session (every phase was done, or the run stopped before the first):
+        the log on disk is already right, and the unnamed phase has no entry in a phased run."""
+        if not self.phased or not self.begun:
             return
         entry = self.log.entry(self.name)
         if entry.get("state") != "done":
