@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import signal
 import sqlite3
@@ -21,6 +20,7 @@ import struct
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
@@ -180,32 +180,36 @@ def has_files(run: Path) -> bool:
     return run.is_dir() and any(p.is_file() for p in run.rglob("*"))
 
 
-def kill_and_resume(
-    tmp: Path, cfg: Path, run_id: str, kills: int, seed: int, late_s: float,
-    early: tuple[int, ...] = (), finishes: bool = False, command: tuple[int, ...] = (),
-) -> tuple[dict[str, int], dict[str, int]]:
-    """Start (or resume) the run and SIGKILL it ``kills`` times: up to ``late_s`` after it saved
-    one or two checkpoints, or (the sessions in ``early``) at a random moment of its start-up.
-    After each kill: every file whole, the status names only existing files, no process left;
-    each session resumes at or after the newest listed checkpoint. Returns the newest listed
-    steps and the step each behavior last resumed from. ``finishes``: the run may end by itself.
-    The sessions in ``command`` are the command itself, the others children of the zygote."""
-    rng = random.Random(seed)
+@dataclass(frozen=True)
+class Kill:
+    """When a session is SIGKILLed: once ``text`` is ``count`` times in its console (at once when
+    ``text`` is empty: the command is still in its imports). ``fresh``: the session is the command
+    itself (``python -m ml_arl.cli``), not a child of the zygote that is already past the imports."""
+
+    text: str
+    count: int = 1
+    fresh: bool = False
+
+
+SAVED = "Saved checkpoint"
+
+
+def kill_and_resume(tmp: Path, cfg: Path, run_id: str, kills: list[Kill]) -> tuple[dict[str, int], dict[str, int]]:
+    """Start (or resume) the run and SIGKILL each session at the state its ``Kill`` names (a line
+    of its console, never a number of seconds, so the kills land in the same states on a fast
+    or a loaded machine). After each kill: every file whole, the status names only existing
+    files, no process left; each session resumes at or after the newest listed checkpoint.
+    Returns the newest listed steps and the step each behavior last resumed from."""
     run = tmp / "results" / run_id
     newest: dict[str, int] = {}
     resumed: dict[str, int] = {}
-    for i in range(kills):
-        args = [str(cfg), "--run-id", run_id, "--seed", "5", *(["--resume"] if has_files(run) else [])]
+    for i, kill in enumerate(kills):
+        args = [str(cfg), "--run-id", run_id, "--seed", "5", "--debug", *(["--resume"] if has_files(run) else [])]
         log = tmp / f"{run_id}-{i}.log"
-        proc = start(args, tmp, log, fresh=i in command)
-        if i in early:
-            time.sleep(rng.uniform(0.2, 3.0))
-        else:  # it has trained: one or two checkpoints saved in this session, then a random moment
-            wait_for(log, "Saved checkpoint", rng.randint(1, 2), proc, 120)
-            time.sleep(rng.uniform(0.0, late_s))
-        if proc.poll() is not None:  # a phased run may finish before its last kill
-            assert finishes and proc.returncode == 0, f"session {i} ended by itself:\n{log.read_text()[-3000:]}"
-            break
+        proc = start(args, tmp, log, fresh=kill.fresh)
+        if kill.text:
+            wait_for(log, kill.text, kill.count, proc, 120)
+        assert proc.poll() is None, f"session {i} ended before {kill}:\n{log.read_text()[-3000:]}"
         kill_run(proc)
         out = log.read_text(errors="replace")
         assert "Traceback" not in out, out
@@ -225,15 +229,16 @@ def kill_and_resume(
 
 
 @pytest.mark.slow
-def test_killed_four_times_resumes_from_the_last_checkpoint(tmp_path: Path) -> None:
-    """Four sessions, each SIGKILLed: two once they saved (a random moment up to 0.6 s after one or
-    two checkpoints), two (the second and the fourth, both resuming a run with checkpoints) at a
-    random moment of their start-up; every session after the first resumes what the kills left.
-    The two killed in their start-up are the command (``python -m ml_arl.cli``: a kill may land in
-    its imports, its forkserver's boot or its workers' launch), the two others children of the zygote."""
+def test_killed_in_five_sessions_resumes_from_the_last_checkpoint(tmp_path: Path) -> None:
+    """Five sessions, each SIGKILLed: three once they saved (one, two and one checkpoints), two
+    (the second and the fourth, both resuming a run with checkpoints) in their start-up: once its
+    workers were launched (the forkserver and workers must go with it) and in its imports (at
+    once). Those two are the command (``python -m ml_arl.cli``), the others children of the
+    zygote. Every session after the first resumes what the kills left."""
     config = reach_config(max_steps=10**6, summary_freq=150, checkpoint_interval=300, keep_checkpoints=2, **LIGHT)
     cfg = write_config(tmp_path / "reach.yaml", config)
-    newest, resumed = kill_and_resume(tmp_path, cfg, "k", kills=4, seed=1017, late_s=0.6, early=(1, 3), command=(1, 3))
+    kills = [Kill(SAVED), Kill("environment worker(s); importing torch", fresh=True), Kill(SAVED, 2), Kill("", fresh=True), Kill(SAVED)]
+    newest, resumed = kill_and_resume(tmp_path, cfg, "k", kills)
     assert resumed.get("Reach", 0) > 0 and newest, (newest, resumed)  # the kills did land while it trained
     last = max(newest.values())
     config["default_settings"]["max_steps"] = last + 400
@@ -271,9 +276,10 @@ def test_killed_phased_run_resumes_in_its_phase(tmp_path: Path) -> None:
         ],
     }
     cfg = write_config(tmp_path / "grid.yaml", config)
-    # three sessions killed after 1, 2 and 2 checkpoints (seed 29) of 200 steps: in the first phase,
-    # about its end, in the second
-    kill_and_resume(tmp_path, cfg, "g", kills=3, seed=29, late_s=0.6, finishes=True)
+    # four sessions killed: after a checkpoint of the first phase, as the second begins, after a
+    # checkpoint of the second, as the test phase begins
+    kills = [Kill(SAVED), Kill("Phase attack (train"), Kill(SAVED), Kill("Phase test (test")]
+    kill_and_resume(tmp_path, cfg, "g", kills)
     proc = arl_learn_here([str(cfg), "--run-id", "g", "--seed", "5", "--resume"], cwd=tmp_path)  # main() in this process
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0 and "Traceback" not in out, out

@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -438,18 +439,21 @@ def test_ctrl_c_closes_every_build_and_saves(tmp_path: Path, build: Path) -> Non
     trainer = popen_arl_learn(
         [cfg, "--env", build, "--num-envs", "2", "--base-port", free_base_port(2), "--run-id", "intr", "--env-args",
          "--agents", "4"], tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    watchdog = threading.Timer(120, trainer.kill)
+    watchdog.start()
     try:
         logs = [tmp_path / "results" / "intr" / "run_logs" / f"Player-{i}.log" for i in (0, 1)]
-        deadline = time.monotonic() + 60
-        started = tmp_path / "results" / "intr" / "configuration.yaml"  # written once the run loop owns the builds
-        while time.monotonic() < deadline and not (
-            started.exists() and all(p.exists() and "RESET" in p.read_text() for p in logs)
-        ):
-            time.sleep(0.2)
-        time.sleep(2.0)  # some training
+        assert trainer.stdout is not None
+        seen = []
+        for line in trainer.stdout:  # until the first summary: both builds stepped and the trainer updated
+            seen.append(line)
+            if "Seeker. Step:" in line:
+                break
         trainer.send_signal(signal.SIGINT)
-        out, _ = trainer.communicate(timeout=60)
+        rest, _ = trainer.communicate(timeout=60)
+        out = "".join(seen) + rest
     finally:
+        watchdog.cancel()
         if trainer.poll() is None:
             trainer.kill()
     assert trainer.returncode == 0, out
