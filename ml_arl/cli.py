@@ -162,6 +162,9 @@ def main(argv: Optional[list[str]] = None) -> int:
         return err.exit_code
     _configure_logging(options.debug)
     signal.signal(signal.SIGTERM, _sigterm)
+    # Ctrl-C saves and stops the run however arl-learn was started: a shell without job control
+    # starts a background command with SIGINT ignored, and Python keeps it so
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.env_settings.manager == "subprocess" and options.env_settings.backend == "subprocess":
         from ml_arl.envs.forkserver import prestart
 

@@ -93,7 +93,7 @@ def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[st
     ``cwd``, with its stdout and stderr captured (torch and the rest are imported once per test
     session, not once per run). The same exit code and console lines as the command; what differs
     is only what needs a process of its own (signals, workers' own output), which the tests that
-    check it run through ``arl_learn``. Logging, the SIGTERM handler and the cwd are restored."""
+    check it run through ``arl_learn``. Logging, the SIGTERM and SIGINT handlers and the cwd are restored."""
     import contextlib
     import io
     import logging
@@ -104,7 +104,7 @@ def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[st
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level
-    sigterm = signal.getsignal(signal.SIGTERM)
+    sigterm, sigint = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
     here = os.getcwd()
     os.chdir(cwd)
     try:
@@ -116,6 +116,7 @@ def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[st
     finally:
         os.chdir(here)
         signal.signal(signal.SIGTERM, sigterm)
+        signal.signal(signal.SIGINT, sigint)
         for handler in root.handlers[:]:
             if handler not in handlers:
                 root.removeHandler(handler)

@@ -109,3 +109,30 @@ class GoalExpertTrainer(RandomTrainer):
     def policy_snapshot(self) -> PolicySnapshot:
         snapshot = super().policy_snapshot()
         return PolicySnapshot(snapshot.version, snapshot.weights, muscle="tests.plugins:GoalExpertMuscle")
+
+
+class KeyboardMuscle:
+    """A keyboard heuristic on ml_arl's builtin Reach (observations [position, goal - position]):
+    the arrow towards the goal held down, so every continuous action is exactly -1 or +1, as
+    Unity's ``Input.GetAxis`` records them. Kept as 3 x the sent action, as GoalExpertMuscle."""
+
+    def __init__(self, weights: dict[str, np.ndarray], deterministic: bool, seed: int):
+        self.n_cont = int(weights["n_cont"])
+
+    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
+        self.n_cont = int(weights["n_cont"])
+
+    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
+        n = obs[0].shape[0]
+        sent = np.repeat(np.where(obs[0][:, 1:2] >= 0, 1.0, -1.0), self.n_cont, axis=1).astype(np.float32)
+        disc = np.zeros((n, 0), np.int32)
+        zeros = np.zeros(n, np.float32)
+        return ActionInfo(3.0 * sent, disc, zeros, zeros, allowed, ActionTuple(continuous=sent, discrete=disc))
+
+
+class KeyboardTrainer(RandomTrainer):
+    """Acts with KeyboardMuscle; never learns."""
+
+    def policy_snapshot(self) -> PolicySnapshot:
+        snapshot = super().policy_snapshot()
+        return PolicySnapshot(snapshot.version, snapshot.weights, muscle="tests.plugins:KeyboardMuscle")

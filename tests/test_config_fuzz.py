@@ -1,6 +1,6 @@
 """Property-based fuzzing of config loading and validation with hypothesis.
 
-Two generators, 750 configs per run in all (500 + 250) (``derandomize``: the same ones in every CI run, so
+Two generators, 1,050 configs per run in all (700 + 350) (``derandomize``: the same ones in every CI run, so
 a failure reproduces; set ARL_FUZZ_RANDOM=1 to explore new ones locally):
   * structural: a rich valid config with values replaced by values of other types, sizes and
     signs (nan, inf, huge integers, lists, mappings, strings), keys deleted, unknown keys added,
@@ -29,8 +29,8 @@ from hypothesis import strategies as st
 from ml_arl import cli
 
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-STRUCTURAL_EXAMPLES = 500
-TEXT_EXAMPLES = 250
+STRUCTURAL_EXAMPLES = 700
+TEXT_EXAMPLES = 350
 FUZZ_SETTINGS = dict(
     deadline=None,
     database=None,
@@ -159,7 +159,7 @@ def check_outcome(folder: str, content: bytes) -> int:
     before = sorted(os.listdir(folder))
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        code = cli.main([path, "--check", "--results-dir", os.path.join(folder, "results")])
+        code = cli.main([path, "--check", "--results-dir", os.path.join(folder, "results"), "--run-id", "fuzz"])
     stdout, stderr = out.getvalue(), err.getvalue()
     assert code in (0, 2), (code, stderr)
     assert "Traceback" not in stdout + stderr, stderr

@@ -171,8 +171,10 @@ def cli_args(
     return args
 
 
-def start_run(tmp_path: Path, config: Path, run_id: str, *flags: str, tag: Optional[str] = None, **kwargs) -> Run:
-    """arl-learn as a process of its own (its own session, forked by the zygote), output to files."""
+def start_run(tmp_path: Path, config: Path, run_id: str, *flags: str, tag: Optional[str] = None, code: str = "",
+              **kwargs) -> Run:
+    """arl-learn as a process of its own (its own session, forked by the zygote), output to files;
+    ``code`` runs first in that process."""
     environ = dict(os.environ)
     environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), environ.get("PYTHONPATH", "")) if p)
     environ["PYTHONUNBUFFERED"] = "1"
@@ -180,7 +182,7 @@ def start_run(tmp_path: Path, config: Path, run_id: str, *flags: str, tag: Optio
     out, err = tmp_path / f"{name}.stdout", tmp_path / f"{name}.stderr"
     with open(out, "wb") as fo, open(err, "wb") as fe:
         proc = popen_arl_learn(cli_args(tmp_path, config, run_id, *flags, **kwargs), REPO, environ, stdout=fo,
-                               stderr=fe, start_new_session=True)
+                               stderr=fe, start_new_session=True, code=code)
     return Run(proc, out, err, time.monotonic())
 
 
@@ -316,8 +318,11 @@ def test_restart_quota_exceeded_stops_with_one_line_reason(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_sigint_saves_checkpoint_and_resume_continues(tmp_path: Path) -> None:
+    """Started with SIGINT ignored, as a shell without job control starts a background command:
+    SIGINT still saves and stops the run."""
     config = write_config(tmp_path, max_steps=1_000_000, summary_freq=500)
-    run = start_run(tmp_path, config, "intr", num_envs=2, env_args=("step_sleep=0.002",), tag="first")
+    ignored = "import signal; signal.signal(signal.SIGINT, signal.SIG_IGN)"
+    run = start_run(tmp_path, config, "intr", num_envs=2, env_args=("step_sleep=0.002",), tag="first", code=ignored)
     run.wait_for("1000 trained steps", lambda: max(map(int, re.findall(r"Step: (\d+)\.", run.stdout)), default=0) >= 1000)
     run.proc.send_signal(signal.SIGINT)
     rc = run.wait(timeout=60)

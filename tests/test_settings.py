@@ -171,6 +171,19 @@ def test_cli_overrides_only_typed_flags(tmp_path: Path) -> None:
     assert opts.checkpoint_settings.run_id == "x" and opts.torch_settings.device == "cpu" and opts.debug
 
 
+def test_a_wrong_type_in_the_file_is_reported_where_a_flag_overrides_it(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "c.yaml", {"env_settings": {"env_path": "builtin:Reach", "num_envs": "two"},
+                                             "checkpoint_settings": {"run_id": [1, 2]}, "debug": "loud",
+                                             "torch_settings": {"device": "cpu"}})
+    with pytest.raises(ConfigError) as err:
+        parse_options([str(cfg), "--num-envs", "2", "--run-id", "x", "--debug", "--torch-device", "cuda"])
+    assert sorted(err.value.problems) == [
+        f"{cfg}: checkpoint_settings.run_id: [1, 2] is invalid: input should be a valid string",
+        f"{cfg}: debug: 'loud' is invalid: input should be a valid boolean, unable to interpret input",
+        f"{cfg}: env_settings.num_envs: 'two' is invalid: input should be a valid integer, unable to parse string as an integer",
+    ]
+
+
 def test_env_args_take_the_rest_of_the_line(tmp_path: Path) -> None:
     cfg = write_config(tmp_path / "c.yaml", {"env_settings": {"env_path": "builtin:Reach"}})
     opts = parse_options([str(cfg), "--env-args", "n_agents=8", "--not-ours"])

@@ -15,6 +15,8 @@ import importlib.util
 import logging
 from typing import Any, Optional
 
+from pydantic import BaseModel
+
 from ml_arl import limits
 from ml_arl.config_file import load_config_file as _read_config_file
 from ml_arl.exceptions import ConfigError
@@ -179,6 +181,30 @@ def _take_phase_parameters(data: dict[str, Any]) -> list[Any]:
     return taken
 
 
+def _overridden_problems(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]]) -> list[str]:
+    """The file's own values that a flag replaces, checked as the file gives them: a wrong type
+    in the file is the file's mistake even where a flag overrides it this time."""
+    problems: list[str] = []
+    for section, values in cli_overrides.items():
+        if section == "":
+            model, given, prefix = RunOptions, data, ()
+        else:
+            field = RunOptions.model_fields.get(section)
+            model_type = field.annotation if field is not None else None
+            if not isinstance(model_type, type) or not issubclass(model_type, BaseModel):
+                continue
+            given, model, prefix = data.get(section), model_type, (section,)
+        if not isinstance(given, dict):
+            continue  # a section of the wrong type is reported by the full validation
+        for key in values:
+            if key not in given or given[key] is None:
+                continue
+            _, errs = validate(model, {key: given[key]}, prefix)
+            where = ".".join((*prefix, key))
+            problems += [e for e in errs if e == where or e.startswith(where + ":") or e.startswith(where + ".")]
+    return problems
+
+
 def _apply_flags(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]]) -> dict[str, Any]:
     """A copy of the config with the typed flags merged into their sections."""
     data = copy.deepcopy(data)
@@ -283,8 +309,8 @@ def _backend_problems(env: EnvSettings) -> list[str]:
 
 def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, Any]], source: str) -> RunOptions:
     """Validate a config dict plus typed CLI flags into RunOptions, reporting every problem at once."""
+    problems: list[str] = _overridden_problems(data, cli_overrides)
     data = _apply_flags(data, cli_overrides)
-    problems: list[str] = []
     behaviors_raw, defaults_raw = _take_trainer_sections(data, problems)
     # environment_parameters mappings are checked on their own (even when other sections fail)
     parameters_raw = data.pop("environment_parameters") if isinstance(data.get("environment_parameters"), dict) else None
