@@ -117,10 +117,11 @@ class KeyboardMuscle:
     Unity's ``Input.GetAxis`` records them. Kept as 3 x the sent action, as GoalExpertMuscle."""
 
     def __init__(self, weights: dict[str, np.ndarray], deterministic: bool, seed: int):
-        self.n_cont = int(weights["n_cont"])
+        self.set_weights(weights)
 
     def set_weights(self, weights: dict[str, np.ndarray]) -> None:
         self.n_cont = int(weights["n_cont"])
+        self.branches = tuple(int(b) for b in weights["branches"])
 
     def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
         n = obs[0].shape[0]

@@ -478,26 +478,54 @@ def test_bc_loss_discrete_is_the_cross_entropy_per_branch_averaged() -> None:
 
 
 @pytest.mark.parametrize("sac", [False, True], ids=["ppo", "sac"])
-def test_bc_loss_continuous_is_the_mse_of_the_sampled_action(sac: bool) -> None:
-    mu = [0.5, -0.2]
-    demo = torch.tensor([[1.0, 0.0], [0.0, 0.0]])
+def test_bc_loss_continuous_is_the_mse_of_the_sent_action(sac: bool) -> None:
+    """Within the bounds: the MSE between the action the environment would receive for the sample
+    (PPO: clamp(x, -3, 3) / 3; SAC: tanh(x)) and the demonstrated one, and its gradient."""
+    mu = [1.2, -0.6]
+    demo = torch.tensor([[0.5, 0.0], [0.0, -0.25]])
     net = _fixed_actor(ActionSpec(2, ()), mu, -20.0, [], sac=sac)  # sigma e^-20: the sample is the mean
-    mean = torch.tanh(torch.tensor(mu)) if sac else torch.tensor(mu)  # SAC's actions are tanh-squashed
+    sent = torch.tanh(torch.tensor(mu)) if sac else torch.tensor(mu) / 3
     loss = bc_loss(net, [torch.randn(2, 3)], demo, torch.zeros(2, 0, dtype=torch.int64))
-    assert loss.item() == pytest.approx(float(((mean - demo) ** 2).mean()), rel=1e-5)
+    assert loss.item() == pytest.approx(float(((sent - demo) ** 2).mean()), rel=1e-5)
     loss.backward()  # reparameterised: the loss moves the mean towards the demonstrated actions
     assert net.mu is not None and net.mu.bias.grad is not None
-    expected_grad = (2 * (mean - demo) / demo.numel()).sum(0) * (1 - mean**2 if sac else 1)
+    expected_grad = (2 * (sent - demo) / demo.numel()).sum(0) * (1 - sent**2 if sac else 1 / 3)
     np.testing.assert_allclose(net.mu.bias.grad.numpy(), expected_grad.numpy(), rtol=1e-4)
 
 
+@pytest.mark.parametrize("sac", [False, True], ids=["ppo", "sac"])
+def test_bc_loss_at_the_bounds_is_met_by_every_sample_beyond_them(sac: bool) -> None:
+    """A demonstrated -1 or +1 (a key held down): a sample the environment receives as that bound
+    (PPO: beyond 3; SAC: beyond tanh(3)) has no error and no gradient, a sample short of it the
+    distance to it, and a sample beyond the opposite bound is still pulled back (no dead clamp)."""
+    demo = torch.tensor([[1.0, -1.0]])
+    no_actions = torch.zeros(1, 0, dtype=torch.int64)
+    for mu, expected in (([3.5, -8.0], [0.0, 0.0]), ([1.5, -2.0], None), ([-4.5, 5.0], None)):
+        net = _fixed_actor(ActionSpec(2, ()), mu, -20.0, [], sac=sac)
+        loss = bc_loss(net, [torch.randn(1, 3)], demo, no_actions)
+        loss.backward()
+        assert net.mu is not None and net.mu.bias.grad is not None
+        grad = net.mu.bias.grad.numpy()
+        m = torch.tensor(mu)
+        if expected is not None:
+            assert loss.item() == 0.0 and np.all(grad == 0.0)
+            continue
+        if sac:
+            short = (torch.tanh(m) - torch.tensor([math.tanh(3.0), -math.tanh(3.0)])) ** 2
+        else:
+            short = ((m - torch.tensor([3.0, -3.0])) / 3) ** 2
+        assert loss.item() == pytest.approx(float(short.mean()), rel=1e-5)
+        assert grad[0] < 0 and grad[1] > 0, grad  # descending the loss moves each mean towards its bound
+    assert math.isfinite(loss.item())
+
+
 def test_bc_loss_continuous_in_expectation_and_hybrid() -> None:
-    # sigma 0.5: E[(mu + sigma eps - a)^2] = (mu - a)^2 + sigma^2, over many samples
+    # sigma 0.5 (raw), within the clamp: E[((mu + sigma eps) / 3 - a)^2] = (mu / 3 - a)^2 + (sigma / 3)^2
     torch.manual_seed(0)
     n = 40000
     net = _fixed_actor(ActionSpec(1, (2,)), [0.3], math.log(0.5), [0.0, math.log(3.0)])
     demo = torch.full((n, 1), -0.2)
     discrete = torch.ones((n, 1), dtype=torch.int64)  # probability 0.75
     loss = bc_loss(net, [torch.randn(n, 3)], demo, discrete)
-    expected = (0.3 + 0.2) ** 2 + 0.25 + -math.log(0.75)  # the MSE plus the cross-entropy
+    expected = (0.1 + 0.2) ** 2 + 0.25 / 9 + -math.log(0.75)  # the MSE plus the cross-entropy
     assert loss.item() == pytest.approx(expected, abs=0.01)

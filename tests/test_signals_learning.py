@@ -123,3 +123,40 @@ def test_mismatched_or_missing_demonstrations_stop_before_training(tmp_path: Pat
     with pytest.raises(ConfigError) as err:
         run(tmp_path, PPO, ["continuous=1"], "missing", behavioral_cloning={"demo_path": str(tmp_path / "nope.demo")})
     assert "behaviors.GoalReach.behavioral_cloning.demo_path" in str(err.value) and "nope.demo" in str(err.value)
+
+
+@pytest.mark.parametrize("trainer", ["ppo", "sac", "poca"])
+def test_behavioral_cloning_alone_sends_the_expert_action_at_the_bound(trainer: str, expert_demos: dict[str, Path]) -> None:
+    """The GoalReach expert's demonstrations hold exactly -1 and +1 (a key held down). Behavioral
+    cloning alone (its passes of 30 updates, no RL loss) must teach every trainer, POCA's included,
+    to send the bound itself: PPO's and POCA's raw mean beyond 3 - a little (what the environment
+    receives is clamp(x, -3, 3) / 3), SAC's squashed mean beyond 0.98 with its pre-image finite.
+    ML-Agents' loss, the raw sample against the sent action, would leave PPO's and POCA's sent
+    action near 1/3, and drive SAC's pre-image on without end."""
+    import torch
+
+    from ml_arl.settings import TrainerSettings
+    from ml_arl.stats import StatsReporter
+    from ml_arl.trainers.poca import POCATrainer
+    from ml_arl.trainers.ppo import PPOTrainer
+    from ml_arl.trainers.sac import SACTrainer
+
+    torch.manual_seed(0)
+    demo = str(expert_demos["continuous"])
+    spec = load_demonstrations(demo).spec
+    base = {**(SAC if trainer == "sac" else PPO), "trainer_type": trainer}
+    settings = TrainerSettings.model_validate({**base, "behavioral_cloning": {"demo_path": demo, "strength": 1.0}})
+    cls = {"ppo": PPOTrainer, "sac": SACTrainer, "poca": POCATrainer}[trainer]
+    learner = cls("GoalReach", settings, spec, StatsReporter("GoalReach", []), None, torch.device("cpu"))
+    assert learner.bc is not None
+    losses = [learner.bc.update(0)["Losses/Pretraining Loss"] for _ in range(30)]
+    assert losses[-1] < losses[0] / 4, losses
+    with torch.no_grad():
+        dist = learner.network.distribution([torch.tensor([[1.0], [-1.0]])], None, None)
+        assert dist.mu is not None
+        mean = dist.mu[:, 0]
+    if trainer == "sac":
+        assert float(torch.tanh(mean[0])) > 0.98 and float(torch.tanh(mean[1])) < -0.98, mean
+        assert float(mean.abs().max()) < 6.0, mean  # met at the bound: the pre-image does not run off to infinity
+    else:
+        assert float(mean[0]) > 2.7 and float(mean[1]) < -2.7, mean

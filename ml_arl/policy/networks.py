@@ -419,6 +419,11 @@ class ActionDistribution:
         capped = torch.clamp(continuous, -1.0 + TANH_EPSILON, 1.0 - TANH_EPSILON)
         return self.normal.log_prob(torch.atanh(capped)) - torch.log(1.0 - capped.pow(2) + TANH_EPSILON)
 
+    def sample_raw(self) -> torch.Tensor:
+        """A reparameterised sample of the Gaussian, before any squashing."""
+        assert self.normal is not None
+        return self.normal.rsample()
+
     def sample_continuous(self) -> tuple[torch.Tensor, torch.Tensor]:
         """A reparameterised sample (squashed for SAC) and its per-dimension log-densities."""
         assert self.normal is not None

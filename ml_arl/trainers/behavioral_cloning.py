@@ -8,6 +8,19 @@ The loss, per minibatch: the mean squared error between the actor's sampled cont
 and the demonstrated ones, plus, for discrete branches, the cross-entropy of the demonstrated
 action under the actor's (masked) distribution, averaged over branches.
 
+Continuous actions are compared as the environment receives them, which is what a .demo file
+holds (the actions the heuristic or the policy sent, in [-1, 1]): ``clamp(x, -3, 3) / 3`` of
+PPO's and POCA's raw sample x, and SAC's tanh-squashed sample as it is. ML-Agents' BC module
+takes the MSE between the policy's sample and the demonstrated action; for SAC that is the same
+comparison, for PPO ML-Agents compares the raw sample (3 times the sent action) with the sent
+action, which teaches the actor a third of the expert's action. A demonstrated action at a bound
+(exactly -1 or +1: a keyboard or a gamepad held down, as Unity's ``Input.GetAxis`` records it) is
+met by every sample the environment receives as that bound: for PPO every x beyond 3 (the clamp),
+for SAC every squashed action beyond tanh(3) = 0.995. Each sample's error is its distance, in
+the environment's units, to the nearest such action, so the loss is the MSE of the sent actions
+wherever the sample lies within the bounds, never pushes a tanh pre-image towards infinity, and
+still pulls back a sample beyond the opposite bound.
+
 With an LSTM actor (network_settings.memory), as ML-Agents' BC module: the demonstrations are
 cut into consecutive sequences of ``sequence_length`` steps (episode ends are not respected, as
 ML-Agents'), each run from a zero memory; a minibatch is batch_size // sequence_length of them.
@@ -15,6 +28,7 @@ ML-Agents'), each run from a zero memory; a minibatch is batch_size // sequence_
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import numpy as np
@@ -29,17 +43,47 @@ from ml_arl.trainers.optim import Adam
 LR_FLOOR = 1e-10
 
 
+def continuous_error(raw: torch.Tensor, expert: torch.Tensor, tanh_squash: bool) -> torch.Tensor:
+    """Per action, the distance (in the environment's units) from the action the environment would
+    receive for the raw Gaussian sample ``raw`` to the demonstrated action ``expert`` (as sent,
+    in [-1, 1]); at or beyond a bound, to every action the environment receives as that bound.
+
+    Without squashing the environment receives ``clamp(raw, -3, 3) / 3``; with it, ``tanh(raw)``,
+    whose bounds count as reached beyond ``tanh(3)``. In raw units the demonstrated action is a
+    point (the pre-image of an action within the bounds) or a half-line (a bound); ``raw`` is
+    compared with the nearest raw value of that set, through the map to the environment's units."""
+    if tanh_squash:
+        bound = math.tanh(RAW_BOUND)
+        target = torch.atanh(expert.clamp(-bound, bound))
+        squash = torch.tanh
+    else:
+        bound = 1.0
+        target = expert.clamp(-1.0, 1.0) * RAW_BOUND
+
+        def squash(x: torch.Tensor) -> torch.Tensor:
+            return x / RAW_BOUND
+
+    low = torch.where(expert <= -bound, torch.full_like(target, -math.inf), target)
+    high = torch.where(expert >= bound, torch.full_like(target, math.inf), target)
+    nearest = torch.minimum(torch.maximum(raw, low), high).detach()
+    return squash(raw) - squash(nearest)
+
+
+RAW_BOUND = 3.0  # PPO's raw actions are clamped to [-3, 3] and sent divided by 3; SAC's bound: tanh(3)
+
+
 def bc_loss(
     network: ActorCritic, obs: list[torch.Tensor], continuous: torch.Tensor, discrete: torch.Tensor,
     memories: Optional[torch.Tensor] = None,
 ) -> torch.Tensor:
-    """ML-Agents' behavioral cloning loss of one minibatch of demonstrations (with an LSTM: sequences
-    from ``memories``, as ``ActorCritic.distribution``)."""
+    """The behavioral cloning loss of one minibatch of demonstrations (with an LSTM: sequences
+    from ``memories``, as ``ActorCritic.distribution``): ML-Agents', with continuous actions
+    compared as the environment receives them (module docstring)."""
     dist = network.distribution(obs, None, memories)
     loss = torch.zeros((), device=continuous.device)
     if network.n_cont:
-        sampled, _ = dist.sample_continuous()
-        loss = loss + torch.nn.functional.mse_loss(sampled, continuous)
+        raw = dist.sample_raw()
+        loss = loss + continuous_error(raw, continuous, network.tanh_squash).pow(2).mean()
     if network.branches:
         per_branch = [
             -logp.gather(1, discrete[:, i : i + 1].long()).squeeze(1) for i, logp in enumerate(dist.branch_log_probs())

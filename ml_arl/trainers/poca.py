@@ -49,6 +49,7 @@ from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.common import lambda_returns
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.poca_networks import POCACritic
@@ -205,6 +206,10 @@ class POCATrainer(Trainer):
         self.value_memory: dict[str, torch.Tensor] = {}
         self.baseline_memory: dict[str, torch.Tensor] = {}
         self.critic_memories: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        self.bc = make_behavioral_cloning(  # as PPO's (ML-Agents' on-policy trainers share the BC module)
+            behavior, settings.behavioral_cloning, self.network, self.hp.learning_rate, self.hp.batch_size,
+            self.hp.num_epoch, device, self.rng, self.sequence_length,
+        )
 
     def policy_snapshot(self) -> PolicySnapshot:
         return PolicySnapshot(self.policy_version, self.network.muscle_weights())
@@ -312,6 +317,9 @@ class POCATrainer(Trainer):
                 self.optimizer.step()
                 losses.append(POCALoss(*(part.detach() for part in loss)))
         self._clear_buffer()  # the buffer is spent
+        if self.bc is not None:
+            for tag, number in self.bc.update(self.step).items():
+                self.stats.add_stat(tag, number)
         self.stats.add_stat("Losses/Policy Loss", float(torch.stack([x.policy for x in losses]).mean()))
         self.stats.add_stat("Losses/Value Loss", float(torch.stack([x.value for x in losses]).mean()))
         self.stats.add_stat("Losses/Baseline Loss", float(torch.stack([x.baseline for x in losses]).mean()))
@@ -415,6 +423,8 @@ class POCATrainer(Trainer):
         }
         if self.streams.learned:
             state["RewardSignals"] = self.streams.state()
+        if self.bc is not None:
+            state["BehavioralCloning"] = self.bc.state()
         return state
 
     def export_onnx(self, path: str) -> None:  # type: ignore[override]
@@ -430,5 +440,7 @@ class POCATrainer(Trainer):
         self.streams.load_state(state.get("RewardSignals"))
         if resume:
             self.optimizer.load_state_dict(state["Optimizer"])
+            if self.bc is not None:
+                self.bc.load_state(state.get("BehavioralCloning"))
             self.step = int(state["global_step"])
             self.policy_version = int(state.get("policy_version", 0))
