@@ -238,3 +238,38 @@ def test_poca_learns_group_reach(tmp_path: Path, variant: str) -> None:
     _, final = _train(tmp_path, variant)
     assert last5(final) > SUCCESS_THRESHOLD, final[-20:]
     print(f"POCA {variant}: {time.perf_counter() - started:.1f} s, {len(final)} agent episodes")
+
+
+@pytest.mark.parametrize("memory", [False, True], ids=["flat", "memory"])
+def test_poca_trains_its_learned_reward_signals_on_the_update_minibatches(memory: bool) -> None:
+    """As ML-Agents' POCA (and PPO here): curiosity learns from the same minibatches as the policy,
+    with an LSTM too (the padding of the sequences left out), and reports its loss tags."""
+    proc = AgentProcessor("B", SPEC, time_horizon=3, worker_id=0)
+    empty = TerminalSteps.empty(SPEC)
+    def acts(actions: list[float]) -> ActionInfo:
+        info = _acts(actions)
+        return info._replace(memory=np.zeros((len(actions), 8), np.float32)) if memory else info
+
+    for step in range(7):
+        proc.add_experiences(_decisions([1, 2], [0.1 * step, -0.1 * step], [7, 7]), empty, acts([0.3, -0.2]))
+    proc.add_experiences(_decisions([], [], []), _terminals([1, 2], [1.0, 0.5], [7, 7], group_reward=1.0), acts([]))
+    trajs = proc.take()[0]
+    network: dict[str, object] = {"hidden_units": 8, "num_layers": 1}
+    if memory:
+        network["memory"] = {"sequence_length": 2, "memory_size": 8}
+    settings = TrainerSettings(
+        trainer_type="poca", hyperparameters={"batch_size": 4, "buffer_size": 8}, network_settings=network,
+        reward_signals={"extrinsic": {"gamma": 0.9}, "curiosity": {"gamma": 0.9, "strength": 0.1, "encoding_size": 8}},
+    )
+    recorder = _Recorder()
+    trainer = POCATrainer("B", settings, SPEC, StatsReporter("B", [recorder]), None, torch.device("cpu"))
+    curiosity = trainer.streams.learned["curiosity"]
+    before = [p.detach().clone() for p in curiosity.parameters()]
+    for traj in trajs:
+        trainer.add_experience(traj)
+    assert trainer.ready_to_update()
+    trainer.update()
+    trainer.write_summary(1)
+    assert any(not torch.equal(a, b) for a, b in zip(before, curiosity.parameters()))
+    for tag in ("Losses/Curiosity Forward Loss", "Losses/Curiosity Inverse Loss", "Policy/Curiosity Reward"):
+        assert tag in recorder.tags, (tag, sorted(recorder.tags))

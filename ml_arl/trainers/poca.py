@@ -298,11 +298,18 @@ class POCATrainer(Trainer):
         batch = max(min(hp.batch_size, n) // length, 1)
         offsets = torch.arange(length, device=self.device)
         losses: list[POCALoss] = []
+        # ML-Agents: the reward signals learn from the same minibatches (their steps, without padding)
+        signal_data = self.streams.batch_of(self.trajectories) if self.streams.learned else None
+        flat_rows = None
+        if signal_data is not None and length > 1:
+            flat_rows = torch.as_tensor(sequence_rows([len(t) for t in self.trajectories], length), device=self.device)
+        signal_stats: dict[str, list[float]] = {}
         for _ in range(hp.num_epoch):
             perm = torch.as_tensor(self.rng.permutation(units), device=self.device)
             for start in range(0, units - batch + 1, batch):
                 pick = perm[start : start + batch]
-                mb = data.select((pick[:, None] * length + offsets).reshape(-1) if length > 1 else pick)
+                idx = (pick[:, None] * length + offsets).reshape(-1) if length > 1 else pick
+                mb = data.select(idx)
                 first = [None if m is None else m[::length] for m in (mb.memories, mb.value_memories, mb.baseline_memories)]
                 dist = self.network.distribution(mb.obs, mb.allowed, first[0])
                 log_prob, entropy = dist.log_prob(mb.continuous, mb.discrete), dist.entropy()
@@ -316,7 +323,15 @@ class POCATrainer(Trainer):
                 loss.total.backward()
                 self.optimizer.step()
                 losses.append(POCALoss(*(part.detach() for part in loss)))
+                if signal_data is not None:
+                    if flat_rows is not None:
+                        held = flat_rows[idx]
+                        idx = held[held >= 0]
+                    for tag, number in self.streams.update(signal_data.select(idx)).items():
+                        signal_stats.setdefault(tag, []).append(number)
         self._clear_buffer()  # the buffer is spent
+        for tag, numbers in signal_stats.items():
+            self.stats.add_stat(tag, float(np.mean(numbers)))
         if self.bc is not None:
             for tag, number in self.bc.update(self.step).items():
                 self.stats.add_stat(tag, number)

@@ -40,7 +40,6 @@ from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.common import gae
 from ml_arl.trainers.optim import Adam, clip_grad_norm
-from ml_arl.trainers.reward_signals import SignalBatch
 from ml_arl.trainers.streams import RewardStreams
 
 logger = logging.getLogger(__name__)
@@ -266,7 +265,7 @@ class PPOTrainer(Trainer):
         self.optimizer.lr = lr
 
         data = self._with_advantages()
-        signal_data = self._signal_batch(data) if self.streams.learned else None
+        signal_data = self.streams.batch_of(self.buffer.trajectories) if self.streams.learned else None
         signal_stats: dict[str, list[float]] = {}
         n = len(data)
         if n > 1:
@@ -325,17 +324,6 @@ class PPOTrainer(Trainer):
         self.stats.add_stat("Policy/Learning Rate", lr)
         self.stats.add_stat("Policy/Epsilon", epsilon)
         self.stats.add_stat("Policy/Beta", beta)
-
-    def _signal_batch(self, data: PPOBatch) -> SignalBatch:
-        """The buffer as the reward providers read it (actions as the env received them)."""
-        trajs = self.buffer.trajectories
-        next_obs = [
-            torch.as_tensor(np.concatenate([np.concatenate([t.obs[k][1:], np.asarray(t.next_obs[k])[None]]) for t in trajs]), device=self.device)
-            for k in range(len(data.obs))
-        ]
-        dones = np.concatenate([np.eye(1, len(t), len(t) - 1, dtype=np.float32)[0] * float(t.done and not t.interrupted) for t in trajs])
-        continuous = torch.as_tensor(env_continuous(data.continuous.cpu().numpy()), device=self.device)
-        return SignalBatch(data.obs, next_obs, continuous, data.discrete, torch.as_tensor(dones, device=self.device))
 
     def _with_advantages(self) -> PPOBatch:
         """The buffer as one batch with values, GAE advantages (per trajectory and reward stream,

@@ -68,11 +68,20 @@ class RewardStreams:
 
     def batch(self, traj: Trajectory) -> SignalBatch:
         """A trajectory as the providers read it."""
-        dones = np.zeros(len(traj), dtype=np.float32)
-        dones[-1] = float(traj.done and not traj.interrupted)
-        next_obs = [np.concatenate([o[1:], np.asarray(last)[None]]) for o, last in zip(traj.obs, traj.next_obs)]
-        batch = SignalBatch.from_arrays(traj.obs, self.env_actions(traj.continuous), traj.discrete, dones, next_obs, traj.rewards)
-        return batch.to(self.device)
+        return self.batch_of([traj])
+
+    def batch_of(self, trajs: list[Trajectory]) -> SignalBatch:
+        """Trajectories, in order, as one batch the providers read (a trainer's buffer): the
+        step after each, the done flag on a trajectory's last step when its episode truly ended,
+        continuous actions as the environment received them."""
+        dones = np.concatenate([np.eye(1, len(t), len(t) - 1, dtype=np.float32)[0] * float(t.done and not t.interrupted) for t in trajs])
+        n_obs = len(trajs[0].obs)
+        obs = [np.concatenate([t.obs[k] for t in trajs]) for k in range(n_obs)]
+        next_obs = [np.concatenate([np.concatenate([t.obs[k][1:], np.asarray(t.next_obs[k])[None]]) for t in trajs]) for k in range(n_obs)]
+        continuous = self.env_actions(np.concatenate([t.continuous for t in trajs]))
+        discrete = np.concatenate([t.discrete for t in trajs])
+        rewards = np.concatenate([np.asarray(t.rewards, np.float32) for t in trajs])
+        return SignalBatch.from_arrays(obs, continuous, discrete, dones, next_obs, rewards).to(self.device)
 
     def rewards(self, traj: Trajectory, stats: Optional[StatsReporter] = None) -> np.ndarray:
         """[T, streams]: each stream's reward for the trajectory's steps, times its strength; the
