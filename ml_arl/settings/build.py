@@ -186,9 +186,10 @@ def _overridden_problems(data: dict[str, Any], cli_overrides: dict[str, dict[str
     in the file is the file's mistake even where a flag overrides it this time."""
     problems: list[str] = []
     for section, values in cli_overrides.items():
-        if section == "":
-            model, given, prefix = RunOptions, data, ()
-        else:
+        model: type[BaseModel] = RunOptions
+        given: Any = data
+        prefix: tuple[str, ...] = ()
+        if section != "":
             field = RunOptions.model_fields.get(section)
             model_type = field.annotation if field is not None else None
             if not isinstance(model_type, type) or not issubclass(model_type, BaseModel):

@@ -55,18 +55,15 @@ def continuous_error(raw: torch.Tensor, expert: torch.Tensor, tanh_squash: bool)
     if tanh_squash:
         bound = math.tanh(RAW_BOUND)
         target = torch.atanh(expert.clamp(-bound, bound))
-        squash = torch.tanh
     else:
         bound = 1.0
         target = expert.clamp(-1.0, 1.0) * RAW_BOUND
-
-        def squash(x: torch.Tensor) -> torch.Tensor:
-            return x / RAW_BOUND
-
     low = torch.where(expert <= -bound, torch.full_like(target, -math.inf), target)
     high = torch.where(expert >= bound, torch.full_like(target, math.inf), target)
     nearest = torch.minimum(torch.maximum(raw, low), high).detach()
-    return squash(raw) - squash(nearest)
+    if tanh_squash:
+        return torch.tanh(raw) - torch.tanh(nearest)
+    return (raw - nearest) / RAW_BOUND
 
 
 RAW_BOUND = 3.0  # PPO's raw actions are clamped to [-3, 3] and sent divided by 3; SAC's bound: tanh(3)
