@@ -61,7 +61,10 @@ from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
 
-START_GRACE_S = 5.0
+# An actor's start is Ray placing it and starting a Python worker process for it, which imports the
+# environment's code: seconds on an idle machine, several times that on a loaded one. The grace
+# keeps a slow start from counting as a hang (and spending a restart) when --timeout-wait is short.
+START_GRACE_S = 30.0
 REPLY_GRACE_S = 2.0
 SHUTDOWN_TIMEOUT_S = 10.0
 # a Ray call costs about a millisecond more than a pipe message: unless env_settings.steps_per_message
