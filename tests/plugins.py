@@ -94,9 +94,14 @@ class GoalExpertMuscle:
         self.n_cont = int(weights["n_cont"])
         self.branches = tuple(int(b) for b in weights["branches"])
 
+    def direction(self, obs: list[np.ndarray]) -> np.ndarray:
+        """[n] -1 or +1: where each agent's goal is."""
+        n = obs[0].shape[0]
+        return np.sign(obs[0].reshape(n, -1).mean(axis=1)).astype(np.float32)
+
     def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
         n = obs[0].shape[0]
-        goal = np.sign(obs[0].reshape(n, -1).mean(axis=1)).astype(np.float32)
+        goal = self.direction(obs)
         sent = np.repeat(goal[:, None], self.n_cont, axis=1)
         disc = np.repeat((goal[:, None] > 0).astype(np.int32), len(self.branches), axis=1)
         zeros = np.zeros(n, np.float32)
@@ -106,34 +111,23 @@ class GoalExpertMuscle:
 class GoalExpertTrainer(RandomTrainer):
     """Acts with GoalExpertMuscle; never learns."""
 
+    muscle = "tests.plugins:GoalExpertMuscle"
+
     def policy_snapshot(self) -> PolicySnapshot:
         snapshot = super().policy_snapshot()
-        return PolicySnapshot(snapshot.version, snapshot.weights, muscle="tests.plugins:GoalExpertMuscle")
+        return PolicySnapshot(snapshot.version, snapshot.weights, muscle=self.muscle)
 
 
-class KeyboardMuscle:
+class KeyboardMuscle(GoalExpertMuscle):
     """A keyboard heuristic on ml_arl's builtin Reach (observations [position, goal - position]):
     the arrow towards the goal held down, so every continuous action is exactly -1 or +1, as
-    Unity's ``Input.GetAxis`` records them. Kept as 3 x the sent action, as GoalExpertMuscle."""
+    Unity's ``Input.GetAxis`` records them."""
 
-    def __init__(self, weights: dict[str, np.ndarray], deterministic: bool, seed: int):
-        self.set_weights(weights)
-
-    def set_weights(self, weights: dict[str, np.ndarray]) -> None:
-        self.n_cont = int(weights["n_cont"])
-        self.branches = tuple(int(b) for b in weights["branches"])
-
-    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
-        n = obs[0].shape[0]
-        sent = np.repeat(np.where(obs[0][:, 1:2] >= 0, 1.0, -1.0), self.n_cont, axis=1).astype(np.float32)
-        disc = np.zeros((n, 0), np.int32)
-        zeros = np.zeros(n, np.float32)
-        return ActionInfo(3.0 * sent, disc, zeros, zeros, allowed, ActionTuple(continuous=sent, discrete=disc))
+    def direction(self, obs: list[np.ndarray]) -> np.ndarray:
+        return np.where(obs[0][:, 1] >= 0, 1.0, -1.0).astype(np.float32)
 
 
-class KeyboardTrainer(RandomTrainer):
+class KeyboardTrainer(GoalExpertTrainer):
     """Acts with KeyboardMuscle; never learns."""
 
-    def policy_snapshot(self) -> PolicySnapshot:
-        snapshot = super().policy_snapshot()
-        return PolicySnapshot(snapshot.version, snapshot.weights, muscle="tests.plugins:KeyboardMuscle")
+    muscle = "tests.plugins:KeyboardMuscle"
