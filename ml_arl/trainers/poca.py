@@ -324,11 +324,7 @@ class POCATrainer(Trainer):
                 self.optimizer.step()
                 losses.append(POCALoss(*(part.detach() for part in loss)))
                 if signal_data is not None:
-                    if flat_rows is not None:
-                        held = flat_rows[idx]
-                        idx = held[held >= 0]
-                    for tag, number in self.streams.update(signal_data.select(idx)).items():
-                        signal_stats.setdefault(tag, []).append(number)
+                    self.streams.update_rows(signal_data, idx, flat_rows, signal_stats)
         self._clear_buffer()  # the buffer is spent
         for tag, numbers in signal_stats.items():
             self.stats.add_stat(tag, float(np.mean(numbers)))

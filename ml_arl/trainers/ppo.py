@@ -308,11 +308,7 @@ class PPOTrainer(Trainer):
                 policy_losses.append(loss.policy.detach())
                 value_losses.append(loss.value.detach())
                 if signal_data is not None:  # ML-Agents: the reward signals learn from the same minibatches
-                    if flat_rows is not None:  # the minibatch's steps, without padding
-                        held = flat_rows[idx]
-                        idx = held[held >= 0]
-                    for tag, number in self.streams.update(signal_data.select(idx)).items():
-                        signal_stats.setdefault(tag, []).append(number)
+                    self.streams.update_rows(signal_data, idx, flat_rows, signal_stats)
         self.buffer.clear()
         for tag, numbers in signal_stats.items():
             self.stats.add_stat(tag, float(np.mean(numbers)))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
@@ -116,6 +116,18 @@ class RewardStreams:
             else:
                 columns.append(torch.as_tensor(self.providers[name].evaluate(batch), device=self.device))
         return torch.stack(columns, dim=1) * torch.as_tensor(self.strengths, device=self.device)[None, :]
+
+    def update_rows(
+        self, batch: SignalBatch, rows: Union[torch.Tensor, slice], slots: Optional[torch.Tensor], stats: dict[str, list[float]],
+    ) -> None:
+        """One step of every learned signal on the trainer minibatch ``rows`` of ``batch`` (with
+        ``slots``, the rows are sequence slots: slot -> step, -1 for padding, which is left out);
+        each loss tag's value is appended to ``stats``."""
+        if slots is not None:
+            held = slots[rows]
+            rows = held[held >= 0]
+        for tag, number in self.update(batch.select(rows)).items():
+            stats.setdefault(tag, []).append(number)
 
     def update(self, batch: SignalBatch) -> dict[str, float]:
         """One step of every learned signal on ``batch``; their loss tags."""
