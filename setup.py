@@ -22,7 +22,8 @@ setup(
     ],
     extras_require={
         "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm"],
-        "bench": ["stable-baselines3>=2.3"],
+        # bench/: stable-baselines3 as a peer; MuJoCo (gymnasium[mujoco] = the mujoco wheel) for bench/mujoco.py
+        "bench": ["stable-baselines3>=2.3", "gymnasium[mujoco]>=1.0"],
         # --env pettingzoo:<module>; mpe2 holds the MPE games the tests and bench/pettingzoo_pipeline.py use
         "pettingzoo": ["pettingzoo>=1.25,<2", "mpe2>=1.0"],
         # plain ray, not ray[default]: its extras pull protobuf >= 3.21, which mlagents-envs cannot import

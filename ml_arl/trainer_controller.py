@@ -77,7 +77,13 @@ class TrainerController:
         self.brains = Brains(options, self.schedule, device, self.seed)
         self.selfplay = SelfPlay(self.seed)
         self.policies = PolicyRouter(self.env_manager, options)
-        self.threads = TrainerThreads(self.timers)
+        self.deterministic = options.env_settings.deterministic
+        self._was_deterministic = torch.are_deterministic_algorithms_enabled()
+        if self.deterministic:
+            torch.use_deterministic_algorithms(True, warn_only=True)
+            if any(b.threaded for b in options.behaviors.values()):
+                logger.info("--deterministic: threaded trainers advance in the main loop instead")
+        self.threads = TrainerThreads(self.timers, allowed=not self.deterministic)
         self.managers: dict[str, AgentManager] = {}
         self.progress = ProgressBar()
         demo_dir = options.checkpoint_settings.record_demo
@@ -134,6 +140,7 @@ class TrainerController:
             finally:
                 if self.demos is not None:
                     self.demos.close()  # each .demo file holds every episode that finished
+                torch.use_deterministic_algorithms(self._was_deterministic)
 
     def _elos(self) -> dict[str, float]:
         """ELO of the self-play brains that save checkpoints (kept in training_status.json)."""
@@ -202,7 +209,7 @@ class TrainerController:
         trainer = self.brains.create(behavior_id, spec, stats)
         brain = trainer.behavior
         self.brains.assign_phase(trainer, self.outputs.status)
-        manager = AgentManager(brain, stats, trainer.settings.threaded, self.threads.stop_event)
+        manager = AgentManager(brain, stats, trainer.settings.threaded and self.threads.allowed, self.threads.stop_event)
         trainer.subscribe_trajectory_queue(manager.trajectory_queue)
         trainer.publish_policy_queue(manager.policy_queue)
         self.managers[brain] = manager
@@ -228,7 +235,8 @@ class TrainerController:
         for brain, trainer in self.trainers.items():
             if not self.threads.runs(brain) and (trainer.learning or not self.train_model):
                 with self.timers.timed("trainer_advance"):
-                    trainer.advance()
+                    # the steps in flight were acted by the policy about to change: they join this update
+                    trainer.advance(before_update=self._drain)
             newest = self.managers[brain].policy_queue.drain()
             if newest:
                 self.policies.live[brain] = newest[-1]
@@ -241,6 +249,12 @@ class TrainerController:
             self.env_manager.reset()  # the learning team changed: every game starts afresh
             for brain in reset:
                 self._push_policies(brain)
+
+    def _drain(self) -> None:
+        with self.timers.timed("env_step"):
+            batches = self.env_manager.drain()
+        for batch in batches:
+            self._handle_batch(batch)
 
     def _handle_batch(self, batch: StepBatch) -> None:
         for behavior, spec in batch.new_specs.items():

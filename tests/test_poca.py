@@ -51,11 +51,13 @@ def test_clipped_value_loss_and_poca_loss_by_hand() -> None:
     logp, old_logp = torch.log(torch.tensor([1.5, 0.5])), torch.zeros(2)
     adv = torch.tensor([1.0, -1.0])
     # ratios 1.5 and 0.5, clipped to 1.2 and 0.8: surrogates min(1.5, 1.2) = 1.2 and min(-0.5, -0.8) = -0.8
-    loss = poca_loss(logp, old_logp, adv, est, old, torch.zeros(2, 1), old, ret, torch.tensor([1.0, 3.0]), 0.2, 0.01)
+    loss = poca_loss(logp, old_logp, adv, est, torch.zeros(2, 1), old, ret, torch.tensor([1.0, 3.0]), 0.2, 0.01)
     assert loss.policy.item() == pytest.approx(-(1.2 - 0.8) / 2)
-    assert loss.value.item() == pytest.approx(2.12)
+    # the value loss is plain, as ML-Agents 1.1.0's (its clip reference is the returns themselves): (1 + 1) / 2;
+    # the baseline's is clipped around the stored baselines: errors 2 and 1 (0 is within 0.2 of 0)
+    assert loss.value.item() == pytest.approx(1.0)
     assert loss.baseline.item() == pytest.approx((4.0 + 1.0) / 2)
-    assert loss.total.item() == pytest.approx(-0.2 + 0.5 * (2.12 + 0.5 * 2.5) - 0.01 * 2.0)
+    assert loss.total.item() == pytest.approx(-0.2 + 0.5 * (1.0 + 0.5 * 2.5) - 0.01 * 2.0)
 
 
 def test_poca_settings_are_ml_agents_defaults() -> None:

@@ -73,6 +73,33 @@ def test_sac_losses_continuous_by_hand() -> None:
     assert float(loss.entropy) == pytest.approx(-math.log(0.5) * (-2.5))
 
 
+def test_sac_policy_loss_weighs_the_joint_log_density_of_several_dimensions() -> None:
+    # three action dimensions: alpha multiplies the sum of their log-densities (ML-Agents'
+    # sac_policy_loss), the same entropy the value target and alpha's loss use
+    case = _continuous_case()
+    case.update(cont_log_probs=torch.tensor([[-1.0, -0.5, 0.5], [-2.0, 1.0, 0.0]], requires_grad=True), target_entropy_cont=-3.0)
+    loss = sac_losses(**case)
+    loss = type(loss)(*(t.detach() for t in loss))
+    assert float(loss.policy) == pytest.approx(((0.5 * -1.0 - 2.0) + (0.5 * -1.0 - 1.0)) / 2)
+    assert float(loss.value) == pytest.approx(0.5 * ((2.0 - (2.0 + 0.5)) ** 2 + (0.0 - (0.5 + 0.5)) ** 2) / 2)
+
+
+def test_squashed_log_density_keeps_its_gradient_where_tanh_saturates() -> None:
+    from ml_arl.policy.networks import ActionDistribution
+
+    mu = torch.tensor([[0.0, 12.0]], requires_grad=True)
+    dist = ActionDistribution(mu, torch.ones(1, 2), [], tanh_squash=True)
+    torch.manual_seed(0)
+    raw = dist.normal.sample()
+    torch.manual_seed(0)
+    action, log_probs = dist.sample_continuous()
+    exact = torch.distributions.Normal(mu, 1.0).log_prob(raw) - torch.log1p(-torch.tanh(raw).double() ** 2).float()
+    assert torch.allclose(log_probs[:, 0], exact[:, 0], atol=1e-5)
+    log_probs.sum().backward()
+    # d/du of -log(1 - tanh(u)^2) is 2 tanh(u): about 2 at u = 12, where tanh(u) is 1 in float32
+    assert mu.grad is not None and float(mu.grad[0, 1]) == pytest.approx(2.0, abs=1e-3)
+
+
 def test_sac_losses_ignore_done_streams_bootstrap() -> None:
     case = _continuous_case()
     case.update(use_dones=torch.tensor([0.0]))  # curiosity and RND: the episode end does not cut the backup

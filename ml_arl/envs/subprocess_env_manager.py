@@ -302,7 +302,17 @@ class SubprocessEnvManager(EnvManager):
             worker.policy_versions[b] = serials[b]
         worker.sent.append(time.monotonic())
 
+    def drain(self) -> list[StepBatch]:
+        """Every step in flight, answered (their actions came from the policies already sent):
+        the batches in worker order, and no new request sent."""
+        return self._answers_in_worker_order()
+
     def step(self) -> list[StepBatch]:
+        if self.settings.deterministic:  # one request per worker, all answered, in worker order
+            for worker in self.workers:
+                if not worker.sent:
+                    self._send_step(worker)
+            return self._answers_in_worker_order()
         for worker in self.workers:
             while len(worker.sent) < PIPELINE_DEPTH:
                 self._send_step(worker)
@@ -342,6 +352,32 @@ class SubprocessEnvManager(EnvManager):
             self.handle_failure(failure)
         return batches
 
+    def _answers_in_worker_order(self) -> list[StepBatch]:
+        """Await every step request in flight (each worker against its own deadline); returns the
+        batches ordered by worker, then by request; failed workers are handled (restarted within the quota)."""
+        answers: dict[int, list[StepBatch]] = {}
+        failed: dict[int, WorkerError] = {}
+
+        def answered(worker: _Worker, reply: WorkerReply) -> None:
+            worker.sent.popleft()
+            worker.last_reply = time.monotonic()
+            if isinstance(reply, StepReply):
+                answers.setdefault(worker.worker_id, []).append(reply.batch)
+
+        self._await_replies(
+            StepReply, {w.worker_id: len(w.sent) for w in self.workers}, self._step_deadline, answered,
+            failed, "answer a step",
+        )
+        for worker_id in sorted(failed):
+            self.workers[worker_id].sent.clear()  # never answered now
+            self.handle_failure(failed[worker_id])
+        return [batch for worker_id in sorted(answers) for batch in answers[worker_id]]
+
+    def _step_deadline(self, worker: _Worker) -> float:
+        deadline = worker.step_deadline(self.reply_timeout)
+        assert deadline is not None  # a worker waited on has a step in flight
+        return deadline
+
     def reset(self) -> None:
         """Finish (and drop) the steps in flight, then reset every env; half-built trajectories
         are discarded in the workers."""
@@ -366,17 +402,12 @@ class SubprocessEnvManager(EnvManager):
         ``self.parameters``)."""
         failed: dict[int, WorkerError] = {}
 
-        def step_answered(worker: _Worker) -> None:
+        def step_answered(worker: _Worker, reply: WorkerReply) -> None:
             worker.sent.popleft()
             worker.last_reply = time.monotonic()
 
-        def step_deadline(worker: _Worker) -> float:
-            deadline = worker.step_deadline(self.reply_timeout)
-            assert deadline is not None  # a worker waited on has a step in flight
-            return deadline
-
         outstanding = {w.worker_id: len(w.sent) for w in self.workers}
-        self._await_replies(StepReply, outstanding, step_deadline, step_answered, failed, "answer a step")
+        self._await_replies(StepReply, outstanding, self._step_deadline, step_answered, failed, "answer a step")
         for worker in self.workers:
             worker.sent.clear()  # the failed ones' steps will never be answered
         reset_deadlines: dict[int, float] = {}
@@ -386,7 +417,7 @@ class SubprocessEnvManager(EnvManager):
                 reset_deadlines[worker.worker_id] = time.monotonic() + self.reply_timeout
         self._await_replies(
             ResetReply, dict.fromkeys(reset_deadlines, 1), lambda w: reset_deadlines[w.worker_id],
-            lambda w: None, failed, "answer a reset", during,
+            lambda w, reply: None, failed, "answer a reset", during,
         )
         for worker_id in sorted(failed):
             self.handle_failure(failed[worker_id])
@@ -396,7 +427,7 @@ class SubprocessEnvManager(EnvManager):
         expected: type[StepReply] | type[ResetReply],
         outstanding: dict[int, int],
         deadline_of: Callable[[_Worker], float],
-        answered: Callable[[_Worker], None],
+        answered: Callable[[_Worker, WorkerReply], None],
         failed: dict[int, WorkerError],
         what: str,
         during: str = "",
@@ -422,7 +453,7 @@ class SubprocessEnvManager(EnvManager):
                     continue
                 heard.add(wid)
                 reply = self._recv(worker)
-                answered(worker)
+                answered(worker, reply)
                 if not isinstance(reply, expected):
                     failed[wid] = self._failure(worker, reply, during)
                     del pending[wid]

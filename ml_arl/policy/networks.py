@@ -431,8 +431,11 @@ class ActionDistribution:
         log_probs = self.normal.log_prob(raw)
         if not self.tanh_squash:
             return raw, log_probs
-        action = torch.tanh(raw)
-        return action, log_probs - torch.log(1.0 - action.pow(2) + TANH_EPSILON)
+        # log(1 - tanh(u)^2) = 2 (log 2 - u - softplus(-2u)): exact, and its gradient does not vanish
+        # where tanh(u) rounds to +-1 (log(1 - a^2 + eps) is flat there, so a saturated dimension
+        # would get no entropy pull back)
+        log_det = 2.0 * (math.log(2.0) - raw - torch.nn.functional.softplus(-2.0 * raw))
+        return torch.tanh(raw), log_probs - log_det
 
     def sample_discrete(self) -> torch.Tensor:
         """One action per branch, [B, n_branches] int64."""

@@ -20,14 +20,15 @@ BLOCK_TIMEOUT_S = 0.05  # a thread waits this long for a trajectory before check
 
 
 class TrainerThreads:
-    def __init__(self, timers: Timers):
+    def __init__(self, timers: Timers, allowed: bool = True):
         self.timers = timers
+        self.allowed = allowed  # False in a deterministic run: every trainer advances in the main loop
         self.stop_event = threading.Event()  # shared with the AgentManagers (their puts give up when set)
         self.threads: dict[str, threading.Thread] = {}
         self.errors: list[tuple[str, BaseException, str]] = []
 
     def start(self, brain: str, trainer: Trainer) -> None:
-        if trainer.settings.threaded and trainer.learning and brain not in self.threads:
+        if self.allowed and trainer.settings.threaded and trainer.learning and brain not in self.threads:
             thread = threading.Thread(target=self._loop, args=(brain, trainer), name=f"trainer-{brain}", daemon=True)
             self.threads[brain] = thread
             thread.start()

@@ -305,6 +305,12 @@ def _backend_problems(env: EnvSettings) -> list[str]:
                             "remove manager: inprocess or backend: ray")
         if importlib.util.find_spec("ray") is None:
             problems.append("env_settings.backend: ray needs Ray, which is not installed; pip install 'ml_arl[ray]'")
+    if env.deterministic:
+        if env.seed == -1:
+            problems.append("env_settings.deterministic: a deterministic run needs a fixed seed; add --seed N")
+        if env.backend == "ray":
+            problems.append("env_settings.deterministic: Ray actors answer in no fixed order; "
+                            "use backend: subprocess or drop --deterministic")
     return problems
 
 

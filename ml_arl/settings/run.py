@@ -70,6 +70,11 @@ class EnvSettings(Strict):
         "instance on loopback",
     )
     steps_per_message: Int = Field(16, ge=1, le=limits.MAX_STEPS_PER_MESSAGE)
+    deterministic: bool = setting(
+        False, flag="--deterministic",
+        help="reproduce a run bit for bit with the same --seed on the same machine: workers step in lockstep "
+        "and their experience is taken in worker order (slower; see the README)",
+    )
     worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
     listen_address: str = setting(
         "localhost", flag="--listen-address", metavar="ADDR",

@@ -58,8 +58,13 @@ class _ClippedPolicySettings(Strict):
 
 class PPOSettings(_ClippedPolicySettings):
     shared_critic: bool = False
-    # ml_arl extensions; the defaults are ML-Agents' behaviour.
-    clip_value_loss: bool = True  # ML-Agents clips the value change per update to +-epsilon
+    # ml_arl extensions.
+    # false (the default): the value loss is plain (R - V)^2, which is what ML-Agents 1.1.0 computes: its
+    # trust_region_value_loss clips around the "old values" it reads from the buffer, but
+    # RewardSignalUtil.value_estimates_key returns the returns' key (mlagents/trainers/buffer.py), so the
+    # old values are the returns and the clip never acts. true: the clip as written (the value moves at
+    # most +-epsilon per update), which stalls critics whose values are large (docs/benchmarks/mujoco.md).
+    clip_value_loss: bool = False
     max_grad_norm: Optional[Float] = Field(None, gt=0)  # clip the gradient norm (SB3 uses 0.5)
 
 

@@ -162,15 +162,18 @@ def clipped_value_loss(
 
 def poca_loss(
     log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor,
-    values: torch.Tensor, old_values: torch.Tensor, baselines: torch.Tensor, old_baselines: torch.Tensor,
+    values: torch.Tensor, baselines: torch.Tensor, old_baselines: torch.Tensor,
     returns: torch.Tensor, entropy: torch.Tensor, epsilon: float, beta: float, mask: Optional[torch.Tensor] = None,
 ) -> POCALoss:
     """``policy + 0.5 * (value + 0.5 * baseline) - beta * mean(entropy)``, as ML-Agents' POCA optimizer;
-    ``mask`` [N] (sequences with memory): every mean over the rows where it is 1."""
+    ``mask`` [N] (sequences with memory): every mean over the rows where it is 1. The baseline loss is
+    clipped to +-epsilon around the stored baselines; the value loss is plain, as ML-Agents 1.1.0
+    computes it (the "old values" it clips around are the returns, buffer.py's value_estimates_key,
+    so its clip never acts)."""
     ratio = torch.exp(log_prob - old_log_prob)
     surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
     policy = -masked_mean(surrogate, mask)
-    value = clipped_value_loss(values, old_values, returns, epsilon, mask)
+    value = masked_mean((returns - values) ** 2, mask)
     baseline = clipped_value_loss(baselines, old_baselines, returns, epsilon, mask)
     return POCALoss(policy + 0.5 * (value + 0.5 * baseline) - beta * masked_mean(entropy, mask), policy, value, baseline)
 
@@ -316,7 +319,7 @@ class POCATrainer(Trainer):
                 values = self.critic.values(mb.obs, mb.mates_obs, mb.present, first[1])
                 baselines = self.critic.baselines(mb.obs, mb.mates_obs, mb.mates_continuous, mb.mates_discrete, mb.present, first[2])
                 loss = poca_loss(
-                    log_prob, mb.log_prob, mb.advantages, values, mb.values, baselines, mb.baselines, mb.returns,
+                    log_prob, mb.log_prob, mb.advantages, values, baselines, mb.baselines, mb.returns,
                     entropy, epsilon, beta, mb.mask,
                 )
                 self.optimizer.zero_grad()

@@ -169,7 +169,7 @@ def ppo_loss(
     entropy: torch.Tensor,
     epsilon: float,
     beta: float,
-    clip_value_loss: bool = True,
+    clip_value_loss: bool = False,
     mask: Optional[torch.Tensor] = None,
 ) -> PPOLoss:
     """ML-Agents' PPO loss: clipped surrogate, value loss (clipped to +-epsilon around the old

@@ -140,7 +140,8 @@ def sac_losses(
         expected_q1 = mean_q1[:, 0]
     if cont_log_probs is not None:
         assert alpha_cont is not None
-        cont_terms = (alpha_cont * cont_log_probs - expected_q1[:, None]).mean(-1)
+        # alpha times the joint log-density (the sum over dimensions), as in the value target and alpha's loss
+        cont_terms = alpha_cont * cont_log_probs.sum(-1) - expected_q1
         policy_terms = cont_terms if policy_terms is None else policy_terms + cont_terms
     assert policy_terms is not None, "SAC needs continuous actions or discrete branches"
     policy_loss = policy_terms.mean()

@@ -1,0 +1,117 @@
+"""MuJoCo learning benchmark: arl-learn's PPO and SAC on gymnasium Hopper-v5, HalfCheetah-v5 and
+Walker2d-v5 with the configs in config/mujoco/, several seeds, next to published figures.
+
+    pip install -e '.[bench]'            # gymnasium[mujoco]
+    python bench/mujoco.py                               # PPO, 3 tasks x 3 seeds x 1M steps
+    python bench/mujoco.py --algo sac --tasks Hopper     # SAC on Hopper
+    python bench/mujoco.py --steps 500000 --jobs 2 --tasks HalfCheetah Hopper
+
+Each run is a separate `arl-learn` process (its own results directory under --results-dir). The
+score of a run is the mean episodic return of its last 10% of episodes (the issue's measure; the
+published figures below are each paper's own end-of-training mean, over its seeds). The table
+prints each seed's score, the mean and standard deviation over seeds, the median wall-clock and
+the published anchors for the same task and step count.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ("HalfCheetah", "Hopper", "Walker2d")
+
+# Published means at 1M environment steps (the tasks' v4 / v3 versions; v5 changes no dynamics of
+# these three). Sources: docs/benchmarks/mujoco.md.
+ANCHORS = {
+    "ppo": {
+        "CleanRL PPO (v4)": {"HalfCheetah": 2906, "Hopper": 2052, "Walker2d": 2891},
+        "rl-zoo PPO (v3)": {"HalfCheetah": 5819, "Hopper": 2410, "Walker2d": 3479},
+    },
+    "sac": {
+        "CleanRL SAC (v4)": {"HalfCheetah": 9635, "Hopper": 2310, "Walker2d": 3591},
+        "rl-zoo SAC (v3)": {"HalfCheetah": 9535, "Hopper": 2326, "Walker2d": 3863},
+    },
+}
+
+
+@dataclass
+class RunResult:
+    task: str
+    seed: int
+    score: float  # mean return of the last 10% of episodes
+    best20: float  # best mean of 20 consecutive episodes
+    episodes: int
+    wall_s: float
+
+
+def episode_returns(run_dir: Path) -> list[float]:
+    with sqlite3.connect(run_dir / "results.sqlite") as db:
+        return [row[0] for row in db.execute("SELECT env_reward FROM episodes ORDER BY id")]
+
+
+def run_one(algo: str, task: str, seed: int, steps: int, results: Path, extra: list[str]) -> RunResult:
+    config = yaml.safe_load((ROOT / "config" / "mujoco" / f"{task}-{algo}.yaml").read_text())
+    config["behaviors"][task]["max_steps"] = steps
+    run_id = f"{task}-{algo}-s{seed}"
+    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
+        yaml.safe_dump(config, f)
+        path = f.name
+    started = time.perf_counter()
+    try:
+        cmd = [sys.executable, "-m", "ml_arl.cli", path, "--run-id", run_id, "--seed", str(seed),
+               "--results-dir", str(results), "--force", *extra]
+        proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    finally:
+        os.unlink(path)
+    wall = time.perf_counter() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"{run_id} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    returns = episode_returns(results / run_id)
+    tail = returns[-max(1, len(returns) // 10):]
+    windows = [statistics.fmean(returns[i : i + 20]) for i in range(0, max(1, len(returns) - 19))]
+    return RunResult(task, seed, statistics.fmean(tail), max(windows), len(returns), wall)
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--algo", choices=("ppo", "sac"), default="ppo")
+    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
+    parser.add_argument("--steps", type=int, default=1_000_000)
+    parser.add_argument("--jobs", type=int, default=1, help="runs at once (each uses num_envs + 1 processes)")
+    parser.add_argument("--results-dir", type=Path, default=Path(tempfile.gettempdir()) / "arl-mujoco")
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more arl-learn flags")
+    args = parser.parse_args(argv)
+    extra = [a for a in args.extra if a != "--"]
+    jobs = [(task, seed) for task in args.tasks for seed in args.seeds]
+    with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+        results = list(pool.map(lambda job: run_one(args.algo, job[0], job[1], args.steps, args.results_dir, extra), jobs))
+    for r in results:
+        print(f"{r.task:12s} seed {r.seed}: last-10% return {r.score:8.1f}  best 20-episode mean {r.best20:8.1f}  "
+              f"{r.episodes} episodes  {r.wall_s:6.0f} s", flush=True)
+    anchors = ANCHORS[args.algo]
+    head = f"| task | arl-learn {args.algo.upper()} at {args.steps:,} steps (mean +- sd, {len(args.seeds)} seeds) | median wall-clock |"
+    print("\n" + head + "".join(f" {name} at 1M |" for name in anchors))
+    print("|---" * (3 + len(anchors)) + "|")
+    for task in args.tasks:
+        rows = [r for r in results if r.task == task]
+        scores = [r.score for r in rows]
+        sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
+        line = f"| {task} | {statistics.fmean(scores):,.0f} +- {sd:,.0f} | {statistics.median(r.wall_s for r in rows):.0f} s |"
+        print(line + "".join(f" {figures[task]:,} |" for figures in anchors.values()))
+
+
+if __name__ == "__main__":
+    main()
