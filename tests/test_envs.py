@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 import cloudpickle
 import gymnasium
@@ -173,3 +174,47 @@ def test_worker_nice_lowers_the_priority_of_workers(tmp_path: Path) -> None:
     finally:
         manager.close()
     assert int(out.read_text()) == min(19, os.nice(0) + 7)
+
+
+def _stepping_manager(**settings: Any) -> tuple[Any, Any]:
+    from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.messages import PolicyMessage
+    from ml_arl.policy.networks import ActorCritic
+    from ml_arl.settings import EnvSettings, NetworkSettings
+
+    env_settings = EnvSettings(num_envs=2, env_path="builtin:Trivial", timeout_wait=30, **settings)
+    manager = SubprocessEnvManager(resolve_env(env_settings.env_path, env_settings.env_args), env_settings, 0)
+    spec = manager.start()["Trivial"]
+    weights = ActorCritic(spec, NetworkSettings(hidden_units=16)).muscle_weights()
+    manager.set_policy("Trivial", PolicyMessage(1, weights, 16, False))
+    return manager, weights
+
+
+def test_drain_answers_every_step_in_flight_and_sends_none() -> None:
+    """What a trainer about to update waits for: every request the workers hold (acted by the
+    policy being replaced) answered, and none sent, so the next request carries the new policy."""
+    from ml_arl.envs.subprocess_env_manager import PIPELINE_DEPTH
+
+    manager, _ = _stepping_manager(steps_per_message=4)
+    try:
+        answered = len(manager.step())  # each worker was sent PIPELINE_DEPTH requests; the ready answers come back
+        in_flight = sum(len(w.sent) for w in manager.workers)
+        assert in_flight == 2 * PIPELINE_DEPTH - answered
+        drained = manager.drain()
+        assert len(drained) == in_flight > 0
+        assert all(not w.sent for w in manager.workers)
+        assert sum(b.env_steps for b in drained) == 4 * in_flight
+        assert manager.drain() == []
+    finally:
+        manager.close()
+
+
+def test_deterministic_stepping_answers_one_request_per_worker_in_worker_order() -> None:
+    manager, _ = _stepping_manager(steps_per_message=4, deterministic=True, seed=3)
+    try:
+        for _ in range(5):
+            batches = manager.step()
+            assert [b.worker_id for b in batches] == [0, 1]
+            assert all(not w.sent for w in manager.workers)
+    finally:
+        manager.close()
