@@ -49,7 +49,7 @@ class Trajectory(NamedTuple):
     continuous: np.ndarray  # [T, n_cont] raw sampled actions
     discrete: np.ndarray  # [T, n_branches] int32
     allowed: Optional[np.ndarray]  # [T, sum(branches)] bool action masks (True = allowed)
-    log_prob: np.ndarray  # [T] log-probability under the acting policy
+    log_prob: np.ndarray  # [T, D] log-probability under the acting policy of each continuous dimension and discrete branch
     rewards: np.ndarray  # [T] the behavior's objective after each action (the environment reward by default)
     group_rewards: np.ndarray  # [T] the agent's group reward received with it (0 without groups)
     group_id: int  # the agent's group (MultiAgentGroup in Unity; 0 = none), as of its last step

@@ -154,7 +154,7 @@ def test_muscle_matches_torch(case: str, sac: bool) -> None:
     info = muscle.act(obs, None)
     with torch.no_grad():
         dist = net.distribution(tensors, None)
-        log_prob = dist.log_prob(torch.as_tensor(info.continuous), torch.as_tensor(info.discrete).long())
+        log_prob = dist.log_probs(torch.as_tensor(info.continuous), torch.as_tensor(info.discrete).long())
     np.testing.assert_allclose(info.log_prob, log_prob.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(info.entropy, dist.entropy().numpy(), rtol=1e-5, atol=1e-5)
     greedy = Muscle(weights, deterministic=True).act(obs, None)

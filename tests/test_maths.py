@@ -106,7 +106,7 @@ def test_sac_muscle_agrees_with_torch(env) -> None:  # noqa: ANN001
     np.testing.assert_array_equal(info.env_action.continuous, info.continuous)
     obs = [torch.as_tensor(decision.obs[0])]
     dist = net.distribution(obs, torch.as_tensor(allowed) if allowed is not None else None)
-    log_prob = dist.log_prob(torch.as_tensor(info.continuous), torch.as_tensor(info.discrete).long())
+    log_prob = dist.log_probs(torch.as_tensor(info.continuous), torch.as_tensor(info.discrete).long())
     np.testing.assert_allclose(info.log_prob, log_prob.detach().numpy(), rtol=2e-4, atol=2e-4)
     np.testing.assert_allclose(info.entropy, dist.entropy().detach().numpy(), atol=1e-5)
     deterministic = Muscle(net.muscle_weights(), deterministic=True).act(decision.obs, allowed)

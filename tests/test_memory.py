@@ -130,7 +130,7 @@ def test_muscle_lstm_matches_torch_over_a_sequence(actions: ActionSpec) -> None:
         log_prob, _, _ = net.evaluate(seq_obs, None, cont, disc, torch.zeros(agents, 16))
         # the memory before step t is what the LSTM holds after the first t steps
         _, after = net.recurrent(net.body(net.encoder([o[: agents * steps] for o in seq_obs])), torch.zeros(agents, 16))
-    muscle_logp = np.stack([i.log_prob for i in infos], 1).reshape(-1)
+    muscle_logp = np.stack([i.log_prob for i in infos], 1).reshape(agents * steps, -1)  # [rows, D]
     np.testing.assert_allclose(muscle_logp, log_prob.numpy(), atol=2e-4)
     last = muscle.memories
     np.testing.assert_allclose(np.stack([last[i] for i in ids]), after.numpy(), atol=1e-5)
@@ -141,7 +141,8 @@ def test_muscle_lstm_matches_torch_over_a_sequence(actions: ActionSpec) -> None:
             tail, None, cont.reshape(agents, steps, -1)[:, 2:].reshape(agents * 4, -1),
             disc.reshape(agents, steps, -1)[:, 2:].reshape(agents * 4, -1), torch.as_tensor(infos[2].memory),
         )
-    np.testing.assert_allclose(muscle_logp.reshape(agents, steps)[:, 2:].reshape(-1), tail_logp.numpy(), atol=2e-4)
+    dims = muscle_logp.shape[1]
+    np.testing.assert_allclose(muscle_logp.reshape(agents, steps, dims)[:, 2:].reshape(-1, dims), tail_logp.numpy(), atol=2e-4)
     muscle.forget(np.array([8]))
     again = muscle.act([obs[0][0], obs[1][0]], None, ids)
     assert np.all(again.memory[1] == 0) and np.all(again.memory[0] != 0)

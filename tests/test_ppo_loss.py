@@ -62,3 +62,13 @@ def test_ratio_one_is_the_plain_policy_gradient() -> None:
     x["log_prob"] = torch.zeros(3, dtype=torch.float64)
     loss = ppo_loss(**x, epsilon=0.2, beta=0.0)
     assert loss.policy.item() == pytest.approx(-(1.0 - 1.0 + 2.0) / 3)
+
+
+def test_policy_loss_clips_each_action_dimension_on_its_own() -> None:
+    """ML-Agents' trust_region_policy_loss: one ratio per continuous dimension (and discrete branch),
+    each clipped, averaged over rows and dimensions. Ratios 1.5 and 1/1.5 (a joint ratio of 1) with
+    advantage 1: min(1.5, 1.2) and min(0.667, 0.8), mean 0.933 (the joint ratio would give 1)."""
+    log_prob = torch.tensor([[math.log(1.5), -math.log(1.5)]])
+    zeros = torch.zeros(1, 1)
+    loss = ppo_loss(log_prob, torch.zeros(1, 2), torch.ones(1), zeros, zeros, zeros, torch.zeros(1), epsilon=0.2, beta=0.0)
+    assert float(loss.policy) == pytest.approx(-(1.2 + 1 / 1.5) / 2)

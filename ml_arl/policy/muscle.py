@@ -38,7 +38,10 @@ def env_continuous(raw: np.ndarray) -> np.ndarray:
 class ActionInfo(NamedTuple):
     continuous: np.ndarray  # [B, n_cont] float32: the raw Gaussian sample, or tanh of it with tanh_squash (what the trainer scores)
     discrete: np.ndarray  # [B, n_branches] int32
-    log_prob: np.ndarray  # [B] float32, joint log-probability of the action
+    # [B, D] float32: the log-probability of each continuous dimension, then of each discrete branch's
+    # choice (D = n_cont + n_branches; their sum is the joint one). PPO and POCA take one ratio per
+    # column, as ML-Agents' trust_region_policy_loss does.
+    log_prob: np.ndarray
     entropy: np.ndarray  # [B] float32
     allowed: Optional[np.ndarray]  # [B, sum(branches)] action masks used (True = allowed), None if no branches
     env_action: ActionTuple  # sent to the env: continuous clamp(a, -3, 3) / 3 (tanh-squashed: as is), as ML-Agents does
@@ -245,7 +248,7 @@ class Muscle:
         self.n_cont = self.mu_b.shape[0]
         # entropy: mean over continuous dimensions (as ML-Agents), summed over discrete branches
         self._cont_entropy = float(np.mean(0.5 + _LOG_SQRT_2PI + self.log_std)) if self.n_cont else 0.0
-        self._cont_logp_const = -float(np.sum(self.log_std + _LOG_SQRT_2PI)) if self.n_cont else 0.0
+        self._cont_logp_const = -(self.log_std + _LOG_SQRT_2PI).astype(np.float32)  # [n_cont]
         self._offsets = np.cumsum((0,) + self.branches)
         self.hyper = w.hyper
         self.goal_columns = np.asarray(w.hyper.goal_columns, np.intp) if w.hyper is not None else np.zeros(0, np.intp)
@@ -311,22 +314,23 @@ class Muscle:
             else:
                 if self.deterministic:
                     cont = mu
-                    log_prob = np.full(batch, self._cont_logp_const, np.float32)
+                    log_prob = np.broadcast_to(self._cont_logp_const, mu.shape).astype(np.float32)
                 else:
                     noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
                     cont = noise * self.std
                     cont += mu
                     # (cont - mu) / std is the noise itself
-                    log_prob = np.einsum("ij,ij->i", noise, noise)
+                    log_prob = noise * noise
                     log_prob *= -0.5
                     log_prob += self._cont_logp_const
                 entropy = np.full(batch, self._cont_entropy, np.float32)
                 clipped = env_continuous(cont)
         else:
             cont = clipped = np.zeros((batch, 0), np.float32)
-            log_prob = np.zeros(batch, np.float32)
+            log_prob = np.zeros((batch, 0), np.float32)
             entropy = np.zeros(batch, np.float32)
         disc = np.zeros((batch, len(self.branches)), np.int32)
+        branch_log_probs = np.zeros((batch, len(self.branches)), np.float32)
         if self.branches:
             logits = h @ self.logits_w + self.logits_b
             if allowed is not None:
@@ -344,14 +348,16 @@ class Muscle:
                     choice = np.minimum((cdf < u).sum(axis=1), self.branches[i] - 1)
                 disc[:, i] = choice
                 logp = lg - np.log(np.exp(lg).sum(axis=1, keepdims=True))
-                log_prob += logp[np.arange(batch), choice]
+                branch_log_probs[:, i] = logp[np.arange(batch), choice]
                 entropy -= np.sum(np.where(p > 0, p * logp, 0.0), axis=1)
+        if self.branches:
+            log_prob = np.concatenate([log_prob, branch_log_probs], axis=1) if self.n_cont else branch_log_probs
         env_action = ActionTuple(continuous=clipped, discrete=disc)
         return ActionInfo(cont, disc, log_prob, entropy, allowed if self.branches else None, env_action, memory)
 
     def _act_conditional(self, h: np.ndarray, mu: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """SAC's actor: log std from its own head (clamped to [-20, 2]); with tanh_squash the action
-        is tanh(sample), stored and sent as it is. Returns (stored, log_prob, entropy, sent)."""
+        is tanh(sample), stored and sent as it is. Returns (stored, log_prob [B, n_cont], entropy, sent)."""
         assert self.log_sigma is not None
         log_std = np.clip(h @ self.log_sigma[0] + self.log_sigma[1], -20.0, 2.0)
         entropy = np.mean(0.5 + _LOG_SQRT_2PI + log_std, axis=1).astype(np.float32)
@@ -361,12 +367,12 @@ class Muscle:
         else:
             noise = self.rng.standard_normal(mu.shape, dtype=np.float32)
             raw = mu + noise * np.exp(log_std)
-        log_prob = (-0.5 * np.einsum("ij,ij->i", noise, noise) - np.sum(log_std + _LOG_SQRT_2PI, axis=1)).astype(np.float32)
+        log_prob = (-0.5 * noise * noise - (log_std + _LOG_SQRT_2PI)).astype(np.float32)
         if not self.tanh_squash:
             raw = raw.astype(np.float32)
             return raw, log_prob, entropy, env_continuous(raw)
         action = np.tanh(raw).astype(np.float32)
-        log_prob -= np.sum(np.log(1.0 - action * action + 1e-6), axis=1).astype(np.float32)
+        log_prob -= np.log(1.0 - action * action + 1e-6).astype(np.float32)
         return action, log_prob, entropy, action
 
     def _normalized(self, x: np.ndarray) -> np.ndarray:

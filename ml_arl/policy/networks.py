@@ -442,14 +442,19 @@ class ActionDistribution:
         picks = [torch.multinomial(lp.exp(), 1) for lp in self.branch_log_probs()]
         return torch.cat(picks, dim=1) if picks else torch.zeros((0, 0), dtype=torch.int64)
 
+    def log_probs(self, continuous: torch.Tensor, discrete: torch.Tensor) -> torch.Tensor:
+        """[B, D]: the log-probability of stored actions per continuous dimension, then per discrete
+        branch (ML-Agents' ActionLogProbs.flatten(); the workers store the same columns)."""
+        parts: list[torch.Tensor] = []
+        if self.normal is not None:
+            parts.append(self.continuous_log_probs(continuous))
+        for i, logp in enumerate(self.branch_log_probs()):
+            parts.append(logp.gather(1, discrete[:, i : i + 1].long()))
+        return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
+
     def log_prob(self, continuous: torch.Tensor, discrete: torch.Tensor) -> torch.Tensor:
         """Joint log-probability [B] of stored actions."""
-        log_probs: list[torch.Tensor] = []
-        if self.normal is not None:
-            log_probs.append(self.continuous_log_probs(continuous).sum(-1))
-        for i, logp in enumerate(self.branch_log_probs()):
-            log_probs.append(logp.gather(1, discrete[:, i : i + 1].long()).squeeze(1))
-        return log_probs[0] if len(log_probs) == 1 else torch.stack(log_probs).sum(0)
+        return self.log_probs(continuous, discrete).sum(-1)
 
     def entropy(self) -> torch.Tensor:
         """[B]: the Gaussian's (before squashing) averaged over continuous dimensions, as ML-Agents,
@@ -589,13 +594,14 @@ class ActorCritic(nn.Module):
         memories: Optional[torch.Tensor] = None,
         critic_memories: Optional[torch.Tensor] = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Log-probability and entropy of given actions, and the values [B, streams], in one pass
-        (with memory: rows are sequences starting from ``memories`` and ``critic_memories``, see the class)."""
+        """Log-probabilities [B, D] (per continuous dimension and discrete branch, ``ActionDistribution.log_probs``)
+        and entropy of given actions, and the values [B, streams], in one pass (with memory: rows are
+        sequences starting from ``memories`` and ``critic_memories``, see the class)."""
         hidden = self.recurrent(self.body(self.encoder(obs)), memories)[0]
         dist = self._distribution(hidden, masks)
         assert self.value_head is not None, "this network has no critic"
         critic_hidden = hidden if self.shared_critic else _run_lstm(self.critic_lstm, self.critic_features(obs), critic_memories)[0]
-        return dist.log_prob(continuous, discrete), dist.entropy(), self.value_head(critic_hidden)
+        return dist.log_probs(continuous, discrete), dist.entropy(), self.value_head(critic_hidden)
 
     def muscle_weights(self) -> ActorWeights:
         """The actor as numpy arrays (float32), for ml_arl.policy.muscle.Muscle."""

@@ -68,7 +68,7 @@ class POCABatch:
     allowed: Optional[torch.Tensor]  # [N, sum(branches)]
     continuous: torch.Tensor  # [N, n_cont]
     discrete: torch.Tensor  # [N, n_branches]
-    log_prob: torch.Tensor  # [N]
+    log_prob: torch.Tensor  # [N, D] per continuous dimension and discrete branch
     mates_obs: list[torch.Tensor]  # one [N, M, *shape] per observation
     mates_continuous: torch.Tensor  # [N, M, n_cont]
     mates_discrete: torch.Tensor  # [N, M, n_branches]
@@ -170,8 +170,9 @@ def poca_loss(
     clipped to +-epsilon around the stored baselines; the value loss is plain, as ML-Agents 1.1.0
     computes it (the "old values" it clips around are the returns, buffer.py's value_estimates_key,
     so its clip never acts)."""
-    ratio = torch.exp(log_prob - old_log_prob)
-    surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
+    ratio = torch.exp(log_prob - old_log_prob)  # [N, D]: one ratio per dimension and branch, as PPO's
+    adv = advantages[:, None] if ratio.dim() == 2 else advantages
+    surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv)
     policy = -masked_mean(surrogate, mask)
     value = masked_mean((returns - values) ** 2, mask)
     baseline = clipped_value_loss(baselines, old_baselines, returns, epsilon, mask)
@@ -315,7 +316,7 @@ class POCATrainer(Trainer):
                 mb = data.select(idx)
                 first = [None if m is None else m[::length] for m in (mb.memories, mb.value_memories, mb.baseline_memories)]
                 dist = self.network.distribution(mb.obs, mb.allowed, first[0])
-                log_prob, entropy = dist.log_prob(mb.continuous, mb.discrete), dist.entropy()
+                log_prob, entropy = dist.log_probs(mb.continuous, mb.discrete), dist.entropy()
                 values = self.critic.values(mb.obs, mb.mates_obs, mb.present, first[1])
                 baselines = self.critic.baselines(mb.obs, mb.mates_obs, mb.mates_continuous, mb.mates_discrete, mb.present, first[2])
                 loss = poca_loss(
@@ -359,7 +360,7 @@ class POCATrainer(Trainer):
             allowed=tensor(np.concatenate([t.allowed for t in trajs]), torch.bool) if trajs[0].allowed is not None else None,  # type: ignore[misc]
             continuous=tensor(np.concatenate([t.continuous for t in trajs])),
             discrete=tensor(np.concatenate([t.discrete for t in trajs]), torch.int64),
-            log_prob=tensor(np.concatenate([t.log_prob for t in trajs])),
+            log_prob=tensor(np.concatenate([t.log_prob.reshape(len(t), -1) for t in trajs])),
             mates_obs=[tensor(o) for o in mates_obs], mates_continuous=tensor(mates_cont),
             mates_discrete=tensor(mates_disc, torch.int64), present=tensor(present, torch.bool),
             values=torch.zeros(0), baselines=torch.zeros(0), returns=torch.zeros(0), advantages=torch.zeros(0),

@@ -54,7 +54,7 @@ class PPOBatch:
     allowed: Optional[torch.Tensor]  # [N, sum(branches)] action masks; None without discrete actions
     continuous: torch.Tensor  # [N, n_cont]
     discrete: torch.Tensor  # [N, n_branches]
-    log_prob: torch.Tensor  # [N] under the acting policy
+    log_prob: torch.Tensor  # [N, D] under the acting policy, per continuous dimension and discrete branch
     values: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N, streams] the critic's, before the update
     advantages: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N] the mean over streams
     returns: torch.Tensor = field(default_factory=lambda: torch.zeros(0))  # [N, streams] advantages + values
@@ -118,7 +118,7 @@ class PPOBuffer:
             allowed=cat([t.allowed for t in trajs], torch.bool) if trajs[0].allowed is not None else None,  # type: ignore[misc]
             continuous=cat([t.continuous for t in trajs], torch.float32),
             discrete=cat([t.discrete for t in trajs], torch.int64),
-            log_prob=cat([t.log_prob for t in trajs], torch.float32),
+            log_prob=cat([t.log_prob.reshape(len(t), -1) for t in trajs], torch.float32),
             memories=cat([t.memories for t in trajs], torch.float32) if trajs[0].memories is not None else None,  # type: ignore[misc]
         )
         return batch, next_obs
@@ -172,13 +172,16 @@ def ppo_loss(
     clip_value_loss: bool = False,
     mask: Optional[torch.Tensor] = None,
 ) -> PPOLoss:
-    """ML-Agents' PPO loss: clipped surrogate, value loss (clipped to +-epsilon around the old
+    """ML-Agents' PPO loss: clipped surrogate (``log_prob`` and ``old_log_prob`` [N, D]: one ratio per
+    continuous dimension and discrete branch, each clipped, averaged over N x D, as ML-Agents'
+    trust_region_policy_loss; [N] joint log-probabilities work too), value loss (clipped to +-epsilon around the old
     values unless ``clip_value_loss`` is off; with several reward streams, ``value``,
     ``old_values`` and ``returns`` are [N, streams] and the loss is the mean over streams), and
     the entropy bonus: ``policy + 0.5 * value - beta * mean(entropy)``. ``mask`` [N] (sequences of
     a recurrent actor) leaves padding out of every mean."""
     ratio = torch.exp(log_prob - old_log_prob)
-    surrogate = torch.min(ratio * advantages, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * advantages)
+    adv = advantages[:, None] if ratio.dim() == 2 else advantages
+    surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv)
     policy_loss = -masked_mean(surrogate, mask)
     if clip_value_loss:
         clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
