@@ -235,8 +235,7 @@ class TrainerController:
         for brain, trainer in self.trainers.items():
             if not self.threads.runs(brain) and (trainer.learning or not self.train_model):
                 with self.timers.timed("trainer_advance"):
-                    # the steps in flight were acted by the policy about to change: they join this update
-                    trainer.advance(before_update=self._drain)
+                    trainer.advance()
             newest = self.managers[brain].policy_queue.drain()
             if newest:
                 self.policies.live[brain] = newest[-1]
@@ -249,12 +248,6 @@ class TrainerController:
             self.env_manager.reset()  # the learning team changed: every game starts afresh
             for brain in reset:
                 self._push_policies(brain)
-
-    def _drain(self) -> None:
-        with self.timers.timed("env_step"):
-            batches = self.env_manager.drain()
-        for batch in batches:
-            self._handle_batch(batch)
 
     def _handle_batch(self, batch: StepBatch) -> None:
         for behavior, spec in batch.new_specs.items():

@@ -34,36 +34,3 @@ def test_exception_in_trainer_thread_stops_the_run(tmp_path: Path, monkeypatch: 
     assert (tmp_path / "boom" / "run_logs" / "timers.json").is_file()
     assert (tmp_path / "boom" / "run_logs" / "training_status.json").is_file()
 
-
-def test_every_update_waits_for_the_steps_in_flight(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Policy lag: a (non-threaded) trainer about to update first takes every step the workers
-    still hold, acted by the policy it replaces, into this update; the next requests carry the
-    new policy (ML-Agents steps the env one step at a time, so its lag is nil as well)."""
-    from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
-    from ml_arl.settings import build_run_options
-    from ml_arl.trainer_controller import TrainerController
-    from ml_arl.trainers.ppo import PPOTrainer
-
-    from .conftest import tiny_config
-
-    events: list[str] = []
-    drain, update = SubprocessEnvManager.drain, PPOTrainer.update
-
-    def spy_drain(self: SubprocessEnvManager) -> list:
-        batches = drain(self)
-        events.append(f"drain {sum(len(w.sent) for w in self.workers)}")
-        return batches
-
-    def spy_update(self: PPOTrainer) -> None:
-        events.append("update")
-        update(self)
-
-    monkeypatch.setattr(SubprocessEnvManager, "drain", spy_drain)
-    monkeypatch.setattr(PPOTrainer, "update", spy_update)
-    config = tiny_config("builtin:Reach", max_steps=4000)
-    config["env_settings"].update({"num_envs": 2, "seed": 1})
-    config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "lag"}
-    TrainerController(build_run_options(config, {}, "test")).start_learning()
-    updates = [i for i, e in enumerate(events) if e == "update"]
-    assert len(updates) >= 3
-    assert all(i > 0 and events[i - 1] == "drain 0" for i in updates), events

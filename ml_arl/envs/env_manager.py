@@ -157,12 +157,6 @@ class EnvManager(ABC):
     @abstractmethod
     def step(self) -> list[StepBatch]: ...
 
-    def drain(self) -> list[StepBatch]:
-        """The answers to every step request still in flight, sending none (a trainer is about to
-        update: what they hold was acted by the policy it updates). Managers that keep nothing in
-        flight return []."""
-        return []
-
     @abstractmethod
     def close(self) -> None: ...
 

@@ -418,22 +418,12 @@ class RayEnvManager(EnvManager):
         handle.pending.append((ref, time.monotonic()))
 
     def step(self) -> list[StepBatch]:
+        import ray
+
         for handle in self.handles:
             while len(handle.pending) < PIPELINE_DEPTH:
                 self._send_step(handle)
-        return self._answers()
-
-    def drain(self) -> list[StepBatch]:
-        batches: list[StepBatch] = []
-        while any(h.pending for h in self.handles):
-            batches += self._answers()
-        return batches
-
-    def _answers(self) -> list[StepBatch]:
-        """The step answers that are in (waiting up to the earliest deadline for the first one)."""
-        import ray
-
-        by_ref = {h.pending[0][0]: h for h in self.handles if h.pending}
+        by_ref = {h.pending[0][0]: h for h in self.handles}
         timeout = self.reply_timeout
         deadline = min(d for h in self.handles if (d := h.step_deadline(timeout)) is not None)
         ray.wait(list(by_ref), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))

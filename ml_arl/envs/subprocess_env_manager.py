@@ -302,11 +302,6 @@ class SubprocessEnvManager(EnvManager):
             worker.policy_versions[b] = serials[b]
         worker.sent.append(time.monotonic())
 
-    def drain(self) -> list[StepBatch]:
-        """Every step in flight, answered (their actions came from the policies already sent):
-        the batches in worker order, and no new request sent."""
-        return self._answers_in_worker_order()
-
     def step(self) -> list[StepBatch]:
         if self.settings.deterministic:  # one request per worker, all answered, in worker order
             for worker in self.workers:

@@ -30,7 +30,6 @@ import pickle
 import queue
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -159,7 +158,7 @@ class Trainer(ABC):
         return decayed(initial, floor, self.step - self.schedule_origin, max(1, self.schedule_length), schedule)
 
     # ------------------------------------------------------------------ the loop
-    def advance(self, block_timeout: float = 0.0, before_update: Optional[Callable[[], None]] = None) -> int:
+    def advance(self, block_timeout: float = 0.0) -> int:
         """Process queued trajectories (waiting up to ``block_timeout`` s for the first one),
         then update if ready. Returns the number of trajectories processed."""
         processed = 0
@@ -174,12 +173,6 @@ class Trainer(ABC):
                 self.process_trajectory(traj)
                 processed += 1
         if self.should_still_train and self.ready_to_update():
-            if before_update is not None:
-                before_update()
-                for q in self.trajectory_queues:
-                    for traj in q.drain():
-                        self.process_trajectory(traj)
-                        processed += 1
             started = time.perf_counter()
             self.update()
             self.policy_version += 1
