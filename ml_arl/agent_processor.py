@@ -205,7 +205,7 @@ class AgentProcessor:
             list(action_info.continuous),
             list(action_info.discrete),
             allowed_rows,
-            action_info.log_prob.tolist(),
+            list(action_info.log_prob),  # [D] rows: per-dimension log-probabilities
             list(action_info.memory) if action_info.memory is not None else [None] * n,
         ):
             state = agents.get(agent_id)
