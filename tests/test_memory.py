@@ -456,7 +456,7 @@ def test_poca_learns_from_agents_without_a_group(memory: Optional[dict[str, int]
 
 def test_poca_loss_leaves_padding_out() -> None:
     gen = torch.Generator().manual_seed(0)
-    real = [torch.randn(6, generator=gen) for _ in range(3)] + [torch.randn(6, 2, generator=gen) for _ in range(5)] + [torch.randn(6, generator=gen)]
+    real = [torch.randn(6, generator=gen) for _ in range(3)] + [torch.randn(6, 2, generator=gen) for _ in range(4)] + [torch.randn(6, generator=gen)]
     padded = [torch.cat([t, torch.full_like(t[:3], 1e4)]) for t in real]
     want = poca_loss(*real, 0.2, 0.01)
     got = poca_loss(*padded, 0.2, 0.01, mask=torch.tensor([1.0] * 6 + [0.0] * 3))
