@@ -452,10 +452,6 @@ class ActionDistribution:
             parts.append(logp.gather(1, discrete[:, i : i + 1].long()))
         return parts[0] if len(parts) == 1 else torch.cat(parts, dim=1)
 
-    def log_prob(self, continuous: torch.Tensor, discrete: torch.Tensor) -> torch.Tensor:
-        """Joint log-probability [B] of stored actions."""
-        return self.log_probs(continuous, discrete).sum(-1)
-
     def entropy(self) -> torch.Tensor:
         """[B]: the Gaussian's (before squashing) averaged over continuous dimensions, as ML-Agents,
         plus each branch's."""

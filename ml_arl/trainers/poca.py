@@ -53,7 +53,7 @@ from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.common import lambda_returns
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.poca_networks import POCACritic
-from ml_arl.trainers.ppo import masked_mean, sequence_rows
+from ml_arl.trainers.ppo import clipped_surrogate_loss, masked_mean, sequence_rows
 from ml_arl.trainers.streams import RewardStreams
 
 logger = logging.getLogger(__name__)
@@ -170,10 +170,7 @@ def poca_loss(
     clipped to +-epsilon around the stored baselines; the value loss is plain, as ML-Agents 1.1.0
     computes it (the "old values" it clips around are the returns, buffer.py's value_estimates_key,
     so its clip never acts)."""
-    ratio = torch.exp(log_prob - old_log_prob)  # [N, D]: one ratio per dimension and branch, as PPO's
-    adv = advantages[:, None] if ratio.dim() == 2 else advantages
-    surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv)
-    policy = -masked_mean(surrogate, mask)
+    policy = clipped_surrogate_loss(log_prob, old_log_prob, advantages, epsilon, mask)
     value = masked_mean((returns - values) ** 2, mask)
     baseline = clipped_value_loss(baselines, old_baselines, returns, epsilon, mask)
     return POCALoss(policy + 0.5 * (value + 0.5 * baseline) - beta * masked_mean(entropy, mask), policy, value, baseline)

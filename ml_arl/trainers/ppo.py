@@ -153,6 +153,18 @@ def masked_mean(x: torch.Tensor, mask: Optional[torch.Tensor]) -> torch.Tensor:
     return torch.where(keep, x, torch.zeros_like(x)).sum() / keep.sum().clamp(min=1)
 
 
+def clipped_surrogate_loss(
+    log_prob: torch.Tensor, old_log_prob: torch.Tensor, advantages: torch.Tensor, epsilon: float,
+    mask: Optional[torch.Tensor] = None,
+) -> torch.Tensor:
+    """ML-Agents' trust_region_policy_loss: ``log_prob`` and ``old_log_prob`` [N, D] give one ratio per
+    continuous dimension and discrete branch, each clipped to 1 +- epsilon, and the loss is minus the
+    mean over N x D ([N] joint log-probabilities give the usual single ratio). PPO's and POCA's."""
+    ratio = torch.exp(log_prob - old_log_prob)
+    adv = advantages[:, None] if ratio.dim() == 2 else advantages
+    return -masked_mean(torch.min(ratio * adv, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv), mask)
+
+
 class PPOLoss(NamedTuple):
     total: torch.Tensor
     policy: torch.Tensor
@@ -172,17 +184,13 @@ def ppo_loss(
     clip_value_loss: bool = False,
     mask: Optional[torch.Tensor] = None,
 ) -> PPOLoss:
-    """ML-Agents' PPO loss: clipped surrogate (``log_prob`` and ``old_log_prob`` [N, D]: one ratio per
-    continuous dimension and discrete branch, each clipped, averaged over N x D, as ML-Agents'
-    trust_region_policy_loss; [N] joint log-probabilities work too), value loss (clipped to +-epsilon around the old
+    """ML-Agents' PPO loss: clipped surrogate (``clipped_surrogate_loss``: a ratio per action
+    dimension), value loss (clipped to +-epsilon around the old
     values unless ``clip_value_loss`` is off; with several reward streams, ``value``,
     ``old_values`` and ``returns`` are [N, streams] and the loss is the mean over streams), and
     the entropy bonus: ``policy + 0.5 * value - beta * mean(entropy)``. ``mask`` [N] (sequences of
     a recurrent actor) leaves padding out of every mean."""
-    ratio = torch.exp(log_prob - old_log_prob)
-    adv = advantages[:, None] if ratio.dim() == 2 else advantages
-    surrogate = torch.min(ratio * adv, torch.clamp(ratio, 1 - epsilon, 1 + epsilon) * adv)
-    policy_loss = -masked_mean(surrogate, mask)
+    policy_loss = clipped_surrogate_loss(log_prob, old_log_prob, advantages, epsilon, mask)
     if clip_value_loss:
         clipped = old_values + torch.clamp(value - old_values, -epsilon, epsilon)
         value_loss = masked_mean(torch.max((returns - value) ** 2, (returns - clipped) ** 2), mask)
