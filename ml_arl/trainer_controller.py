@@ -77,13 +77,13 @@ class TrainerController:
         self.brains = Brains(options, self.schedule, device, self.seed)
         self.selfplay = SelfPlay(self.seed)
         self.policies = PolicyRouter(self.env_manager, options)
-        self.deterministic = options.env_settings.deterministic
-        self._was_deterministic = torch.are_deterministic_algorithms_enabled()
-        if self.deterministic:
+        deterministic = options.env_settings.deterministic
+        self._was_deterministic = torch.are_deterministic_algorithms_enabled()  # restored at shutdown
+        if deterministic:
             torch.use_deterministic_algorithms(True, warn_only=True)
             if any(b.threaded for b in options.behaviors.values()):
                 logger.info("--deterministic: threaded trainers advance in the main loop instead")
-        self.threads = TrainerThreads(self.timers, allowed=not self.deterministic)
+        self.threads = TrainerThreads(self.timers, allowed=not deterministic)
         self.managers: dict[str, AgentManager] = {}
         self.progress = ProgressBar()
         demo_dir = options.checkpoint_settings.record_demo
