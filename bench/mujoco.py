@@ -5,6 +5,7 @@ Walker2d-v5 with the configs in config/mujoco/, several seeds, next to published
     python bench/mujoco.py                               # PPO, 3 tasks x 3 seeds x 1M steps
     python bench/mujoco.py --algo sac --tasks Hopper     # SAC on Hopper
     python bench/mujoco.py --steps 500000 --jobs 2 --tasks HalfCheetah Hopper
+    python bench/mujoco.py --configs config/mujoco/mlagents-walker --steps 500000   # issue 22's config
 
 Each run is a separate `arl-learn` process (its own results directory under --results-dir). The
 score of a run is the mean episodic return of its last 10% of episodes (the issue's measure; the
@@ -61,8 +62,8 @@ def episode_returns(run_dir: Path) -> list[float]:
         return [row[0] for row in db.execute("SELECT env_reward FROM episodes ORDER BY id")]
 
 
-def run_one(algo: str, task: str, seed: int, steps: int, results: Path, extra: list[str]) -> RunResult:
-    config = yaml.safe_load((ROOT / "config" / "mujoco" / f"{task}-{algo}.yaml").read_text())
+def run_one(algo: str, task: str, seed: int, steps: int, configs: Path, results: Path, extra: list[str]) -> RunResult:
+    config = yaml.safe_load((configs / f"{task}-{algo}.yaml").read_text())
     config["behaviors"][task]["max_steps"] = steps
     run_id = f"{task}-{algo}-s{seed}"
     with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
@@ -91,13 +92,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each uses num_envs + 1 processes)")
+    parser.add_argument("--configs", type=Path, default=ROOT / "config" / "mujoco",
+                        help="folder of <Task>-<algo>.yaml files (default: config/mujoco)")
     parser.add_argument("--results-dir", type=Path, default=Path(tempfile.gettempdir()) / "arl-mujoco")
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more arl-learn flags")
     args = parser.parse_args(argv)
     extra = [a for a in args.extra if a != "--"]
     jobs = [(task, seed) for task in args.tasks for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(lambda job: run_one(args.algo, job[0], job[1], args.steps, args.results_dir, extra), jobs))
+        results = list(pool.map(lambda job: run_one(args.algo, job[0], job[1], args.steps, args.configs.resolve(), args.results_dir, extra), jobs))
     for r in results:
         print(f"{r.task:12s} seed {r.seed}: last-10% return {r.score:8.1f}  best 20-episode mean {r.best20:8.1f}  "
               f"{r.episodes} episodes  {r.wall_s:6.0f} s", flush=True)

@@ -53,12 +53,17 @@ def test_threaded_trainer_learns(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_ppo_solves_cartpole(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["CartPole.yaml", "CartPole-zoo.yaml"])
+def test_ppo_solves_cartpole(tmp_path: Path, name: str) -> None:
+    """config/ppo/CartPole.yaml (tuned for wall-clock: tanh, threaded) and CartPole-zoo.yaml
+    (rl-baselines3-zoo's hyperparameters with ML-Agents' default swish network: issue 22's goal is
+    a solve within 100k steps) reach a mean return of 475 over 20 episodes within their max_steps
+    (100k for both)."""
     import yaml
 
     from .solved_envs import TRACKER
 
-    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/ppo/CartPole.yaml").read_text())
+    config = yaml.safe_load((Path(__file__).resolve().parents[1] / "config/ppo" / name).read_text())
     config["env_settings"]["seed"] = 1
     # the shipped config's CartPole (same env, hyperparameters and max_steps), in this process: its
     # environment ends the run like a Ctrl-C once the last 20 returns average 475, instead of
@@ -68,7 +73,7 @@ def test_ppo_solves_cartpole(tmp_path: Path) -> None:
     controller, rewards = train(tmp_path, config, "CartPole")
     assert len(rewards) >= 20
     assert np.mean(rewards[-20:]) >= 475, rewards[-20:]
-    print(f"CartPole solved after {controller.trainers['CartPole'].step} steps ({TRACKER.stopped_at} episodes)")
+    print(f"{name}: CartPole solved after {controller.trainers['CartPole'].step} steps ({TRACKER.stopped_at} episodes)")
 
 
 @pytest.mark.slow
