@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench clean
+.PHONY: install demo test test-fast lint bench protos clean
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -40,6 +40,14 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
+
+# The Unity protocol's Python modules from the .proto files beside them (ml_arl/protocol/__init__.py).
+# grpcio-tools is pinned: its version decides the protobuf and grpcio floors in setup.py.
+PROTOS := ml_arl/protocol/communicator_objects
+protos: $(STAMP)
+	$(BIN)/pip install "grpcio-tools==1.84.0"
+	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. $(PROTOS)/*.proto
+	$(BIN)/python -m grpc_tools.protoc -I. --grpc_python_out=. $(PROTOS)/unity_to_external.proto
 
 clean:
 	rm -rf $(VENV) results *.egg-info

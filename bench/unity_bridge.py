@@ -56,6 +56,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+import ml_arl  # noqa: E402,F401,I001  first: mlagents-envs' modules then load ml_arl's Unity messages (ml_arl/protocol)
 import numpy as np  # noqa: E402
 from mlagents_envs import env_utils, logging_util  # noqa: E402
 from mlagents_envs.base_env import BaseEnv  # noqa: E402

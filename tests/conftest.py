@@ -17,6 +17,8 @@ from typing import Any, Optional  # noqa: E402
 import pytest  # noqa: E402
 import yaml  # noqa: E402
 
+import ml_arl  # noqa: E402,F401  first: mlagents-envs' modules then load ml_arl's Unity messages (ml_arl/protocol)
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 from google.protobuf.internal.decoder import _DecodeVarint32
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
-from mlagents_envs.communicator_objects.agent_action_pb2 import AgentActionProto
-from mlagents_envs.communicator_objects.agent_info_action_pair_pb2 import AgentInfoActionPairProto
-from mlagents_envs.communicator_objects.agent_info_pb2 import AgentInfoProto
-from mlagents_envs.communicator_objects.brain_parameters_pb2 import BrainParametersProto
-from mlagents_envs.communicator_objects.demonstration_meta_pb2 import DemonstrationMetaProto
-from mlagents_envs.communicator_objects.observation_pb2 import NONE, PNG, ObservationProto
 
 from ml_arl.demo import DemoWriter, check_demonstrations, load_demonstrations
 from ml_arl.demo.format import META_BYTES, brain_parameters, delimited, meta_header
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import Trajectory
+from ml_arl.protocol.communicator_objects.agent_action_pb2 import AgentActionProto
+from ml_arl.protocol.communicator_objects.agent_info_action_pair_pb2 import AgentInfoActionPairProto
+from ml_arl.protocol.communicator_objects.agent_info_pb2 import AgentInfoProto
+from ml_arl.protocol.communicator_objects.brain_parameters_pb2 import BrainParametersProto
+from ml_arl.protocol.communicator_objects.demonstration_meta_pb2 import DemonstrationMetaProto
+from ml_arl.protocol.communicator_objects.observation_pb2 import NONE, PNG, ObservationProto
 from ml_arl.results_dir import record_demo_problem
 from ml_arl.run.demo_recording import demo_file_stem, free_demo_path, sent_continuous
 from ml_arl.store import read_results

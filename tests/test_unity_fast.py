@@ -25,8 +25,6 @@ from mlagents_envs.base_env import (
     ObservationType,
     TerminalSteps,
 )
-from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
-from mlagents_envs.communicator_objects.unity_output_pb2 import UnityOutputProto
 from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.exception import (
     UnityCommunicatorStoppedException,
@@ -39,6 +37,8 @@ from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
 from ml_arl.envs import unity_env, unity_fast
 from ml_arl.envs.unity_env import UnityBuildEnv
+from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
+from ml_arl.protocol.communicator_objects.unity_output_pb2 import UnityOutputProto
 from tests.unity_standin import free_base_port, make_build
 from tests.unity_standin import standin as S
 
@@ -113,7 +113,9 @@ def _stock_input(actions: dict[str, ActionTuple], agents: dict[str, int], side_c
     message = UnityMessageProto()
     message.header.status = 200
     message.unity_input.CopyFrom(inputs)
-    return bytes(message.SerializeToString())
+    # map entries in key order: the order of a map's entries is the serializer's choice (protobuf 3.20
+    # kept insertion order, 7.x's upb does not); deterministic=True sorts them, the same in both
+    return bytes(message.SerializeToString(deterministic=True))
 
 
 def test_input_encoding_matches_the_generated_classes() -> None:
@@ -132,7 +134,7 @@ def test_input_encoding_matches_the_generated_classes() -> None:
     agents = {"Hybrid?team=0": 4, "Empty?team=0": 0, "Cont?team=1": 3, "Disc?team=0": 2, "Nothing?team=0": 2}
     side_channel = uuid.uuid4().bytes_le + struct.pack("<i", 3) + b"abc"
     for sc in (side_channel, b""):
-        encoded = [(name, unity_fast.encode_agent_actions(a, agents[name])) for name, a in actions.items()
+        encoded = [(name, unity_fast.encode_agent_actions(a, agents[name])) for name, a in sorted(actions.items())
                    if agents[name]]
         mine = unity_fast.encode_input_message(unity_fast.COMMAND_STEP, encoded, sc)
         stock = _stock_input(actions, agents, sc)
@@ -271,11 +273,12 @@ def test_output_decoding_matches_steps_from_proto() -> None:
     assert decisions.action_mask is not None and decisions.action_mask[0].shape == (4, 3)
     assert not decisions.action_mask[0][3].any()  # agent 5: a mask of the wrong length
 
-    payload = out.SerializeToString()
+    # deterministic: map entries in key order (upb's own order can differ between two copies of a message)
+    payload = out.SerializeToString(deterministic=True)
     message = UnityMessageProto(unity_output=out)
     assert unity_fast.split_message(message.SerializeToString())[0] == 0  # no header: status 0
     message.header.status = 200
-    status, unity_output = unity_fast.split_message(message.SerializeToString())
+    status, unity_output = unity_fast.split_message(message.SerializeToString(deterministic=True))
     assert status == 200 and bytes(unity_output) == payload
     decoded = unity_fast.decode_output(payload)
     assert decoded.side_channel == out.rl_output.side_channel

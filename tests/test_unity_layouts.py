@@ -29,9 +29,6 @@ from mlagents_envs.base_env import (
     ObservationType,
     TerminalSteps,
 )
-from mlagents_envs.communicator_objects.observation_pb2 import ObservationProto
-from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
-from mlagents_envs.communicator_objects.unity_output_pb2 import UnityOutputProto
 from mlagents_envs.exception import UnityObservationException
 from mlagents_envs.rpc_utils import behavior_spec_from_proto, steps_from_proto
 from mlagents_envs.side_channel.side_channel_manager import SideChannelManager
@@ -41,6 +38,9 @@ from ml_arl.envs import image_layout, unity_fast
 from ml_arl.envs.image_layout import CHW, HWC
 from ml_arl.envs.image_layout import image_layout as layout_of
 from ml_arl.envs.unity_env import UnityBuildEnv
+from ml_arl.protocol.communicator_objects.observation_pb2 import ObservationProto
+from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
+from ml_arl.protocol.communicator_objects.unity_output_pb2 import UnityOutputProto
 from tests.unity_standin import free_base_port, make_build
 from tests.unity_standin import standin as S
 

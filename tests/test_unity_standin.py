@@ -303,7 +303,7 @@ def test_editor_mode(tmp_path: Path) -> None:
 
 
 def test_output_encoding_parses() -> None:
-    from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
+    from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 
     opts = S.parse_args(["--behaviors", "Seeker,Picker", "--agents", "2", "--visual", "-logfile", "x.log"])
     assert opts.log_file == "x.log" and opts.visual and opts.agents == 2
@@ -338,7 +338,7 @@ def test_output_encoding_parses() -> None:
 
 
 def test_input_decoding() -> None:
-    from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
+    from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 
     msg = UnityMessageProto()
     msg.header.status = 200
@@ -506,7 +506,7 @@ def test_crowd_buffer_sensor_as_mlagents_envs_reports_it(build: Path, tmp_path: 
 
 def test_new_behaviors_encoding_parses() -> None:
     """The hand-written AgentInfos of Mates and Crowd against the generated classes."""
-    from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
+    from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 
     world = S.World(S.parse_args(["--behaviors", "Mates,Crowd,Recall", "--agents", "2"]), seed=3, num_areas=1, log=lambda _: None)
     msg = UnityMessageProto.FromString(world.reset())
@@ -531,6 +531,6 @@ def test_new_behaviors_encoding_parses() -> None:
 
 
 def _continuous_action(value: float) -> bytes:
-    from mlagents_envs.communicator_objects.agent_action_pb2 import AgentActionProto
+    from ml_arl.protocol.communicator_objects.agent_action_pb2 import AgentActionProto
 
     return AgentActionProto(continuous_actions=[value]).SerializeToString()

@@ -27,28 +27,30 @@ import io
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Optional, cast
 
 import numpy as np
 from google.protobuf.internal.decoder import _DecodeVarint32  # type: ignore[attr-defined]
 from google.protobuf.internal.encoder import _VarintBytes  # type: ignore[attr-defined]
 from google.protobuf.message import DecodeError
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec
-from mlagents_envs.communicator_objects.agent_info_action_pair_pb2 import AgentInfoActionPairProto
-from mlagents_envs.communicator_objects.brain_parameters_pb2 import ActionSpecProto, BrainParametersProto
-from mlagents_envs.communicator_objects.demonstration_meta_pb2 import DemonstrationMetaProto
-from mlagents_envs.communicator_objects.observation_pb2 import NONE as COMPRESSION_NONE
-from mlagents_envs.communicator_objects.observation_pb2 import PNG as COMPRESSION_PNG
-from mlagents_envs.communicator_objects.observation_pb2 import ObservationProto
 from mlagents_envs.exception import UnityObservationException
 from mlagents_envs.rpc_utils import behavior_spec_from_proto
 
 from ml_arl.envs.image_layout import chw_floats_to_hwc, decode_png, hwc_behavior_spec
+from ml_arl.protocol.communicator_objects.agent_info_action_pair_pb2 import AgentInfoActionPairProto
+from ml_arl.protocol.communicator_objects.brain_parameters_pb2 import ActionSpecProto, BrainParametersProto
+from ml_arl.protocol.communicator_objects.demonstration_meta_pb2 import DemonstrationMetaProto
+from ml_arl.protocol.communicator_objects.observation_pb2 import NONE as COMPRESSION_NONE
+from ml_arl.protocol.communicator_objects.observation_pb2 import PNG as COMPRESSION_PNG
+from ml_arl.protocol.communicator_objects.observation_pb2 import ObservationProto, ObservationTypeProto
+from ml_arl.protocol.communicator_objects.space_type_pb2 import continuous as SPACE_CONTINUOUS
+from ml_arl.protocol.communicator_objects.space_type_pb2 import discrete as SPACE_DISCRETE
 
 META_BYTES = 33  # the metadata lies in bytes [0, 33); the brain parameters start at 33
 API_VERSION = 1  # what Unity's DemonstrationWriter writes (DemonstrationMetaData.ApiVersion)
 SUPPORTED_API_VERSIONS = (0, 1)  # what ML-Agents' loader accepts
-_CONTINUOUS, _DISCRETE = 1, 0  # SpaceTypeProto of the deprecated action fields
+_CONTINUOUS, _DISCRETE = SPACE_CONTINUOUS, SPACE_DISCRETE  # the deprecated action fields' space type
 # (height, width, channels): translational equivariance along height and width, none along channels
 _HWC_PROPERTIES = [
     int(DimensionProperty.TRANSLATIONAL_EQUIVARIANCE), int(DimensionProperty.TRANSLATIONAL_EQUIVARIANCE),
@@ -240,7 +242,7 @@ def observation_proto(array: np.ndarray, spec: ObservationSpec, compress: bool =
     proto = ObservationProto(
         shape=[int(v) for v in spec.shape],
         dimension_properties=properties,
-        observation_type=int(spec.observation_type.value),
+        observation_type=cast(ObservationTypeProto, int(spec.observation_type.value)),
         name=spec.name,
     )
     if compress and array.ndim == 3 and _png_lossless(array):

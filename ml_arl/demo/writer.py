@@ -17,13 +17,13 @@ from typing import Any, Optional
 
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec
-from mlagents_envs.communicator_objects.agent_action_pb2 import AgentActionProto
-from mlagents_envs.communicator_objects.agent_info_action_pair_pb2 import AgentInfoActionPairProto
-from mlagents_envs.communicator_objects.agent_info_pb2 import AgentInfoProto
 
 from ml_arl.atomic_files import AtomicFile, write_error
 from ml_arl.demo.format import META_BYTES, brain_parameters, delimited, meta_header, observation_proto
 from ml_arl.messages import Trajectory
+from ml_arl.protocol.communicator_objects.agent_action_pb2 import AgentActionProto
+from ml_arl.protocol.communicator_objects.agent_info_action_pair_pb2 import AgentInfoActionPairProto
+from ml_arl.protocol.communicator_objects.agent_info_pb2 import AgentInfoProto
 
 logger = logging.getLogger(__name__)
 

@@ -32,8 +32,9 @@ from typing import Any, Optional
 
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DimensionProperty, ObservationSpec
-from mlagents_envs.communicator_objects.observation_pb2 import NONE as COMPRESSION_NONE
 from mlagents_envs.rpc_utils import process_pixels
+
+from ml_arl.protocol.communicator_objects.observation_pb2 import NONE as COMPRESSION_NONE
 
 HWC = "hwc"  # (height, width, channels): com.unity.ml-agents 2.x, and what ml_arl works with
 CHW = "chw"  # (channels, height, width): com.unity.ml-agents 3.x

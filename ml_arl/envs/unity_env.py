@@ -40,7 +40,6 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Optional
 
 import grpc
-from mlagents_envs.communicator_objects.unity_to_external_pb2_grpc import add_UnityToExternalProtoServicer_to_server
 from mlagents_envs.environment import UnityEnvironment
 from mlagents_envs.exception import UnityEnvironmentException, UnityTimeOutException, UnityWorkerInUseException
 from mlagents_envs.rpc_communicator import RpcCommunicator, UnityToExternalServicerImplementation
@@ -50,6 +49,7 @@ from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod
 
 from ml_arl.envs import image_layout, unity_fast
 from ml_arl.exceptions import EditorNotConnectedError, EnvironmentSourceError
+from ml_arl.protocol.communicator_objects.unity_to_external_pb2_grpc import add_UnityToExternalProtoServicer_to_server
 
 logger = logging.getLogger(__name__)
 

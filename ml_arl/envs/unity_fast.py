@@ -46,17 +46,17 @@ import grpc
 import numpy as np
 from mlagents_envs import environment as _mlagents_environment
 from mlagents_envs.base_env import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
-from mlagents_envs.communicator_objects.agent_info_pb2 import AgentInfoProto
-from mlagents_envs.communicator_objects.brain_parameters_pb2 import BrainParametersProto
-from mlagents_envs.communicator_objects.unity_input_pb2 import UnityInputProto
-from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
-from mlagents_envs.communicator_objects.unity_output_pb2 import UnityOutputProto
-from mlagents_envs.communicator_objects.unity_rl_output_pb2 import UnityRLOutputProto
 from mlagents_envs.exception import UnityCommunicatorStoppedException, UnityEnvironmentException
 from mlagents_envs.rpc_communicator import RpcCommunicator
 from mlagents_envs.rpc_utils import behavior_spec_from_proto, steps_from_proto
 
 from ml_arl.envs import image_layout
+from ml_arl.protocol.communicator_objects.agent_info_pb2 import AgentInfoProto
+from ml_arl.protocol.communicator_objects.brain_parameters_pb2 import BrainParametersProto
+from ml_arl.protocol.communicator_objects.unity_input_pb2 import UnityInputProto
+from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
+from ml_arl.protocol.communicator_objects.unity_output_pb2 import UnityOutputProto
+from ml_arl.protocol.communicator_objects.unity_rl_output_pb2 import UnityRLOutputProto
 
 Buffer = Union[bytes, memoryview]
 

@@ -1046,7 +1046,7 @@ class Crowd(_Reach):
 
 
 def brain_parameters_bytes(name: str, continuous: int, branches: list[int]) -> bytes:
-    from mlagents_envs.communicator_objects.brain_parameters_pb2 import BrainParametersProto
+    from ml_arl.protocol.communicator_objects.brain_parameters_pb2 import BrainParametersProto
 
     proto = BrainParametersProto(brain_name=name, is_training=True)
     proto.action_spec.num_continuous_actions = continuous
@@ -1195,7 +1195,7 @@ class World:
 
 
 def handshake_message(opts: Options) -> bytes:
-    from mlagents_envs.communicator_objects.unity_message_pb2 import UnityMessageProto
+    from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 
     msg = UnityMessageProto()
     msg.header.status = 200
