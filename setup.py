@@ -15,11 +15,11 @@ setup(
         "numpy>=2.0",  # mlagents-envs uses np.bool (gone in numpy 1.24-1.26, back in 2.0)
         "cloudpickle>=2.0",
         "pyyaml>=6.0",
-        "tensorboard>=2.14",
+        "tensorboard>=2.21",  # the first release tested with protobuf 7
         "gymnasium>=1.0",
         "pydantic>=2.5,<3",
         "tqdm>=4.60",
-        "onnx>=1.15",
+        "onnx>=1.23",  # the first release tested with protobuf 7
         "matplotlib>=3.7",  # arl-report draws learning curves into a PNG
     ],
     extras_require={
