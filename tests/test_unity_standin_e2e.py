@@ -119,7 +119,10 @@ def test_poca_learns_the_group_task_through_the_build(tmp_path: Path, build: Pat
     # successes are +-1.06 (0 for a cut group): stop once the last 20 all succeeded
     successes, out = train(tmp_path, build, "Mates", settings, "--agents", "8", solved_at=1.0)
     print(f"Mates: {time.perf_counter() - started:.1f} s, {len(successes)} agent episodes")
-    assert last5(successes) > SUCCESS_THRESHOLD, (successes[-20:], out)
+    # a group the run's end cuts scores 0, neither success nor failure: when the run reached
+    # max_steps before the stop above, those zeros close the list and are left out
+    decided = [s for s in successes if s != 0.0]
+    assert last5(decided) > SUCCESS_THRESHOLD, (successes[-20:], out)
     group = tb_scalars(tmp_path / "results" / "mates" / "Mates").get("Environment/Group Cumulative Reward_hist")
     assert group, out  # the trainer saw the build's groups end with their group rewards
 
