@@ -50,7 +50,6 @@ from ml_arl.protocol.communicator_objects.space_type_pb2 import discrete as SPAC
 META_BYTES = 33  # the metadata lies in bytes [0, 33); the brain parameters start at 33
 API_VERSION = 1  # what Unity's DemonstrationWriter writes (DemonstrationMetaData.ApiVersion)
 SUPPORTED_API_VERSIONS = (0, 1)  # what ML-Agents' loader accepts
-_CONTINUOUS, _DISCRETE = SPACE_CONTINUOUS, SPACE_DISCRETE  # the deprecated action fields' space type
 # (height, width, channels): translational equivariance along height and width, none along channels
 _HWC_PROPERTIES = [
     int(DimensionProperty.TRANSLATIONAL_EQUIVARIANCE), int(DimensionProperty.TRANSLATIONAL_EQUIVARIANCE),
@@ -166,10 +165,10 @@ def brain_parameters(name: str, action_spec: ActionSpec) -> Any:
         )
     )
     if action_spec.continuous_size and not branches:
-        brain.vector_action_space_type_deprecated = _CONTINUOUS
+        brain.vector_action_space_type_deprecated = SPACE_CONTINUOUS
         brain.vector_action_size_deprecated.append(action_spec.continuous_size)
     elif branches and not action_spec.continuous_size:
-        brain.vector_action_space_type_deprecated = _DISCRETE
+        brain.vector_action_space_type_deprecated = SPACE_DISCRETE
         brain.vector_action_size_deprecated.extend(branches)
     return brain
 
