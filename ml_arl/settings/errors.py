@@ -95,6 +95,8 @@ def describe(error: Any, prefix: tuple[Any, ...], model: type[BaseModel], data: 
     if kind == "missing":
         return f"{path}: required key is missing"
     msg = error["msg"].removeprefix("Value error, ")
+    if isinstance(value, dict):  # a section's own check (a model validator): its path says where
+        return f"{path}: {msg}"
     return f"{path}: {short(value)} is invalid: {msg[0].lower() + msg[1:]}"
 
 

@@ -127,6 +127,9 @@ class RewardSignalSettings(Strict):
     gamma: Float = Field(0.99, ge=0, le=1)
     strength: Float = 1.0
     network_settings: NetworkSettings = Field(default_factory=lambda: NetworkSettings())
+    # ml_arl extension (PPO and POCA): divide the rewards by the running standard deviation of the
+    # discounted return, as SB3's VecNormalize and CleanRL (ml_arl.trainers.return_scale)
+    normalize: bool = False
 
 
 class LearnedSignalSettings(RewardSignalSettings):
@@ -283,6 +286,15 @@ class TrainerSettings(Strict):
         if value is not None and not isinstance(value, dict):
             raise ValueError("expected a mapping of hyperparameters for the trainer class")
         return dict(value or {})
+
+    @model_validator(mode="after")
+    def _normalize_on_policy(self) -> TrainerSettings:
+        # SAC replays old steps, whose rewards a running scale would weigh by the scale of their time
+        if self.trainer_type == "sac":
+            for name, signal in self.reward_signals.items():
+                if signal.normalize:
+                    raise ValueError(f"reward_signals.{name}.normalize is for ppo and poca; remove it for sac")
+        return self
 
     def objective_spec(self) -> tuple[str, dict[str, Any]]:
         """(name, params) of the objective: role shorthand, the objective given, or the reward."""

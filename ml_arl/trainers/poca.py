@@ -433,7 +433,7 @@ class POCATrainer(Trainer):
             "global_step": self.step,
             "policy_version": self.policy_version,
         }
-        if self.streams.learned:
+        if self.streams.stateful:
             state["RewardSignals"] = self.streams.state()
         if self.bc is not None:
             state["BehavioralCloning"] = self.bc.state()

@@ -26,6 +26,7 @@ from ml_arl.messages import Trajectory
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.return_scale import ReturnScaler
 from ml_arl.trainers.reward_signals import RewardProvider, SignalBatch, make_reward_providers
 
 Actions = Callable[[np.ndarray], np.ndarray]
@@ -64,6 +65,8 @@ class RewardStreams:
         self.gammas = tuple(float(s.gamma) for _, s in signals)
         self.strengths = np.array([s.strength for _, s in signals], np.float32)
         self.ignore_done = tuple(self.providers[name].ignore_done for name in self.names)
+        # stream index -> its reward normaliser (reward_signals.<name>.normalize)
+        self.scalers = {k: ReturnScaler(s.gamma) for k, (_, s) in enumerate(signals) if s.normalize}
         self._episode_sums: dict[str, np.ndarray] = defaultdict(lambda: np.zeros(len(self.names), np.float64))
 
     def batch(self, traj: Trajectory) -> SignalBatch:
@@ -84,8 +87,9 @@ class RewardStreams:
         return SignalBatch.from_arrays(obs, continuous, discrete, dones, next_obs, rewards).to(self.device)
 
     def rewards(self, traj: Trajectory, stats: Optional[StatsReporter] = None) -> np.ndarray:
-        """[T, streams]: each stream's reward for the trajectory's steps, times its strength; the
-        episode sums go to ``stats`` when the trajectory ends an episode."""
+        """[T, streams]: each stream's reward for the trajectory's steps (divided by the running
+        scale of its return where the signal normalizes), times its strength; the episode sums of
+        the rewards before normalisation go to ``stats`` when the trajectory ends an episode."""
         batch = self.batch(traj) if self.learned else None
         columns = []
         for name in self.names:
@@ -95,6 +99,9 @@ class RewardStreams:
                 assert batch is not None
                 columns.append(self.providers[name].evaluate(batch))
         rewards = np.stack(columns, axis=1) * self.strengths[None, :]
+        learned = rewards.copy() if self.scalers else rewards
+        for k, scaler in self.scalers.items():
+            learned[:, k] = scaler.scale(traj.agent_id, columns[k], traj.episode_start, traj.done) * self.strengths[k]
         if traj.episode_start:  # what the agent id summed before belongs to an episode a reset cut off
             self._episode_sums.pop(traj.agent_id, None)
         sums = self._episode_sums[traj.agent_id]
@@ -104,7 +111,7 @@ class RewardStreams:
                 for tag, total in zip(self.tags, sums):
                     stats.add_stat(f"Policy/{tag} Reward", float(total))
             del self._episode_sums[traj.agent_id]
-        return rewards
+        return learned
 
     def evaluate(self, batch: SignalBatch) -> torch.Tensor:
         """[B, streams] rewards (times strength) of a batch whose ``rewards`` are the objective's."""
@@ -136,10 +143,21 @@ class RewardStreams:
             stats.update(provider.update(batch))
         return stats
 
+    @property
+    def stateful(self) -> bool:
+        """Whether a checkpoint has anything of the streams to keep."""
+        return bool(self.learned or self.scalers)
+
     def state(self) -> dict[str, Any]:
-        return {name: provider.state_dict() for name, provider in self.learned.items()}
+        state: dict[str, Any] = {name: provider.state_dict() for name, provider in self.learned.items()}
+        for k, scaler in self.scalers.items():
+            state[f"{self.names[k]}.return_scale"] = scaler.state()
+        return state
 
     def load_state(self, state: Optional[dict[str, Any]]) -> None:
         for name, provider in self.learned.items():
             if state is not None and name in state:
                 provider.load_state_dict(state[name])
+        for k, scaler in self.scalers.items():
+            if state is not None and f"{self.names[k]}.return_scale" in state:
+                scaler.load_state(state[f"{self.names[k]}.return_scale"])
