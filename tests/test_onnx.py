@@ -15,7 +15,8 @@ import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-from ml_arl.policy.networks import MASK_LOGIT, ActorCritic
+from ml_arl.policy.constants import MASK_LOGIT
+from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import NetworkSettings
 

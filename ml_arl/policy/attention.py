@@ -32,12 +32,11 @@ from torch import nn
 
 from ml_arl.envs.specs import is_variable_length
 from ml_arl.messages import Dense, EntityEncoderWeights
+from ml_arl.policy.constants import LAYER_NORM_EPS, MEAN_EPSILON
 
 ATTENTION_EMBEDDING_SIZE = 128  # ML-Agents' ObservationEncoder: fixed, whatever hidden_units is
 ATTENTION_HEADS = 4  # ML-Agents' ResidualSelfAttention and MultiAgentNetworkBody
 MASKED_SCORE = -1e6  # ML-Agents' MultiHeadAttention gives masked keys this score
-MEAN_EPSILON = 1e-7  # added to the number of entities present before the mean
-LAYER_NORM_EPSILON = 1e-5
 PADDING_THRESHOLD = 0.01  # an entity whose squares sum below this is padding
 
 
@@ -80,7 +79,7 @@ def layer_norm(x: torch.Tensor) -> torch.Tensor:
     """Parameter-free layer norm over the last dimension (ML-Agents' LayerNorm), written out so
     that it exports to opset 9 as plain ReduceMean, Sub, Mul, Add, Sqrt and Div."""
     centred = x - x.mean(dim=-1, keepdim=True)
-    return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + LAYER_NORM_EPSILON)
+    return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + LAYER_NORM_EPS)
 
 
 def entities_present(entities: torch.Tensor) -> torch.Tensor:

@@ -27,9 +27,9 @@ from mlagents_envs.base_env import BehaviorSpec, ObservationType
 from torch import nn
 
 from ml_arl.messages import Dense, HyperLayerWeights
+from ml_arl.policy.constants import LAYER_NORM_EPS
 
 HYPER_LAYERS = 2  # the hypernetwork's hidden layers (ML-Agents' HyperNetwork num_layers)
-LAYER_NORM_EPS = 1e-5
 
 
 def goal_indices(spec: BehaviorSpec) -> list[int]:

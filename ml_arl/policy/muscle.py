@@ -21,17 +21,25 @@ from mlagents_envs.base_env import ActionTuple
 from numpy.lib.stride_tricks import sliding_window_view
 
 from ml_arl.messages import ActorWeights, Conv, Dense, EntityEncoderWeights, HyperLayerWeights, VisualEncoderWeights
+from ml_arl.policy.constants import (
+    ACTION_CLAMP,
+    LAYER_NORM_EPS,
+    LOG_SIGMA_MAX,
+    LOG_SIGMA_MIN,
+    MASK_LOGIT,
+    MEAN_EPSILON,
+    NORM_CLIP,
+    TANH_EPSILON,
+)
 
 _LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
-LAYER_NORM_EPS = 1e-5  # the hypernetwork's layer normalisation (ml_arl.policy.conditioning)
-CONTINUOUS_CLIP = 3.0  # a raw Gaussian sample is clamped to [-3, 3], then scaled to [-1, 1] (as ML-Agents' PPO)
 
 
 def env_continuous(raw: np.ndarray) -> np.ndarray:
     """The continuous actions the environment receives for raw samples: clamp(a, -3, 3) / 3 (a new array)."""
-    sent = np.minimum(raw, CONTINUOUS_CLIP)
-    np.maximum(sent, -CONTINUOUS_CLIP, out=sent)
-    sent /= CONTINUOUS_CLIP
+    sent = np.minimum(raw, ACTION_CLAMP)
+    np.maximum(sent, -ACTION_CLAMP, out=sent)
+    sent /= ACTION_CLAMP
     return sent
 
 
@@ -172,7 +180,7 @@ class _VisualEncoder:
 def _layer_norm(x: np.ndarray) -> np.ndarray:
     """Parameter-free layer norm over the last axis (as torch's, epsilon 1e-5)."""
     centred = x - x.mean(axis=-1, keepdims=True)
-    return centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + 1e-5)
+    return centred / np.sqrt((centred * centred).mean(axis=-1, keepdims=True) + LAYER_NORM_EPS)
 
 
 def _dense(x: np.ndarray, dense: Dense) -> np.ndarray:
@@ -217,7 +225,7 @@ class _EntityEncoder:
         attended = (p @ v).transpose(0, 2, 1, 3).reshape(batch, count, width)
         y = _layer_norm(_dense(attended, w.out) + x)
         weights = present.astype(np.float32)[..., None]
-        return ((y * weights).sum(axis=1) / (weights.sum(axis=1) + np.float32(1e-7))).astype(np.float32)
+        return ((y * weights).sum(axis=1) / (weights.sum(axis=1) + np.float32(MEAN_EPSILON))).astype(np.float32)
 
 
 class Muscle:
@@ -334,7 +342,7 @@ class Muscle:
         if self.branches:
             logits = h @ self.logits_w + self.logits_b
             if allowed is not None:
-                logits = np.where(allowed, logits, -1e8)
+                logits = np.where(allowed, logits, MASK_LOGIT)
             for i in range(len(self.branches)):
                 lg = logits[:, self._offsets[i] : self._offsets[i + 1]]
                 lg = lg - lg.max(axis=1, keepdims=True)
@@ -359,7 +367,7 @@ class Muscle:
         """SAC's actor: log std from its own head (clamped to [-20, 2]); with tanh_squash the action
         is tanh(sample), stored and sent as it is. Returns (stored, log_prob [B, n_cont], entropy, sent)."""
         assert self.log_sigma is not None
-        log_std = np.clip(h @ self.log_sigma[0] + self.log_sigma[1], -20.0, 2.0)
+        log_std = np.clip(h @ self.log_sigma[0] + self.log_sigma[1], LOG_SIGMA_MIN, LOG_SIGMA_MAX)
         entropy = np.mean(0.5 + _LOG_SQRT_2PI + log_std, axis=1).astype(np.float32)
         if self.deterministic:
             raw = mu
@@ -372,14 +380,14 @@ class Muscle:
             raw = raw.astype(np.float32)
             return raw, log_prob, entropy, env_continuous(raw)
         action = np.tanh(raw).astype(np.float32)
-        log_prob -= np.log(1.0 - action * action + 1e-6).astype(np.float32)
+        log_prob -= np.log(1.0 - action * action + TANH_EPSILON).astype(np.float32)
         return action, log_prob, entropy, action
 
     def _normalized(self, x: np.ndarray) -> np.ndarray:
         if self.norm is not None:
             x = (x - self.norm[0]) / self.norm[1]
-            np.minimum(x, 5.0, out=x)
-            np.maximum(x, -5.0, out=x)
+            np.minimum(x, NORM_CLIP, out=x)
+            np.maximum(x, -NORM_CLIP, out=x)
         return x if x.dtype == np.float32 else x.astype(np.float32)
 
     def _features(self, obs: list[np.ndarray]) -> np.ndarray:

@@ -40,9 +40,8 @@ from ml_arl.messages import (
 )
 from ml_arl.policy.attention import EntityEncoder, is_variable_length, variable_indices, variable_length_problem
 from ml_arl.policy.conditioning import ConditionalBody, goal_columns, is_conditioned
+from ml_arl.policy.constants import LOG_SIGMA_MAX, LOG_SIGMA_MIN, MASK_LOGIT, NORM_CLIP, TANH_EPSILON
 from ml_arl.settings import NetworkSettings
-
-MASK_LOGIT = -1e8
 
 
 def obs_size(spec: BehaviorSpec) -> int:
@@ -312,7 +311,7 @@ class Normalizer(nn.Module):
         return torch.sqrt(self.var + 1e-8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.clamp((x - self.mean.float()) / self.std().float(), -5.0, 5.0)
+        return torch.clamp((x - self.mean.float()) / self.std().float(), -NORM_CLIP, NORM_CLIP)
 
 
 ACTIVATIONS = {"swish": nn.SiLU, "tanh": nn.Tanh}  # SiLU is Swish: x * sigmoid(x), as ML-Agents uses
@@ -384,8 +383,6 @@ def _run_lstm(
     return out.reshape(-1, half), torch.cat([h1[0], c1[0]], dim=1)
 
 
-LOG_SIGMA_MIN, LOG_SIGMA_MAX = -20.0, 2.0  # ML-Agents' clamp of a state-dependent log sigma
-TANH_EPSILON = 1e-6  # log(1 - tanh(u)^2 + eps): the change of variables of a squashed Gaussian
 
 
 class ActionDistribution:

@@ -44,13 +44,11 @@ from onnx import TensorProto, numpy_helper
 from torch import nn
 
 from ml_arl.checkpoints import atomic_write
-from ml_arl.policy.networks import LOG_SIGMA_MAX, LOG_SIGMA_MIN, ActorCritic
+from ml_arl.policy.constants import ACTION_CLAMP, LOG_SIGMA_MAX, LOG_SIGMA_MIN, MASK_LOGIT, NORM_CLIP
+from ml_arl.policy.networks import ActorCritic
 
 OPSET = 9
 MODEL_EXPORT_VERSION = 3.0  # ML-Agents' ModelApiVersion.MLAgents2_0
-ACTION_CLAMP = 3.0  # continuous actions: clamp(a, -3, 3) / 3, as ml_arl.policy.muscle does
-MASK_PENALTY = 1e8  # masked logits become logit * 0 - 1e8 (networks.MASK_LOGIT)
-NORM_CLIP = 5.0  # networks.Normalizer clamps normalised observations to [-5, 5]
 
 RECURRENT_IN, RECURRENT_OUT = "recurrent_in", "recurrent_out"
 CONTINUOUS_OUTPUTS = ("continuous_actions", "continuous_action_output_shape", "deterministic_continuous_actions")
@@ -191,7 +189,7 @@ class _ExportActor(nn.Module):
         if self.logits is not None:
             masks = inputs[self.n_obs]
             # logits * mask - 1e8 * (1 - mask), with (1 - mask) as -1 * mask + 1 (ML-Agents: Sentis may swap a Sub)
-            logits = self.logits(hidden) * masks - MASK_PENALTY * (-1.0 * masks + 1.0)
+            logits = self.logits(hidden) * masks - (-MASK_LOGIT) * (-1.0 * masks + 1.0)
             sampled: list[torch.Tensor] = []
             greedy: list[torch.Tensor] = []
             start = 0

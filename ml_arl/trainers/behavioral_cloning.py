@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from ml_arl.demo import Demonstrations
-from ml_arl.policy.muscle import CONTINUOUS_CLIP
+from ml_arl.policy.constants import ACTION_CLAMP
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import BehavioralCloningSettings
 from ml_arl.trainers.common import decayed
@@ -54,17 +54,17 @@ def continuous_error(raw: torch.Tensor, expert: torch.Tensor, tanh_squash: bool)
     point (the pre-image of an action within the bounds) or a half-line (a bound); ``raw`` is
     compared with the nearest raw value of that set, through the map to the environment's units."""
     if tanh_squash:
-        bound = math.tanh(CONTINUOUS_CLIP)
+        bound = math.tanh(ACTION_CLAMP)
         target = torch.atanh(expert.clamp(-bound, bound))
     else:
         bound = 1.0
-        target = expert.clamp(-1.0, 1.0) * CONTINUOUS_CLIP
+        target = expert.clamp(-1.0, 1.0) * ACTION_CLAMP
     low = torch.where(expert <= -bound, torch.full_like(target, -math.inf), target)
     high = torch.where(expert >= bound, torch.full_like(target, math.inf), target)
     nearest = torch.minimum(torch.maximum(raw, low), high).detach()
     if tanh_squash:
         return torch.tanh(raw) - torch.tanh(nearest)
-    return (raw - nearest) / CONTINUOUS_CLIP
+    return (raw - nearest) / ACTION_CLAMP
 
 
 def bc_loss(
