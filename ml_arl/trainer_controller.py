@@ -21,6 +21,7 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.agent_processor import AgentManager
+from ml_arl.behavior_id import brain_name
 from ml_arl.envs.env_manager import EnvManager
 from ml_arl.envs.managers import create_env_manager
 from ml_arl.exceptions import ConfigError
@@ -205,7 +206,7 @@ class TrainerController:
                 )
             self._push_policies(brain)
             return
-        stats = self.outputs.reporter(behavior_id.split("?", 1)[0])
+        stats = self.outputs.reporter(brain_name(behavior_id))
         trainer = self.brains.create(behavior_id, spec, stats)
         brain = trainer.behavior
         self.brains.assign_phase(trainer, self.outputs.status)

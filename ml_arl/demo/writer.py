@@ -19,6 +19,7 @@ import numpy as np
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.atomic_files import AtomicFile, write_error
+from ml_arl.behavior_id import brain_name
 from ml_arl.demo.format import META_BYTES, brain_parameters, delimited, meta_header, observation_proto
 from ml_arl.messages import Trajectory
 from ml_arl.protocol.communicator_objects.agent_action_pb2 import AgentActionProto
@@ -64,7 +65,7 @@ class DemoWriter:
         self.path = path
         self.behavior = behavior
         self.spec = spec
-        self.name = name if name is not None else behavior.split("?", 1)[0]
+        self.name = name if name is not None else brain_name(behavior)
         self.compress_images = compress_images
         self.episodes = 0  # finished episodes written
         self.steps = 0  # their steps (records: steps + episodes)
@@ -72,7 +73,7 @@ class DemoWriter:
         self.dropped_episodes = 0  # broken by a reset
         self._unfinished: dict[str, _Unfinished] = {}
         self._file: Optional[AtomicFile] = AtomicFile(path, ADVICE)
-        self._write(bytes(META_BYTES) + delimited(brain_parameters(behavior.split("?", 1)[0], spec.action_spec)))
+        self._write(bytes(META_BYTES) + delimited(brain_parameters(brain_name(behavior), spec.action_spec)))
 
     def add(self, trajectory: Trajectory, continuous: Optional[np.ndarray] = None) -> None:
         """One trajectory; ``continuous`` [T, n_continuous]: the actions sent, if not ``trajectory.continuous``."""

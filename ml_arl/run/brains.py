@@ -18,6 +18,7 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl import limits
+from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import CheckpointManager, TrainingStatus, checkpoint_problem, resume_candidates
 from ml_arl.demo import check_demonstrations
 from ml_arl.exceptions import ConfigError, RunDirectoryError
@@ -72,7 +73,7 @@ class Brains:
 
     def check(self, behavior: str, spec: BehaviorSpec) -> None:
         """Everything about a behavior the environment showed that can fail, before anything is written."""
-        brain = behavior.split("?", 1)[0]
+        brain = brain_name(behavior)
         bad_name = limits.behavior_name_problem(brain)
         if bad_name is not None:
             raise ConfigError([bad_name])
@@ -101,7 +102,7 @@ class Brains:
 
     def add_team(self, behavior_id: str, spec: BehaviorSpec) -> Optional[str]:
         """Another behavior id of a known brain: its brain (None if the brain is new)."""
-        brain = behavior_id.split("?", 1)[0]
+        brain = brain_name(behavior_id)
         trainer = self.trainers.get(brain)
         if trainer is None:
             return None
@@ -116,7 +117,7 @@ class Brains:
 
     def create(self, behavior_id: str, spec: BehaviorSpec, stats: StatsReporter) -> Trainer:
         """A new brain for ``behavior_id``, with its first weights loaded."""
-        brain = behavior_id.split("?", 1)[0]
+        brain = brain_name(behavior_id)
         settings = self.schedule.settings_for(brain)
         trainer = trainer_class(settings, brain)(brain, settings, spec, stats, None, self.device, self.train_model, self.seed)
         self.trainers[brain] = trainer

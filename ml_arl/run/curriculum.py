@@ -29,6 +29,7 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import TrainingStatus
 from ml_arl.envs.env_manager import EnvManager
 from ml_arl.exceptions import ConfigError
@@ -91,7 +92,7 @@ def describe(value: Any) -> str:
 def check_curriculum_behaviors(options: RunOptions, behaviors: Collection[str]) -> None:
     """Every behavior a completion_criteria names is one the environment shows (``behaviors``:
     its behavior ids); else a ConfigError, before anything is written."""
-    brains = sorted({b.split("?", 1)[0] for b in behaviors})
+    brains = sorted({brain_name(b) for b in behaviors})
     if options.phases:
         sources = [(f"phases.{p.name}.environment_parameters", p.environment_parameters) for p in options.phases]
     else:

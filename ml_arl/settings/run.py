@@ -16,6 +16,7 @@ from typing import Any, Literal, Optional
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
 from ml_arl import limits
+from ml_arl.behavior_id import brain_name
 from ml_arl.exceptions import ConfigError
 from ml_arl.settings.errors import validate
 from ml_arl.settings.flags import section, setting
@@ -196,7 +197,7 @@ class RunOptions(Strict):
         """Settings of a behavior seen in the environment ("Name?team=1" maps to "Name"). A behavior
         the config does not name gets default_settings, or the defaults, as in ML-Agents; the first
         time, one warning line names it."""
-        name = behavior.split("?", 1)[0]
+        name = brain_name(behavior)
         if name in self.behaviors:
             return self.behaviors[name]
         source = "default_settings" if self.default_settings is not None else "the default settings"
@@ -217,7 +218,7 @@ class RunOptions(Strict):
         base = self.settings_for(behavior)
         if phase is None:
             return base
-        return phase_settings(base, phase, behavior.split("?", 1)[0])
+        return phase_settings(base, phase, brain_name(behavior))
 
     def as_dict(self) -> dict[str, Any]:
         """The options as plain data (configuration.yaml). Once a behavior the config does not name

@@ -34,6 +34,7 @@ from typing import Optional
 import numpy as np
 import torch
 
+from ml_arl.behavior_id import brain_name
 from ml_arl.demo import Demonstrations
 from ml_arl.policy.constants import ACTION_CLAMP
 from ml_arl.policy.networks import ActorCritic
@@ -175,7 +176,7 @@ def make_behavioral_cloning(
         return None
     from ml_arl.demo import load_demonstrations
 
-    where = f"behaviors.{behavior.split('?', 1)[0]}.behavioral_cloning.demo_path"
+    where = f"behaviors.{brain_name(behavior)}.behavioral_cloning.demo_path"
     demo = load_demonstrations(settings.demo_path, where)
     return BehavioralCloning(
         settings, network, demo, policy_learning_rate, default_batch_size, default_num_epoch, device, rng, sequence_length

@@ -28,21 +28,12 @@ from typing import Any, Optional
 
 import numpy as np
 
+from ml_arl.behavior_id import team_of
 from ml_arl.messages import PolicySnapshot
 from ml_arl.settings import SelfPlaySettings
 from ml_arl.stats import StatsReporter
 
 logger = logging.getLogger(__name__)
-
-
-def team_of(behavior_id: str) -> str:
-    """"Name?team=1" -> "1"; "Name" -> "Name" (a behavior without a team is its own team)."""
-    name, _, query = behavior_id.partition("?")
-    for part in query.split("&"):
-        key, _, value = part.partition("=")
-        if key == "team" and value:
-            return value
-    return name
 
 
 def expected_score(rating: float, opponent: float) -> float:

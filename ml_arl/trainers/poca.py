@@ -41,6 +41,7 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
+from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import Groupmates, PolicySnapshot, Trajectory
@@ -194,7 +195,7 @@ class POCATrainer(Trainer):
             self.network = ActorCritic(spec, settings.network_settings, streams=self.streams.names, critic=False).to(device)
             self.critic = POCACritic(spec, settings.network_settings, self.network.normalizer, self.streams.names).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings
-            raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
+            raise ConfigError([f"behaviors.{brain_name(behavior)}.{err}"]) from None
         self.optimizer = Adam(list(self.network.parameters()) + list(self.critic.parameters()), lr=self.hp.learning_rate)
         self.trajectories: list[Trajectory] = []
         self.stream_rewards: list[np.ndarray] = []

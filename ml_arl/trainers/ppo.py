@@ -29,6 +29,7 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
+from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot, Trajectory
@@ -216,7 +217,7 @@ class PPOTrainer(Trainer):
         try:
             self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings
-            raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
+            raise ConfigError([f"behaviors.{brain_name(behavior)}.{err}"]) from None
         memory = settings.network_settings.memory
         self.sequence_length = memory.sequence_length if memory is not None else 1
         self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)

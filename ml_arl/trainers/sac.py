@@ -38,6 +38,7 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
+from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot, Trajectory
@@ -191,7 +192,7 @@ class SACTrainer(Trainer):
         try:
             self.network = ActorCritic(spec, net, conditional_sigma=True, tanh_squash=True, critic=False).to(device)
         except ValueError as err:  # the behavior's observations do not fit network_settings
-            raise ConfigError([f"behaviors.{behavior.split('?', 1)[0]}.{err}"]) from None
+            raise ConfigError([f"behaviors.{brain_name(behavior)}.{err}"]) from None
         self.branches = tuple(int(b) for b in spec.action_spec.discrete_branches)
         self.n_cont = int(spec.action_spec.continuous_size)
         n_streams = len(self.streams.names)

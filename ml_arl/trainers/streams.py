@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
+from ml_arl.behavior_id import brain_name
 from ml_arl.demo import Demonstrations, load_demonstrations
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import Trajectory
@@ -45,7 +46,7 @@ class RewardStreams:
     ):
         signals = settings.reward_signals.items()
         self.device = device
-        brain = behavior.split("?", 1)[0]
+        brain = brain_name(behavior)
         self.env_actions = env_actions  # stored continuous actions -> what the env received
         expert = None
         if settings.reward_signals.gail is not None:
