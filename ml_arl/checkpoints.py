@@ -31,17 +31,7 @@ import numpy as np
 import torch
 
 import ml_arl
-from ml_arl.atomic_files import (  # noqa: F401 - re-exported: the writers of a run's files
-    TEMP_PREFIX,
-    atomic_write,
-    copy_file_atomic,
-    read_json_object,
-    remove_stale_temp_files,
-    write_bytes,
-    write_error,
-    write_json,
-    write_yaml,
-)
+from ml_arl.atomic_files import copy_file_atomic, read_json_object, write_bytes, write_json
 from ml_arl.exceptions import ResultsWriteError, RunDirectoryError
 
 logger = logging.getLogger(__name__)

@@ -28,6 +28,7 @@ from ml_arl.exceptions import (
     WorkerError,
 )
 from ml_arl.settings import RunOptions, build_run_options, cli_flags, load_config_file
+from ml_arl.text import one_line
 
 logger = logging.getLogger("ml_arl")
 
@@ -105,12 +106,6 @@ def _parse(argv: list[str]) -> tuple[RunOptions, bool]:
         logger.warning("%s: the config is empty; every behavior trains with the default settings", path)
     return build_run_options(data, overrides, path), check
 
-
-def one_line(text: str) -> str:
-    """A message as one printable line: line breaks and other control characters shown escaped."""
-    if text.isprintable():
-        return text
-    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in text)
 
 
 def check_only(options: RunOptions) -> int:

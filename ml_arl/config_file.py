@@ -29,6 +29,7 @@ import yaml
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ml_arl.exceptions import ConfigError
+from ml_arl.text import squeeze
 
 MAX_CONFIG_BYTES = 1_000_000
 MAX_DEPTH = 32
@@ -193,16 +194,13 @@ def parse_yaml(text: str, path: str) -> tuple[Any, list[str]]:
         where = f" line {mark.line + 1}, column {mark.column + 1}:" if mark is not None else ""
         problem = getattr(err, "problem", None) or str(err).splitlines()[0]
         kind = "" if isinstance(err, _Refused) else "YAML syntax error: "
-        raise ConfigError([f"{path}:{where} {kind}{_one_line(problem)}"]) from None
+        raise ConfigError([f"{path}:{where} {kind}{squeeze(problem)}"]) from None
     except (ValueError, TypeError, RecursionError) as err:  # a constructor refusing a value PyYAML resolved
-        raise ConfigError([f"{path}: cannot read a value ({_one_line(str(err))}); check the file"]) from None
+        raise ConfigError([f"{path}: cannot read a value ({squeeze(str(err))}); check the file"]) from None
     finally:
         if loader is not None:
             loader.dispose()
 
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
 
 
 def load_config_file(path: str) -> tuple[dict[str, Any], list[str]]:

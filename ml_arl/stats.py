@@ -39,7 +39,7 @@ EVENT_FILE_GLOB = "events.out.tfevents.*"
 
 
 def _write_error(path: str, err: OSError) -> ResultsWriteError:
-    from ml_arl.checkpoints import write_error
+    from ml_arl.atomic_files import write_error
 
     return write_error(path, err)
 

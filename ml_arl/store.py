@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ml_arl.exceptions import ArlError
+from ml_arl.text import squeeze
 
 logger = logging.getLogger("ml_arl")
 
@@ -63,9 +64,6 @@ class StoreReadError(StoreError):
     exit_code = 2
 
 
-def _one_line(err: BaseException) -> str:
-    return " ".join(str(err).split()) or type(err).__name__
-
 
 _WRITE_HINT = "check that the disk has space and the results folder is writable, then continue with --resume"
 
@@ -87,7 +85,7 @@ class ResultsStore:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._conn = sqlite3.connect(path, check_same_thread=False)
         except (OSError, sqlite3.Error) as err:
-            raise StoreError(f"cannot open results database {path}: {_one_line(err)}; {_WRITE_HINT}") from err
+            raise StoreError(f"cannot open results database {path}: {squeeze(err)}; {_WRITE_HINT}") from err
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -98,7 +96,7 @@ class ResultsStore:
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.Error as err:
             self._conn.close()
-            raise StoreError(f"cannot open results database {path}: {_one_line(err)}; {_WRITE_HINT}") from err
+            raise StoreError(f"cannot open results database {path}: {squeeze(err)}; {_WRITE_HINT}") from err
         if row is None or str(row[0]) != str(SCHEMA_VERSION):
             self._conn.close()
             raise StoreError(
@@ -164,7 +162,7 @@ class ResultsStore:
                 # Drop the batch so that a flush/close in a ``finally`` does not fail on it a second time.
                 self._clear(n_ep, n_st, n_ph)
                 raise StoreError(
-                    f"cannot write results to {self.path}: {_one_line(err)} ({n_ep + n_st + n_ph} rows lost); {_WRITE_HINT}"
+                    f"cannot write results to {self.path}: {squeeze(err)} ({n_ep + n_st + n_ph} rows lost); {_WRITE_HINT}"
                 ) from err
             self._clear(n_ep, n_st, n_ph)  # only now: an interrupted batch stays buffered for close()
 
@@ -203,7 +201,7 @@ class ResultsStore:
         try:
             written = int(self._conn.execute(sql, args).fetchone()[0])
         except sqlite3.Error as err:
-            raise StoreError(f"cannot read {self.path}: {_one_line(err)}") from err
+            raise StoreError(f"cannot read {self.path}: {squeeze(err)}") from err
         return written + buffered
 
 
@@ -272,7 +270,7 @@ def read_results(path: str) -> RunResults:
     try:
         conn = sqlite3.connect(f"file:{os.path.abspath(path)}?mode=ro", uri=True)
     except sqlite3.Error as err:
-        raise StoreReadError(f"cannot open {path}: {_one_line(err)}") from err
+        raise StoreReadError(f"cannot open {path}: {squeeze(err)}") from err
     try:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"episodes", "phases"} <= tables:
@@ -282,7 +280,7 @@ def read_results(path: str) -> RunResults:
             "SELECT run, phase, mode, behavior, length, env_reward, objective, elo, wall_time FROM episodes ORDER BY id"
         ).fetchall()
     except sqlite3.DatabaseError as err:
-        raise StoreReadError(f"{path} is not a readable SQLite database ({_one_line(err)}); pass results/<run-id>/{STORE_FILENAME}") from err
+        raise StoreReadError(f"{path} is not a readable SQLite database ({squeeze(err)}); pass results/<run-id>/{STORE_FILENAME}") from err
     finally:
         conn.close()
 

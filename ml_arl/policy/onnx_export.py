@@ -43,9 +43,10 @@ import torch
 from onnx import TensorProto, numpy_helper
 from torch import nn
 
-from ml_arl.checkpoints import atomic_write
+from ml_arl.atomic_files import atomic_write
 from ml_arl.policy.constants import ACTION_CLAMP, LOG_SIGMA_MAX, LOG_SIGMA_MIN, MASK_LOGIT, NORM_CLIP
 from ml_arl.policy.networks import ActorCritic
+from ml_arl.text import squeeze
 
 OPSET = 9
 MODEL_EXPORT_VERSION = 3.0  # ML-Agents' ModelApiVersion.MLAgents2_0
@@ -288,12 +289,9 @@ def check_onnx(path: str) -> None:
     try:
         model = onnx.load(path, load_external_data=False)
     except Exception as e:
-        raise ValueError(f"{path}: not a readable ONNX model ({_one_line(str(e)) or type(e).__name__})") from e
+        raise ValueError(f"{path}: not a readable ONNX model ({squeeze(e, 300)})") from e
     _check_model(model, path)
 
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())[:300]
 
 
 def _const_value(graph: onnx.GraphProto, name: str) -> Optional[np.ndarray]:
@@ -323,7 +321,7 @@ def _dims(value: onnx.ValueInfoProto) -> list[object]:
 
 def _check_model(model: onnx.ModelProto, where: str = "model") -> None:
     def fail(why: str) -> NoReturn:
-        raise ValueError(f"{where}: {_one_line(why)}")
+        raise ValueError(f"{where}: {squeeze(why, 300)}")
 
     try:
         onnx.checker.check_model(model, full_check=True)

@@ -16,7 +16,8 @@ import time
 from typing import Any, Optional
 
 import ml_arl
-from ml_arl.checkpoints import TrainingStatus, metadata, remove_stale_temp_files, write_json, write_yaml
+from ml_arl.atomic_files import remove_stale_temp_files, write_json, write_yaml
+from ml_arl.checkpoints import TrainingStatus, metadata
 from ml_arl.exceptions import ResultsWriteError
 from ml_arl.messages import EpisodeStat, Trajectory
 from ml_arl.results_dir import prepare_results_dir
