@@ -304,7 +304,7 @@ def test_sac_actor_exports_within_the_contract(case: str, tmp_path: Path) -> Non
                       conditional_sigma=True, tanh_squash=True)
     with torch.no_grad():
         for p in net.parameters():
-            p.add_(torch.randn_like(p) * 0.3)
+            p.add_(torch.randn_like(p) * 0.15)
     path = tmp_path / "sac.onnx"
     export_onnx(net, str(path))
     check_onnx(str(path))
@@ -319,7 +319,8 @@ def test_sac_actor_exports_within_the_contract(case: str, tmp_path: Path) -> Non
     np.testing.assert_allclose(runs[0]["deterministic_continuous_actions"], np.tanh(mu), atol=1e-5)
     samples = np.stack([r["continuous_actions"] for r in runs])
     assert np.all(np.abs(samples) <= 1.0 + 1e-6)  # onnxruntime's tanh may round a hair past 1
-    inside = np.abs(samples).max(axis=0) < 0.999  # entries whose samples never saturate float32's tanh
+    # entries whose samples never saturate float32's tanh, with a sigma float32 can resolve after it
+    inside = (np.abs(samples).max(axis=0) < 0.999) & (std > 1e-2)
     assert inside.sum() >= 2
     raw_std = np.arctanh(samples).std(axis=0)
     np.testing.assert_allclose(raw_std[inside], std[inside], rtol=0.25)  # the state-dependent sigma

@@ -317,13 +317,30 @@ class Normalizer(nn.Module):
 ACTIVATIONS = {"swish": nn.SiLU, "tanh": nn.Tanh}  # SiLU is Swish: x * sigmoid(x), as ML-Agents uses
 
 
+# Each activation comes with the initialisation of the framework it is from. swish: ML-Agents'
+# (layers.py, distributions.py, decoders.py): the body LeCun normal (Kaiming "linear", N(0, 1/fan_in)),
+# the action heads the same times a gain, the value heads Xavier uniform. With 2 or 8 inputs an
+# orthogonal first layer gives pre-activations a quarter to a half of ML-Agents' scale, and the
+# Unity stand-in's Seeker took 20k steps instead of 14k to a mean reward of 0.6 (docs/benchmarks/mujoco.md).
+# tanh: CleanRL's, orthogonal with tanh's gain, heads of gain 0.01 (actions) and 1 (values).
+# Head roles -> (ML-Agents' init, its gain, the orthogonal gain).
+HEAD_INIT = {
+    "mu": ("kaiming", 0.2, 0.01),
+    "log_sigma": ("kaiming", 0.2, 0.01),
+    "logits": ("kaiming", 0.1, 0.01),
+    "value": ("xavier", 1.0, 1.0),
+}
+
+
 def _mlp(in_size: int, hidden: int, layers: int, activation: str) -> nn.Sequential:
     mods: list[nn.Module] = []
     size = in_size
-    gain = math.sqrt(2) if activation == "swish" else nn.init.calculate_gain("tanh")
     for _ in range(layers):
         lin = nn.Linear(size, hidden)
-        nn.init.orthogonal_(lin.weight, gain=gain)
+        if activation == "swish":
+            nn.init.kaiming_normal_(lin.weight, nonlinearity="linear")
+        else:
+            nn.init.orthogonal_(lin.weight, gain=nn.init.calculate_gain("tanh"))
         nn.init.zeros_(lin.bias)
         mods += [lin, ACTIVATIONS[activation]()]
         size = hidden
@@ -341,9 +358,18 @@ def mlp_body(spec: BehaviorSpec, settings: NetworkSettings, encoder: Observation
     return ConditionalBody(_mlp(in_size, h, layers - 1, settings.activation), in_size, h, columns, ACTIVATIONS[settings.activation]())
 
 
-def _head(in_size: int, out_size: int, gain: float) -> nn.Linear:
+def _head(in_size: int, out_size: int, role: str, activation: str) -> nn.Linear:
+    """An output layer (``role``: a key of HEAD_INIT), initialised as the activation's framework does."""
     lin = nn.Linear(in_size, out_size)
-    nn.init.orthogonal_(lin.weight, gain=gain)
+    mlagents_init, mlagents_gain, orthogonal_gain = HEAD_INIT[role]
+    if activation != "swish":
+        nn.init.orthogonal_(lin.weight, gain=orthogonal_gain)
+    elif mlagents_init == "kaiming":
+        nn.init.kaiming_normal_(lin.weight, nonlinearity="linear")
+        with torch.no_grad():
+            lin.weight.mul_(mlagents_gain)
+    else:
+        nn.init.xavier_uniform_(lin.weight, gain=mlagents_gain)
     nn.init.zeros_(lin.bias)
     return lin
 
@@ -507,12 +533,13 @@ class ActorCritic(nn.Module):
         self.critic_encoder = self.encoder if shared_critic or not critic else ObservationEncoder(spec, settings, self.normalizer)
         self.critic_body = self.body if shared_critic or not critic else mlp_body(spec, settings, self.critic_encoder)
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
-        self.mu = _head(head_in, self.n_cont, gain=0.01) if self.n_cont else None
+        act = settings.activation
+        self.mu = _head(head_in, self.n_cont, "mu", act) if self.n_cont else None
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
-        self.log_sigma = _head(head_in, self.n_cont, gain=0.01) if self.n_cont and conditional_sigma else None
-        self.logits = _head(head_in, sum(self.branches), gain=0.01) if self.branches else None
+        self.log_sigma = _head(head_in, self.n_cont, "log_sigma", act) if self.n_cont and conditional_sigma else None
+        self.logits = _head(head_in, sum(self.branches), "logits", act) if self.branches else None
         self.critic_lstm = self.lstm if shared_critic else _lstm(h, self.memory_size) if self.memory_size and critic else None
-        self.value_head = _head(head_in, len(self.streams), gain=1.0) if critic else None
+        self.value_head = _head(head_in, len(self.streams), "value", act) if critic else None
 
     def actor_parameters(self) -> list[nn.Parameter]:
         """The parameters of what the workers act with (encoder, body, heads)."""

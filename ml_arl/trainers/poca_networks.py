@@ -28,7 +28,7 @@ from torch import nn
 
 from ml_arl.policy.attention import ATTENTION_HEADS, EntityAttention
 from ml_arl.policy.attention import small_linear as _small_linear
-from ml_arl.policy.networks import Normalizer, ObservationEncoder, _lstm, _run_lstm
+from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, _lstm, _run_lstm
 from ml_arl.settings import NetworkSettings
 
 
@@ -57,9 +57,7 @@ class POCACritic(nn.Module):
         self.body = nn.Sequential(*layers)
         self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
         self.lstm = _lstm(h, self.memory_size) if self.memory_size else None
-        self.value_head = nn.Linear(self.memory_size // 2 if self.lstm is not None else h, len(streams))
-        nn.init.orthogonal_(self.value_head.weight, gain=1.0)
-        nn.init.zeros_(self.value_head.bias)
+        self.value_head = _head(self.memory_size // 2 if self.lstm is not None else h, len(streams), "value", settings.activation)
         self.max_entities: torch.Tensor
         self.register_buffer("max_entities", torch.tensor(1.0))  # the most entities seen (ML-Agents' _current_max_agents)
 
