@@ -317,12 +317,14 @@ class Normalizer(nn.Module):
 ACTIVATIONS = {"swish": nn.SiLU, "tanh": nn.Tanh}  # SiLU is Swish: x * sigmoid(x), as ML-Agents uses
 
 
-# Each activation comes with the initialisation of the framework it is from. swish: ML-Agents'
-# (layers.py, distributions.py, decoders.py): the body LeCun normal (Kaiming "linear", N(0, 1/fan_in)),
-# the action heads the same times a gain, the value heads Xavier uniform. With 2 or 8 inputs an
-# orthogonal first layer gives pre-activations a quarter to a half of ML-Agents' scale, and the
-# Unity stand-in's Seeker took 20k steps instead of 14k to a mean reward of 0.6 (docs/benchmarks/mujoco.md).
-# tanh: CleanRL's, orthogonal with tanh's gain, heads of gain 0.01 (actions) and 1 (values).
+# network_settings.init_scheme(): "mlagents" (the default with swish, ML-Agents' activation) is
+# ML-Agents' (layers.py, distributions.py, decoders.py): the body LeCun normal (Kaiming "linear",
+# N(0, 1/fan_in)), the action heads the same times a gain, the value heads Xavier uniform. With 2 to
+# 8 inputs an orthogonal first layer gives pre-activations a quarter to a half of that scale, and an
+# ML-Agents config tuned under it learns slower: the Unity stand-in's Seeker took 20k steps instead
+# of 14k to a mean reward of 0.6 (docs/benchmarks/mujoco.md). "orthogonal" (the default with tanh)
+# is CleanRL's and SB3's: orthogonal with the activation's gain, heads of gain 0.01 (actions) and 1
+# (values); hyperparameters tuned there (rl-zoo's CartPole) want it.
 # Head roles -> (ML-Agents' init, its gain, the orthogonal gain).
 HEAD_INIT = {
     "mu": ("kaiming", 0.2, 0.01),
@@ -332,15 +334,15 @@ HEAD_INIT = {
 }
 
 
-def _mlp(in_size: int, hidden: int, layers: int, activation: str) -> nn.Sequential:
+def _mlp(in_size: int, hidden: int, layers: int, activation: str, scheme: str) -> nn.Sequential:
     mods: list[nn.Module] = []
     size = in_size
     for _ in range(layers):
         lin = nn.Linear(size, hidden)
-        if activation == "swish":
+        if scheme == "mlagents":
             nn.init.kaiming_normal_(lin.weight, nonlinearity="linear")
         else:
-            nn.init.orthogonal_(lin.weight, gain=nn.init.calculate_gain("tanh"))
+            nn.init.orthogonal_(lin.weight, gain=math.sqrt(2) if activation == "swish" else nn.init.calculate_gain("tanh"))
         nn.init.zeros_(lin.bias)
         mods += [lin, ACTIVATIONS[activation]()]
         size = hidden
@@ -353,16 +355,16 @@ def mlp_body(spec: BehaviorSpec, settings: NetworkSettings, encoder: Observation
     goal observations and ``goal_conditioning_type`` is ``hyper`` (``ml_arl.policy.conditioning``)."""
     in_size, h, layers = encoder.out_size + extra_inputs, settings.hidden_units, settings.num_layers
     if not is_conditioned(spec, settings.goal_conditioning_type):
-        return _mlp(in_size, h, layers, settings.activation)
+        return _mlp(in_size, h, layers, settings.activation, settings.init_scheme())
     columns = goal_columns(spec, encoder.vector, encoder.visual, settings.hidden_units)
-    return ConditionalBody(_mlp(in_size, h, layers - 1, settings.activation), in_size, h, columns, ACTIVATIONS[settings.activation]())
+    return ConditionalBody(_mlp(in_size, h, layers - 1, settings.activation, settings.init_scheme()), in_size, h, columns, ACTIVATIONS[settings.activation]())
 
 
-def _head(in_size: int, out_size: int, role: str, activation: str) -> nn.Linear:
-    """An output layer (``role``: a key of HEAD_INIT), initialised as the activation's framework does."""
+def _head(in_size: int, out_size: int, role: str, scheme: str) -> nn.Linear:
+    """An output layer (``role``: a key of HEAD_INIT) under the initialisation ``scheme``."""
     lin = nn.Linear(in_size, out_size)
     mlagents_init, mlagents_gain, orthogonal_gain = HEAD_INIT[role]
-    if activation != "swish":
+    if scheme != "mlagents":
         nn.init.orthogonal_(lin.weight, gain=orthogonal_gain)
     elif mlagents_init == "kaiming":
         nn.init.kaiming_normal_(lin.weight, nonlinearity="linear")
@@ -533,13 +535,13 @@ class ActorCritic(nn.Module):
         self.critic_encoder = self.encoder if shared_critic or not critic else ObservationEncoder(spec, settings, self.normalizer)
         self.critic_body = self.body if shared_critic or not critic else mlp_body(spec, settings, self.critic_encoder)
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
-        act = settings.activation
-        self.mu = _head(head_in, self.n_cont, "mu", act) if self.n_cont else None
+        scheme = settings.init_scheme()
+        self.mu = _head(head_in, self.n_cont, "mu", scheme) if self.n_cont else None
         self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
-        self.log_sigma = _head(head_in, self.n_cont, "log_sigma", act) if self.n_cont and conditional_sigma else None
-        self.logits = _head(head_in, sum(self.branches), "logits", act) if self.branches else None
+        self.log_sigma = _head(head_in, self.n_cont, "log_sigma", scheme) if self.n_cont and conditional_sigma else None
+        self.logits = _head(head_in, sum(self.branches), "logits", scheme) if self.branches else None
         self.critic_lstm = self.lstm if shared_critic else _lstm(h, self.memory_size) if self.memory_size and critic else None
-        self.value_head = _head(head_in, len(self.streams), "value", act) if critic else None
+        self.value_head = _head(head_in, len(self.streams), "value", scheme) if critic else None
 
     def actor_parameters(self) -> list[nn.Parameter]:
         """The parameters of what the workers act with (encoder, body, heads)."""

@@ -121,6 +121,14 @@ class NetworkSettings(Strict):
     deterministic: bool = False
     # ml_arl extension: hidden-layer activation; ML-Agents always uses swish.
     activation: Literal["swish", "tanh"] = "swish"
+    # ml_arl extension: how the layers start. mlagents: ML-Agents' (LeCun-normal body, small action
+    # heads, Xavier value heads); orthogonal: CleanRL's and Stable-Baselines3's. Unset: the
+    # activation's own framework, swish -> mlagents, tanh -> orthogonal (ml_arl.policy.networks).
+    initialization: Optional[Literal["mlagents", "orthogonal"]] = None
+
+    def init_scheme(self) -> str:
+        """The initialisation the networks use: ``initialization``, else the activation's."""
+        return self.initialization or ("mlagents" if self.activation == "swish" else "orthogonal")
 
 
 class RewardSignalSettings(Strict):

@@ -57,7 +57,7 @@ class POCACritic(nn.Module):
         self.body = nn.Sequential(*layers)
         self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
         self.lstm = _lstm(h, self.memory_size) if self.memory_size else None
-        self.value_head = _head(self.memory_size // 2 if self.lstm is not None else h, len(streams), "value", settings.activation)
+        self.value_head = _head(self.memory_size // 2 if self.lstm is not None else h, len(streams), "value", settings.init_scheme())
         self.max_entities: torch.Tensor
         self.register_buffer("max_entities", torch.tensor(1.0))  # the most entities seen (ML-Agents' _current_max_agents)
 

@@ -45,7 +45,7 @@ class Critic(nn.Module):
         self.body = mlp_body(spec, settings, self.encoder, action_inputs)
         self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
         self.lstm = _lstm(settings.hidden_units, self.memory_size) if self.memory_size else None
-        self.head = _head(self.memory_size // 2 if self.lstm is not None else settings.hidden_units, streams * outputs, "value", settings.activation)
+        self.head = _head(self.memory_size // 2 if self.lstm is not None else settings.hidden_units, streams * outputs, "value", settings.init_scheme())
         # a plain body's layers called as functions: a gradient step evaluates a critic seven times,
         # and nn.Module's call machinery would cost more than these small layers
         self.plain = isinstance(self.body, nn.Sequential)
