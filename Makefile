@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench protos clean
+.PHONY: install demo test test-fast lint bench protos smoke smoke-pythons clean
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,38 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 -m "not slow" tests
 
+# The smoke suite on the other Pythons the package supports, each in a venv of its own made from
+# scratch (.venv-<version>) with the newest release of every dependency: install, a PPO run to its
+# threshold, a run through the Unity stand-in build, ONNX export checked by onnxruntime, a .demo round
+# trip, the protocol's byte-for-byte tests, a CLI run. Interpreters: pyenv's, else python<version> on
+# PATH. torch 2.13.0's CPU wheel on these machines is for 3.11 only; elsewhere pip takes PyPI's
+# build of the same release, CUDA libraries included (about 4.7 GB a venv; the nvidia wheels are
+# shared by every Python through pip's cache). It runs on the CPU all the same.
+SMOKE_PYTHONS ?= 3.10 3.12 3.13
+SMOKE := tests/test_protocol.py tests/test_onnx.py \
+	tests/test_learning.py::test_ppo_learns_reach \
+	tests/test_unity.py::test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats \
+	tests/test_unity.py::test_onnx_from_a_trained_checkpoint_matches_the_muscle \
+	tests/test_demonstrations.py::test_round_trip tests/test_demonstrations.py::test_bytes_are_what_ml_agents_loader_reads \
+	tests/test_cli.py::test_tiny_run_writes_results_layout_and_tags
+smoke:
+	@test -n "$(PYV)" || { echo "make smoke: give PYV, e.g. make smoke PYV=3.12"; exit 2; }
+	py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(PYV).*/bin/python 2>/dev/null | sort -V | tail -1); \
+	py=$${py:-$$(command -v python$(PYV))}; \
+	$$py -c "import sys; assert sys.version_info[:2] == tuple(map(int, '$(PYV)'.split('.')))" 2>/dev/null \
+	  || { echo "make smoke: no Python $(PYV) here; install it (pyenv install $(PYV), or apt-get install python$(PYV))"; exit 2; }; \
+	rm -rf .venv-$(PYV) && $$py -m venv .venv-$(PYV) && \
+	.venv-$(PYV)/bin/pip install -q --upgrade pip wheel && \
+	.venv-$(PYV)/bin/pip install -q "torch==2.13.0" && \
+	.venv-$(PYV)/bin/pip install -q -e . onnxruntime hypothesis pytest pytest-timeout && \
+	.venv-$(PYV)/bin/pip list --format=freeze > .venv-$(PYV)/pip-list.txt && \
+	! grep -E "^protobuf==3\." .venv-$(PYV)/pip-list.txt && \
+	echo "Python $(PYV): $$(.venv-$(PYV)/bin/python --version); $$(grep -E '^(torch|protobuf|grpcio|onnx|onnxruntime|numpy|tensorboard|mlagents-envs)==' .venv-$(PYV)/pip-list.txt | tr '\n' ' ')" && \
+	PYTHONDONTWRITEBYTECODE= .venv-$(PYV)/bin/python -m pytest -q -p no:cacheprovider $(SMOKE)
+
+smoke-pythons:
+	@for v in $(SMOKE_PYTHONS); do $(MAKE) --no-print-directory smoke PYV=$$v || exit 1; done
+
 bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py
 
@@ -50,4 +82,4 @@ protos: $(STAMP)
 	$(BIN)/python -m grpc_tools.protoc -I. --grpc_python_out=. $(PROTOS)/unity_to_external.proto
 
 clean:
-	rm -rf $(VENV) results *.egg-info
+	rm -rf $(VENV) .venv-3.* results *.egg-info
