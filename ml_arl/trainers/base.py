@@ -31,7 +31,7 @@ import queue
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 import torch
@@ -44,6 +44,9 @@ from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.settings import TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.common import decayed
+
+if TYPE_CHECKING:
+    from ml_arl.policy.networks import ActorCritic
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +120,19 @@ class Trainer(ABC):
     def load_state(self, state: dict[str, Any], resume: bool) -> None:
         """Restore from ``state()``: everything on --resume, the weights only otherwise."""
 
-    export_onnx: Optional[Any] = None  # a callable(path) writing the ONNX model, if the trainer has one
+    def onnx_actor(self) -> Optional[ActorCritic]:
+        """The actor that checkpoints export as <Behavior>-<step>.onnx for Unity (ml_arl.policy.onnx_export),
+        or None for a trainer without one (the default: a user trainer's checkpoints are .pt only)."""
+        return None
+
+    def export_onnx(self, path: str) -> None:
+        """Write this trainer's actor to ``path`` as the ONNX model Unity runs."""
+        from ml_arl.policy.onnx_export import export_onnx
+
+        actor = self.onnx_actor()
+        if actor is None:
+            raise ValueError(f"{self.behavior}: this trainer has no actor to export")
+        export_onnx(actor, path)
 
     def on_new_phase(self) -> None:  # noqa: B027 - optional hook
         """A new phase begins: drop experience that is not on-policy for it (optional)."""
@@ -212,7 +227,7 @@ class Trainer(ABC):
         if self.checkpoints is None:
             return None
         path = self.checkpoints.save(
-            self.step, self.state(), self.stats.take_mean_episode_reward(), final=final, export=self.export_onnx
+            self.step, self.state(), self.stats.take_mean_episode_reward(), final=final, export=self.export_onnx if self.onnx_actor() is not None else None
         )
         self.saved_step = self.step
         logger.info("Saved checkpoint %s", path)

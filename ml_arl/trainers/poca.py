@@ -440,11 +440,8 @@ class POCATrainer(Trainer):
             state["BehavioralCloning"] = self.bc.state()
         return state
 
-    def export_onnx(self, path: str) -> None:  # type: ignore[override]
-        """The actor as an ONNX model Unity runs (ml_arl.policy.onnx_export)."""
-        from ml_arl.policy.onnx_export import export_onnx
-
-        export_onnx(self.network, path)
+    def onnx_actor(self) -> ActorCritic:
+        return self.network
 
     def load_state(self, state: dict[str, Any], resume: bool) -> None:
         self.network.load_state_dict(state["Policy"])

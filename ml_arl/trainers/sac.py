@@ -473,8 +473,5 @@ class SACTrainer(Trainer):
             self.replay.save(os.path.join(self.checkpoints.folder, REPLAY_BUFFER_FILE))
         return path
 
-    def export_onnx(self, path: str) -> None:  # type: ignore[override]
-        """The actor as an ONNX model Unity runs (ml_arl.policy.onnx_export)."""
-        from ml_arl.policy.onnx_export import export_onnx
-
-        export_onnx(self.network, path)
+    def onnx_actor(self) -> ActorCritic:
+        return self.network
