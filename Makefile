@@ -51,6 +51,7 @@ SMOKE := tests/test_protocol.py tests/test_onnx.py \
 	tests/test_unity.py::test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats \
 	tests/test_unity.py::test_onnx_from_a_trained_checkpoint_matches_the_muscle \
 	tests/test_demonstrations.py::test_round_trip tests/test_demonstrations.py::test_bytes_are_what_ml_agents_loader_reads \
+	tests/test_demonstrations.py::test_a_demo_written_by_mlagents_1x_reads_as_its_own_loader_reads_it \
 	tests/test_cli.py::test_tiny_run_writes_results_layout_and_tags
 smoke:
 	@test -n "$(PYV)" || { echo "make smoke: give PYV, e.g. make smoke PYV=3.12"; exit 2; }

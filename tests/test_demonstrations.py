@@ -236,6 +236,25 @@ def test_bytes_are_what_ml_agents_loader_reads(tmp_path: Path) -> None:
     assert records[0].agent_info.id != records[3].agent_info.id
 
 
+def test_a_demo_written_by_mlagents_1x_reads_as_its_own_loader_reads_it() -> None:
+    """tests/data/mlagents_1x.demo: written by ML-Agents 1.1.0's own write_demo (protobuf 3.20), three
+    episodes of a hybrid behavior, the last cut by max steps; mlagents_1x.npz: what its demo_to_buffer
+    read (tests/data/record_mlagents_demo.py). ML-Agents also pairs each episode's terminal record
+    with the next episode's first, a row whose action no decision made; ml_arl leaves those out."""
+    data = Path(__file__).resolve().parent / "data"
+    demo = load_demonstrations(str(data / "mlagents_1x.demo"))
+    theirs = np.load(data / "mlagents_1x.npz")
+    keep = ~np.r_[False, theirs["dones"][:-1]]  # rows that start at a decision, not at a terminal record
+    assert len(theirs["dones"]) == 14 and demo.steps == int(keep.sum()) == 12
+    np.testing.assert_array_equal(demo.obs[0], theirs["obs"][keep])
+    np.testing.assert_array_equal(demo.continuous, theirs["continuous"][keep])
+    np.testing.assert_array_equal(demo.discrete, theirs["discrete"][keep])
+    np.testing.assert_array_equal(demo.rewards, theirs["rewards"][keep])
+    np.testing.assert_array_equal(demo.dones, theirs["dones"][keep])
+    assert demo.episodes == 3 and demo.interrupted.tolist() == [False] * 11 + [True]
+    assert demo.spec.action_spec == ActionSpec(2, (3,)) and demo.spec.observation_specs[0].shape == (4,)
+
+
 def test_unfinished_episodes_are_dropped_at_close(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     spec = SPECS["vector-continuous"]
     rng = np.random.default_rng(4)
