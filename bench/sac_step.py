@@ -42,9 +42,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     import torch
     from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 
+    from ml_arl.config_file import load_config_file
     from ml_arl.messages import Trajectory
     from ml_arl.settings import build_run_options
-    from ml_arl.settings.build import load_config_file
     from ml_arl.stats import StatsReporter
     from ml_arl.trainer_controller import set_torch_threads
     from ml_arl.trainers.sac import SACTrainer
@@ -53,7 +53,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    options = build_run_options(load_config_file(args.config), {}, args.config)
+    options = build_run_options(load_config_file(args.config)[0], {}, args.config)
     settings = options.behaviors[args.behavior]
     from ml_arl.envs.builtin import vector_obs_spec
 

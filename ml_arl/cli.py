@@ -18,6 +18,7 @@ import threading
 from types import FrameType
 from typing import Any, NoReturn, Optional
 
+from ml_arl.config_file import load_config_file
 from ml_arl.exceptions import (
     ArlError,
     ConfigError,
@@ -27,7 +28,7 @@ from ml_arl.exceptions import (
     TrainerThreadError,
     WorkerError,
 )
-from ml_arl.settings import RunOptions, build_run_options, cli_flags, load_config_file
+from ml_arl.settings import RunOptions, build_run_options, cli_flags
 from ml_arl.text import one_line
 
 logger = logging.getLogger("ml_arl")
@@ -101,7 +102,9 @@ def _parse(argv: list[str]) -> tuple[RunOptions, bool]:
             overrides.setdefault(flag.section, {})[flag.name] = args[flag.name]
     if path is None:
         return build_run_options({}, overrides, "(no config file)"), check
-    data = load_config_file(path)
+    data, warnings = load_config_file(path)
+    for warning in warnings:
+        logger.warning("%s", warning)
     if not data:
         logger.warning("%s: the config is empty; every behavior trains with the default settings", path)
     return build_run_options(data, overrides, path), check

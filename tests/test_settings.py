@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from ml_arl.cli import parse_options
+from ml_arl.config_file import load_config_file
 from ml_arl.exceptions import ConfigError
-from ml_arl.settings import RunOptions, TrainerSettings, build_run_options, load_config_file
+from ml_arl.settings import RunOptions, TrainerSettings, build_run_options
 
 from .conftest import write_config
 
@@ -241,7 +242,7 @@ debug: false
     text = text.replace("    trainer_type: ppo\n", "    trainer_type: ppo\n    framework: pytorch\n", 1)
     path = tmp_path / "3DBall.yaml"
     path.write_text(text)
-    opts = build_run_options(load_config_file(str(path)), {}, str(path))
+    opts = build_run_options(load_config_file(str(path))[0], {}, str(path))
     assert opts.behaviors["3DBall"].hyperparameters.beta_schedule == "constant"
     assert opts.behaviors["3DBall"].time_horizon == 1000
 

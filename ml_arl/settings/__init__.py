@@ -14,10 +14,10 @@ Modules (each imports the others directly, never this package; none imports ml_a
             resolve_parameter_seeds, lesson_values
   errors    pydantic errors as one-line problems
   run       the run's sections and RunOptions (settings_for, phase_settings_for, as_dict)
-  build     load_config_file and build_run_options: the CLI merge and cross-section checks
+  build     build_run_options: the CLI merge and cross-section checks (ml_arl.config_file reads the file)
 """
 
-from ml_arl.settings.build import build_run_options, load_config_file
+from ml_arl.settings.build import build_run_options
 from ml_arl.settings.flags import CliFlag, cli_flags, setting
 from ml_arl.settings.parameters import (
     CompletionCriteria,
@@ -106,7 +106,6 @@ __all__ = [
     "curricula_criteria",
     "is_curriculum",
     "lesson_values",
-    "load_config_file",
     "resolve_parameter_seeds",
     "setting",
 ]

@@ -18,7 +18,6 @@ from typing import Any, Optional
 from pydantic import BaseModel
 
 from ml_arl import limits
-from ml_arl.config_file import load_config_file as _read_config_file
 from ml_arl.exceptions import ConfigError
 from ml_arl.import_path import ImportPathError, resolve, split
 from ml_arl.objectives import ObjectiveError, build_objective
@@ -29,14 +28,6 @@ from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, TrainerSettings
 from ml_arl.settings.values import deep_merge, short
 
 logger = logging.getLogger("ml_arl.settings")
-
-
-def load_config_file(path: str) -> dict[str, Any]:
-    """Read a YAML config within the limits of ml_arl.config_file; its warnings are logged."""
-    data, warnings = _read_config_file(path)
-    for warning in warnings:
-        logger.warning("%s", warning)
-    return data
 
 
 def _trainer_problems(settings: TrainerSettings, where: str) -> list[str]:
