@@ -42,6 +42,17 @@ if TYPE_CHECKING:
     from ml_arl.stats import StatsReporter
 
 
+class _Decision(NamedTuple):
+    """What an agent decided at one step, kept until its reward arrives with the next."""
+
+    obs: list[np.ndarray]  # the observation rows it acted on
+    continuous: np.ndarray
+    discrete: np.ndarray
+    allowed: Optional[np.ndarray]  # the action mask row, None without discrete actions
+    log_prob: np.ndarray  # [D] per-dimension log-probabilities
+    memory: Optional[np.ndarray]  # the actor's memory before the step (with an LSTM)
+
+
 class _AgentState:
     __slots__ = (
         "steps", "rewards", "env_rewards", "group_rewards", "group_id", "pending", "ep_reward", "ep_objective", "ep_length",
@@ -49,13 +60,13 @@ class _AgentState:
     )
 
     def __init__(self) -> None:
-        self.steps: list[tuple] = []  # (obs rows, continuous, discrete, allowed, log_prob, memory) per step
+        self.steps: list[_Decision] = []  # per step
         self.rewards: list[float] = []
         self.env_rewards: list[float] = []
         self.group_rewards: list[float] = []
         self.mates: list[list[_MateStatus]] = []  # per step, the groupmates' statuses
         self.group_id = 0
-        self.pending: Optional[tuple] = None  # the last decision, waiting for its reward
+        self.pending: Optional[_Decision] = None  # the last decision, waiting for its reward
         self.ep_reward = 0.0
         self.ep_objective = 0.0
         self.ep_length = 0
@@ -124,7 +135,7 @@ class AgentProcessor:
         for i, agent_id in enumerate(agent_ids):
             state = self.agents.get(agent_id)
             if state is not None and state.pending is not None:
-                cont[i], disc[i] = state.pending[1], state.pending[2]
+                cont[i], disc[i] = state.pending.continuous, state.pending.discrete
         batch = ObjectiveBatch(
             list(obs), cont, disc, np.asarray(reward, np.float32), np.asarray(group_reward, np.float32),
             np.asarray(terminated, bool), np.asarray(interrupted, bool), np.asarray(agent_ids),
@@ -216,7 +227,7 @@ class AgentProcessor:
                 if collect and len(state.rewards) >= horizon:
                     self._emit(state, agent_id, obs, False, False)
             state.group_id = group_id
-            state.pending = (obs, cont, disc, mask, logp, memory)
+            state.pending = _Decision(obs, cont, disc, mask, logp, memory)
 
     # ------------------------------------------------------------------ groups
     def _gather_decision_statuses(self, decision_steps: DecisionSteps, ended: set[int]) -> None:
@@ -235,7 +246,7 @@ class AgentProcessor:
             if group_id <= 0 or state is None or state.pending is None:
                 continue
             pending = state.pending
-            self.group_status.setdefault(group_id, {})[agent_id] = _MateStatus(pending[0], pending[1], pending[2], done)
+            self.group_status.setdefault(group_id, {})[agent_id] = _MateStatus(pending.obs, pending.continuous, pending.discrete, done)
             self.group_obs.setdefault(group_id, {})[agent_id] = rows
 
     def _mates_of(self, agent_id: int, group_id: int) -> list[_MateStatus]:
