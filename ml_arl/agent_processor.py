@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Generic, NamedTuple, Optional, TypeVar
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.messages import EpisodeStat, Groupmates, PolicySnapshot, Trajectory
+from ml_arl.messages import EnvStatAggregation, EpisodeStat, Groupmates, PolicySnapshot, Trajectory
 from ml_arl.objectives import Objective, ObjectiveBatch, evaluate
 from ml_arl.policy.muscle import ActionInfo
 
@@ -377,7 +377,7 @@ class AgentManagerQueue(Generic[T]):
         return items
 
 
-_AGGREGATIONS = {0: "average", 2: "sum", 3: "histogram"}  # mlagents_envs StatsAggregationMethod values
+_AGGREGATIONS = {EnvStatAggregation.AVERAGE: "average", EnvStatAggregation.SUM: "sum", EnvStatAggregation.HISTOGRAM: "histogram"}
 
 
 class AgentManager:
@@ -412,12 +412,12 @@ class AgentManager:
             self.stats.add_episode_reward(ep.reward)
             self.recent_rewards.append(ep.reward)
 
-    def record_environment_stats(self, env_stats: dict[str, list[tuple[float, int]]], worker_id: int) -> None:
+    def record_environment_stats(self, env_stats: dict[str, list[tuple[float, EnvStatAggregation]]], worker_id: int) -> None:
         """The stats side channel, as ML-Agents: averaged, summed or histogrammed over the summary
-        period; MOST_RECENT (1) only from worker 0, so that workers do not overwrite each other."""
+        period; MOST_RECENT only from worker 0, so that workers do not overwrite each other."""
         for key, values in env_stats.items():
             for value, aggregation in values:
-                if aggregation == 1:
+                if aggregation == EnvStatAggregation.MOST_RECENT:
                     if worker_id == 0:
                         self.stats.set_stat(key, value)
                 else:

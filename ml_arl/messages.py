@@ -17,6 +17,7 @@ types only; this module never imports torch, so worker processes stay light).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import Any, Literal, NamedTuple, Optional, Union
 
 import numpy as np
@@ -88,7 +89,17 @@ class StepBatch(NamedTuple):
     env_steps: int
     entropy: dict[str, tuple[float, int]]  # behavior -> (sum of entropies, number of decisions)
     new_specs: dict[str, BehaviorSpec]  # behaviors that appeared since the last batch
-    env_stats: dict[str, list[tuple[float, int]]]  # stats side channel: key -> [(value, aggregation)]
+    env_stats: dict[str, list[tuple[float, EnvStatAggregation]]]  # stats side channel: key -> [(value, how)]
+
+
+class EnvStatAggregation(IntEnum):
+    """How a stats side-channel record is summarised: the values of mlagents_envs'
+    StatsAggregationMethod, which the trainer process does not import (it loads the side channels)."""
+
+    AVERAGE = 0
+    MOST_RECENT = 1
+    SUM = 2
+    HISTOGRAM = 3
 
 
 # --------------------------------------------------------------------------- weights

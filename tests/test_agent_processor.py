@@ -10,6 +10,7 @@ from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, Decisi
 
 from ml_arl.agent_processor import AgentManagerQueue, AgentProcessor
 from ml_arl.envs.builtin import vector_obs_spec
+from ml_arl.messages import EnvStatAggregation
 from ml_arl.policy.muscle import ActionInfo
 
 SPEC = BehaviorSpec([vector_obs_spec(1)], ActionSpec(1, ()))
@@ -195,10 +196,15 @@ def test_environment_stats_aggregations_and_most_recent_from_worker_0_only() -> 
         def close(self) -> None:
             pass
 
+    from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod
+
+    # ours mirrors mlagents_envs' enum: what the workers convert by value
+    assert [(m.name, m.value) for m in EnvStatAggregation] == [(m.name, m.value) for m in StatsAggregationMethod]
+    avg, recent, total, hist = EnvStatAggregation.AVERAGE, EnvStatAggregation.MOST_RECENT, EnvStatAggregation.SUM, EnvStatAggregation.HISTOGRAM
     manager = AgentManager("B", StatsReporter("B", [Capture()]), False, threading.Event())
-    manager.record_environment_stats({"avg": [(1.0, 0), (3.0, 0)], "sum": [(2.0, 2), (5.0, 2)], "hist": [(1.0, 3), (2.0, 3)],
-                                      "recent": [(7.0, 1), (8.0, 1)]}, worker_id=0)
-    manager.record_environment_stats({"recent": [(99.0, 1)], "sum": [(1.0, 2)]}, worker_id=1)
+    manager.record_environment_stats({"avg": [(1.0, avg), (3.0, avg)], "sum": [(2.0, total), (5.0, total)], "hist": [(1.0, hist), (2.0, hist)],
+                                      "recent": [(7.0, recent), (8.0, recent)]}, worker_id=0)
+    manager.record_environment_stats({"recent": [(99.0, recent)], "sum": [(1.0, total)]}, worker_id=1)
     manager.stats.write_stats(1000)
     assert written["avg"].mean == 2.0
     assert written["sum"].mean == 8.0

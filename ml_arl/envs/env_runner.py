@@ -19,6 +19,7 @@ from ml_arl.agent_processor import AgentProcessor
 from ml_arl.exceptions import RESTARTABLE_EXCEPTIONS, ArlError
 from ml_arl.import_path import resolve
 from ml_arl.messages import (
+    EnvStatAggregation,
     EpisodeStat,
     PolicyMessage,
     ResetCommand,
@@ -126,10 +127,10 @@ class EnvRunner:
             self.specs = dict(self.env.behavior_specs)
             for behavior in [b for b in self._waiting if b in self.specs]:
                 self.set_policy(behavior, self._waiting.pop(behavior))
-        env_stats: dict[str, list[tuple[float, int]]] = {}
+        env_stats: dict[str, list[tuple[float, EnvStatAggregation]]] = {}
         take_stats = getattr(env, "take_environment_stats", None)  # Unity builds: the stats side channel
         if take_stats is not None:
-            env_stats = {k: [(float(v), int(agg.value)) for v, agg in vals] for k, vals in take_stats().items()}
+            env_stats = {k: [(float(v), EnvStatAggregation(agg.value)) for v, agg in vals] for k, vals in take_stats().items()}
         trajectories: list[Trajectory] = []
         episodes: list[EpisodeStat] = []
         for proc in self.processors.values():
