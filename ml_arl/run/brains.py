@@ -28,23 +28,17 @@ from ml_arl.policy.networks import check_visual_support
 from ml_arl.results_dir import resolve_load_path
 from ml_arl.run.phases import PhaseSchedule
 from ml_arl.settings import RunOptions, TrainerSettings
+from ml_arl.settings.trainer import BUILTIN_TRAINERS
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
-from ml_arl.trainers.poca import POCATrainer
-from ml_arl.trainers.ppo import PPOTrainer
-from ml_arl.trainers.sac import SACTrainer
 
 logger = logging.getLogger(__name__)
 
 
 def trainer_class(settings: TrainerSettings, brain: str) -> type[Trainer]:
     """PPO, SAC, POCA, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
-    if settings.trainer_type == "ppo":
-        return PPOTrainer
-    if settings.trainer_type == "poca":
-        return POCATrainer
-    if settings.trainer_type == "sac":
-        return SACTrainer
+    if settings.trainer_type in BUILTIN_TRAINERS:
+        return resolve_class(BUILTIN_TRAINERS[settings.trainer_type][1], Trainer)
     where = f"behaviors.{brain}.trainer_type: {settings.trainer_type}"
     try:
         cls = resolve_class(settings.trainer_type, Trainer)

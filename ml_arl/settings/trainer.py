@@ -96,7 +96,14 @@ class POCASettings(_ClippedPolicySettings):
     """ML-Agents' POCASettings: its keys and defaults (no shared_critic: POCA's critic is its own)."""
 
 
-HYPERPARAMETER_MODELS: dict[str, type[Strict]] = {"ppo": PPOSettings, "sac": SACSettings, "poca": POCASettings}
+# The built-in trainer types, in one table: each one's hyperparameters model and its trainer class
+# (an import path: the settings stay torch-free; ml_arl.run.brains imports the class).
+BUILTIN_TRAINERS: dict[str, tuple[type[Strict], str]] = {
+    "ppo": (PPOSettings, "ml_arl.trainers.ppo:PPOTrainer"),
+    "sac": (SACSettings, "ml_arl.trainers.sac:SACTrainer"),
+    "poca": (POCASettings, "ml_arl.trainers.poca:POCATrainer"),
+}
+HYPERPARAMETER_MODELS: dict[str, type[Strict]] = {name: model for name, (model, _) in BUILTIN_TRAINERS.items()}
 
 
 class MemorySettings(Strict):
