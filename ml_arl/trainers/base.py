@@ -31,7 +31,7 @@ import queue
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar
 
 import numpy as np
 import torch
@@ -64,7 +64,10 @@ class TrainerAssignment:
     new_phase: bool = False  # experience collected before is not on-policy for this phase
 
 
-class Trainer(ABC):
+HP = TypeVar("HP")  # a trainer's hyperparameters: its pydantic model, or a user trainer's mapping
+
+
+class Trainer(ABC, Generic[HP]):
     def __init__(
         self,
         behavior: str,
@@ -78,7 +81,7 @@ class Trainer(ABC):
     ):
         self.behavior = behavior
         self.settings = settings
-        self.hp: Any = settings.hyperparameters
+        self.hp: HP = settings.hyperparameters
         self.spec = spec
         self.stats = stats
         self.checkpoints = checkpoints

@@ -47,7 +47,7 @@ from ml_arl.exceptions import ConfigError
 from ml_arl.messages import Groupmates, PolicySnapshot, Trajectory
 from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
-from ml_arl.settings import TrainerSettings
+from ml_arl.settings import POCASettings, TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
@@ -177,7 +177,7 @@ def poca_loss(
     return POCALoss(policy + 0.5 * (value + 0.5 * baseline) - beta * masked_mean(entropy, mask), policy, value, baseline)
 
 
-class POCATrainer(Trainer):
+class POCATrainer(Trainer[POCASettings]):
     def __init__(
         self,
         behavior: str,

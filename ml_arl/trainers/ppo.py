@@ -35,7 +35,7 @@ from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
-from ml_arl.settings import TrainerSettings
+from ml_arl.settings import PPOSettings, TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
@@ -200,7 +200,7 @@ def ppo_loss(
     return PPOLoss(policy_loss + 0.5 * value_loss - beta * masked_mean(entropy, mask), policy_loss, value_loss)
 
 
-class PPOTrainer(Trainer):
+class PPOTrainer(Trainer[PPOSettings]):
     def __init__(
         self,
         behavior: str,

@@ -43,7 +43,7 @@ from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.policy.networks import ActorCritic
-from ml_arl.settings import TrainerSettings
+from ml_arl.settings import SACSettings, TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
@@ -174,7 +174,7 @@ def condense_q(q: torch.Tensor, discrete: torch.Tensor, branches: tuple[int, ...
     return torch.cat(picked, dim=2).mean(2)
 
 
-class SACTrainer(Trainer):
+class SACTrainer(Trainer[SACSettings]):
     def __init__(
         self,
         behavior: str,
