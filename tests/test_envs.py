@@ -199,3 +199,24 @@ def test_deterministic_stepping_answers_one_request_per_worker_in_worker_order()
             assert all(not w.sent for w in manager.workers)
     finally:
         manager.close()
+
+
+class _Sloppy:
+    """A user muscle that forgot part of the contract (ml_arl.policy.muscle.Acting)."""
+
+    memory_size = 8
+
+    def __init__(self, weights: object, deterministic: bool, seed: int):
+        self.branches = ()
+
+    def act(self, obs: list[np.ndarray], allowed: object) -> None:
+        return None
+
+
+def test_a_user_muscle_missing_part_of_the_contract_is_named() -> None:
+    from ml_arl.envs.env_runner import build_muscle
+
+    with pytest.raises(TypeError, match=r"^muscle tests.test_envs:_Sloppy: has no set_weights, forget \(it has a memory_size\); see ml_arl.policy.muscle.Acting$"):
+        build_muscle("tests.test_envs:_Sloppy", None, False, 0)
+    muscle, recurrent = build_muscle("tests.plugins:GoalExpertMuscle", {"n_cont": 1, "branches": []}, True, 0)
+    assert not recurrent and muscle.branches == ()

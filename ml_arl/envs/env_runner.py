@@ -34,19 +34,29 @@ from ml_arl.messages import (
     WorkerReply,
 )
 from ml_arl.objectives import build_objective
-from ml_arl.policy.muscle import Muscle, masks_allowed
+from ml_arl.policy.muscle import ACTING_NEEDS, Acting, Muscle, masks_allowed
 
 logger = logging.getLogger(__name__)
 
-def muscle_class(path: Optional[str]) -> Callable[..., Any]:
-    """The class that acts: ml_arl's numpy MLP, or a user class ``pkg.module:Class`` built as
-    ``Class(weights, deterministic, seed)`` with ``act(obs, allowed) -> ActionInfo``,
-    ``set_weights(weights)``, and attributes ``deterministic`` and ``branches``. A muscle with a
-    ``memory_size`` above 0 is recurrent: it is called ``act(obs, allowed, agent_ids)`` and
-    ``forget(agent_ids)`` (``forget()`` after a reset) when episodes end."""
+def muscle_class(path: Optional[str]) -> Callable[..., Acting]:
+    """The class that acts: ml_arl's numpy MLP, or a user class ``pkg.module:Class`` that keeps
+    the ``Acting`` contract (ml_arl.policy.muscle)."""
     if path is None:
         return Muscle
     return resolve(path)  # type: ignore[no-any-return]
+
+
+def build_muscle(path: Optional[str], weights: Any, deterministic: bool, seed: int) -> tuple[Acting, bool]:
+    """A muscle and whether it is recurrent; a user class that misses part of the contract is a
+    one-line error naming it and what it lacks."""
+    muscle = muscle_class(path)(weights, deterministic, seed)
+    missing = [name for name in ACTING_NEEDS if not hasattr(muscle, name)]
+    recurrent = int(getattr(muscle, "memory_size", 0) or 0) > 0
+    if recurrent and not hasattr(muscle, "forget"):
+        missing.append("forget (it has a memory_size)")
+    if missing:
+        raise TypeError(f"muscle {path}: has no {', '.join(missing)}; see ml_arl.policy.muscle.Acting")
+    return muscle, recurrent
 
 
 class EnvRunner:
@@ -57,7 +67,8 @@ class EnvRunner:
         self.env.reset()
         self.specs: dict[str, BehaviorSpec] = dict(self.env.behavior_specs)
         self._reported: set[str] = set()
-        self.muscles: dict[str, Muscle] = {}
+        self.muscles: dict[str, Acting] = {}
+        self._recurrent: dict[str, bool] = {}
         self.processors: dict[str, AgentProcessor] = {}
         self._waiting: dict[str, PolicyMessage] = {}  # policies of behaviors this env has not shown yet
         self._muscle_paths: dict[str, Optional[str]] = {}
@@ -71,8 +82,8 @@ class EnvRunner:
                 return
         muscle = self.muscles.get(behavior)
         if muscle is None or self._muscle_paths.get(behavior) != msg.muscle:
-            cls = muscle_class(msg.muscle)
-            self.muscles[behavior] = cls(msg.weights, msg.deterministic, self.seed * 7919 + len(self.muscles))
+            seed = self.seed * 7919 + len(self.muscles)
+            self.muscles[behavior], self._recurrent[behavior] = build_muscle(msg.muscle, msg.weights, msg.deterministic, seed)
             self._muscle_paths[behavior] = msg.muscle
         else:
             muscle.set_weights(msg.weights)
@@ -111,7 +122,7 @@ class EnvRunner:
             for behavior, muscle in self.muscles.items():
                 decision, terminal = env.get_steps(behavior)
                 info = None
-                recurrent = getattr(muscle, "memory_size", 0) > 0
+                recurrent = self._recurrent[behavior]
                 if recurrent and len(terminal):
                     muscle.forget(terminal.agent_id)  # an agent that restarts in this step starts from zeros
                 if len(decision):
@@ -151,8 +162,8 @@ class EnvRunner:
         self.env.reset()
         for proc in self.processors.values():
             proc.end_episodes()
-        for muscle in self.muscles.values():
-            if getattr(muscle, "memory_size", 0) > 0:
+        for behavior, muscle in self.muscles.items():
+            if self._recurrent[behavior]:
                 muscle.forget()
 
     def close(self) -> None:

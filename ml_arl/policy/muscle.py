@@ -14,7 +14,7 @@ stores in the trajectory: the trainer replays sequences from these memories.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Optional
+from typing import Any, NamedTuple, Optional, Protocol
 
 import numpy as np
 from mlagents_envs.base_env import ActionTuple
@@ -226,6 +226,25 @@ class _EntityEncoder:
         y = _layer_norm(_dense(attended, w.out) + x)
         weights = present.astype(np.float32)[..., None]
         return ((y * weights).sum(axis=1) / (weights.sum(axis=1) + np.float32(MEAN_EPSILON))).astype(np.float32)
+
+
+class Acting(Protocol):
+    """What a worker needs of a muscle: ml_arl's ``Muscle`` or a user class named by a trainer's
+    policy snapshot (``pkg.module:Class``, built as ``Class(weights, deterministic, seed)``). A
+    recurrent one (``memory_size`` above 0, an optional attribute) is also called
+    ``act(obs, allowed, agent_ids)`` and ``forget(agent_ids)`` (``forget()`` after a reset)."""
+
+    deterministic: bool  # the worker sets it with each policy (the class need not define it)
+    branches: tuple[int, ...]
+
+    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray], *agent_ids: Any) -> ActionInfo: ...
+
+    def set_weights(self, weights: Any) -> None: ...
+
+    def forget(self, agent_ids: Optional[np.ndarray] = None) -> None: ...
+
+
+ACTING_NEEDS = ("act", "set_weights", "branches")  # what every muscle has (forget: recurrent ones)
 
 
 class Muscle:
