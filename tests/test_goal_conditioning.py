@@ -18,8 +18,9 @@ from torch import nn
 
 from ml_arl import limits
 from ml_arl.policy.conditioning import ConditionalBody, HyperLayer, column_runs, goal_columns
+from ml_arl.policy.encoders import Normalizer
 from ml_arl.policy.muscle import Muscle
-from ml_arl.policy.networks import ActorCritic, Normalizer
+from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import NetworkSettings, build_run_options
 from ml_arl.trainer_controller import TrainerController

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from ml_arl.envs.builtin import Reach, Trivial
+from ml_arl.policy.encoders import Normalizer
 from ml_arl.policy.muscle import Muscle, masks_allowed
-from ml_arl.policy.networks import ActorCritic, Normalizer
+from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import NetworkSettings
 from ml_arl.trainers.common import decayed, discounted_returns, gae
 
@@ -116,7 +117,7 @@ def test_sac_muscle_agrees_with_torch(env) -> None:  # noqa: ANN001
 
 def test_tanh_squashed_log_prob_by_hand() -> None:
     """log p(a) of a = tanh(u), u ~ N(mu, sigma): log N(u) - log(1 - a^2 + eps), by hand."""
-    from ml_arl.policy.networks import ActionDistribution
+    from ml_arl.policy.distributions import ActionDistribution
 
     mu, std = torch.tensor([[0.3]]), torch.tensor([[0.5]])
     dist = ActionDistribution(mu, std, [], tanh_squash=True)
@@ -262,7 +263,7 @@ def test_encoders_refuse_images_below_ml_agents_minimum(encoder: str) -> None:
     a one-line error that names the minimum and the encoders that fit; the minimum itself encodes."""
     from mlagents_envs.base_env import ActionSpec
 
-    from ml_arl.policy.networks import MIN_RESOLUTION
+    from ml_arl.policy.encoders import MIN_RESOLUTION
 
     need = MIN_RESOLUTION[encoder]
     assert need == {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5}[encoder]

@@ -21,8 +21,9 @@ from ml_arl.demo.reader import Demonstrations
 from ml_arl.envs.env_runner import EnvRunner
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicyMessage, Trajectory
+from ml_arl.policy.layers import run_lstm
 from ml_arl.policy.muscle import Muscle
-from ml_arl.policy.networks import ActorCritic, _run_lstm
+from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import BehavioralCloningSettings, NetworkSettings, build_run_options
 from ml_arl.stats import StatsReporter
@@ -356,7 +357,7 @@ def test_sac_sequences_from_stored_memories_equal_whole_episodes() -> None:
     with torch.no_grad():
         values = net(episode, None, torch.zeros(1, 16))  # the 12 observations as one sequence
         features = net.features(episode)
-        before = [torch.zeros(16)] + [_run_lstm(net.lstm, features[:t], torch.zeros(1, 16))[1][0] for t in (4, 6, 10)]  # type: ignore[index]
+        before = [torch.zeros(16)] + [run_lstm(net.lstm, features[:t], torch.zeros(1, 16))[1][0] for t in (4, 6, 10)]  # type: ignore[index]
         # rows 6 and 10: the second piece's sequences (episode steps 6-9, and 10 with padding)
         batch = trainer.replay._rows(trainer.replay.sequence_rows(torch.tensor([6, 10]))[0])
     stored = trainer.replay.critic_memories[:11].numpy()

@@ -85,7 +85,7 @@ def test_sac_policy_loss_weighs_the_joint_log_density_of_several_dimensions() ->
 
 
 def test_squashed_log_density_keeps_its_gradient_where_tanh_saturates() -> None:
-    from ml_arl.policy.networks import ActionDistribution
+    from ml_arl.policy.distributions import ActionDistribution
 
     mu = torch.tensor([[0.0, 12.0]], requires_grad=True)
     dist = ActionDistribution(mu, torch.ones(1, 2), [], tanh_squash=True)

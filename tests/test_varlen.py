@@ -139,7 +139,7 @@ def test_variable_length_of_other_ranks_is_refused() -> None:
 
 
 def test_poca_critic_attends_over_groupmates_with_entities() -> None:
-    from ml_arl.policy.networks import Normalizer
+    from ml_arl.policy.encoders import Normalizer
     from ml_arl.trainers.poca_networks import POCACritic
 
     torch.manual_seed(2)

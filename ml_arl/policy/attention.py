@@ -33,6 +33,7 @@ from torch import nn
 from ml_arl.envs.specs import is_variable_length
 from ml_arl.messages import Dense, EntityEncoderWeights
 from ml_arl.policy.constants import LAYER_NORM_EPS, MEAN_EPSILON
+from ml_arl.policy.weights import dense_weights
 
 ATTENTION_EMBEDDING_SIZE = 128  # ML-Agents' ObservationEncoder: fixed, whatever hidden_units is
 ATTENTION_HEADS = 4  # ML-Agents' ResidualSelfAttention and MultiAgentNetworkBody
@@ -118,11 +119,8 @@ class EntityAttention(nn.Module):
         return (out * weights).sum(1) / (weights.sum(1) + MEAN_EPSILON)
 
     def weights(self) -> tuple[Dense, Dense, Dense, Dense]:
-        return (_dense(self.query), _dense(self.key), _dense(self.value), _dense(self.out))
+        return (dense_weights(self.query), dense_weights(self.key), dense_weights(self.value), dense_weights(self.out))
 
-
-def _dense(lin: nn.Linear) -> Dense:
-    return Dense(lin.weight.detach().T.to("cpu", torch.float32).numpy().copy(), lin.bias.detach().to("cpu", torch.float32).numpy().copy())
 
 
 class EntityEncoder(nn.Module):
@@ -164,11 +162,11 @@ class EntityEncoder(nn.Module):
         embeddings = []
         for embed in self.embeddings:
             assert isinstance(embed, nn.Sequential) and isinstance(embed[0], nn.Linear)
-            embeddings.append(_dense(embed[0]))
+            embeddings.append(dense_weights(embed[0]))
         query, key, value, out = self.attention.weights()
         return EntityEncoderWeights(
             indices=tuple(self.indices),
-            self_encoder=_dense(own) if own is not None else None,
+            self_encoder=dense_weights(own) if own is not None else None,
             embeddings=tuple(embeddings),
             query=query, key=key, value=value, out=out,
             heads=self.attention.heads,

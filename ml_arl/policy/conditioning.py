@@ -28,6 +28,7 @@ from torch import nn
 
 from ml_arl.messages import Dense, HyperLayerWeights
 from ml_arl.policy.constants import LAYER_NORM_EPS
+from ml_arl.policy.weights import np32
 
 HYPER_LAYERS = 2  # the hypernetwork's hidden layers (ML-Agents' HyperNetwork num_layers)
 
@@ -79,10 +80,6 @@ def layer_norm(x: torch.Tensor) -> torch.Tensor:
     opset 9 has no LayerNormalization)."""
     centred = x - x.mean(dim=-1, keepdim=True)
     return centred / torch.sqrt((centred * centred).mean(dim=-1, keepdim=True) + LAYER_NORM_EPS)
-
-
-def _np32(t: torch.Tensor) -> np.ndarray:
-    return t.detach().to("cpu", torch.float32).numpy().copy()
 
 
 class HyperLayer(nn.Module):
@@ -139,6 +136,6 @@ class ConditionalBody(nn.Module):
 
     def weights(self) -> HyperLayerWeights:
         hyper = self.hyper
-        hidden = tuple(Dense(_np32(lin.weight.T), _np32(lin.bias)) for lin in hyper.hidden if isinstance(lin, nn.Linear))
-        flat = Dense(_np32(hyper.flat.weight.T), _np32(hyper.flat.bias))
-        return HyperLayerWeights(hidden, flat, _np32(hyper.bias), hyper.in_size, self.columns)
+        hidden = tuple(Dense(np32(lin.weight.T), np32(lin.bias)) for lin in hyper.hidden if isinstance(lin, nn.Linear))
+        flat = Dense(np32(hyper.flat.weight.T), np32(hyper.flat.bias))
+        return HyperLayerWeights(hidden, flat, np32(hyper.bias), hyper.in_size, self.columns)

@@ -24,7 +24,7 @@ from ml_arl.demo import check_demonstrations
 from ml_arl.exceptions import ConfigError, RunDirectoryError
 from ml_arl.import_path import ImportPathError, resolve_class
 from ml_arl.policy.attention import variable_length_problem
-from ml_arl.policy.networks import check_visual_support
+from ml_arl.policy.encoders import check_visual_support
 from ml_arl.results_dir import resolve_load_path
 from ml_arl.run.phases import PhaseSchedule
 from ml_arl.settings import RunOptions, TrainerSettings

@@ -28,7 +28,8 @@ from torch import nn
 
 from ml_arl.policy.attention import ATTENTION_HEADS, EntityAttention
 from ml_arl.policy.attention import small_linear as _small_linear
-from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, _lstm, _run_lstm
+from ml_arl.policy.encoders import Normalizer, ObservationEncoder
+from ml_arl.policy.layers import dense_head, make_lstm, run_lstm
 from ml_arl.settings import NetworkSettings
 
 
@@ -56,8 +57,8 @@ class POCACritic(nn.Module):
             size = h
         self.body = nn.Sequential(*layers)
         self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
-        self.lstm = _lstm(h, self.memory_size) if self.memory_size else None
-        self.value_head = _head(self.memory_size // 2 if self.lstm is not None else h, len(streams), "value", settings.init_scheme())
+        self.lstm = make_lstm(h, self.memory_size) if self.memory_size else None
+        self.value_head = dense_head(self.memory_size // 2 if self.lstm is not None else h, len(streams), "value", settings.init_scheme())
         self.max_entities: torch.Tensor
         self.register_buffer("max_entities", torch.tensor(1.0))  # the most entities seen (ML-Agents' _current_max_agents)
 
@@ -92,7 +93,7 @@ class POCACritic(nn.Module):
         if self.lstm is None:
             return self.value_head(features), None
         assert memories is not None, "a critic with memory runs over sequences from given memories"
-        out, after = _run_lstm(self.lstm, features, memories)
+        out, after = run_lstm(self.lstm, features, memories)
         return self.value_head(out), after
 
     def value_features(self, obs: list[torch.Tensor], mates_obs: list[torch.Tensor], present: torch.Tensor) -> torch.Tensor:

@@ -17,7 +17,8 @@ from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 from torch.nn import functional as F
 
-from ml_arl.policy.networks import Normalizer, ObservationEncoder, _head, _lstm, _run_lstm, mlp_body
+from ml_arl.policy.encoders import Normalizer, ObservationEncoder
+from ml_arl.policy.layers import dense_head, make_lstm, mlp_body, run_lstm
 from ml_arl.settings import NetworkSettings
 
 # networks.ACTIVATIONS as functions
@@ -44,8 +45,8 @@ class Critic(nn.Module):
         # goal-conditioned (a hypernetwork layer last) as the actor's body, when it is
         self.body = mlp_body(spec, settings, self.encoder, action_inputs)
         self.memory_size = settings.memory.memory_size if settings.memory is not None else 0
-        self.lstm = _lstm(settings.hidden_units, self.memory_size) if self.memory_size else None
-        self.head = _head(self.memory_size // 2 if self.lstm is not None else settings.hidden_units, streams * outputs, "value", settings.init_scheme())
+        self.lstm = make_lstm(settings.hidden_units, self.memory_size) if self.memory_size else None
+        self.head = dense_head(self.memory_size // 2 if self.lstm is not None else settings.hidden_units, streams * outputs, "value", settings.init_scheme())
         # a plain body's layers called as functions: a gradient step evaluates a critic seven times,
         # and nn.Module's call machinery would cost more than these small layers
         self.plain = isinstance(self.body, nn.Sequential)
@@ -73,7 +74,7 @@ class Critic(nn.Module):
         x = self.features(obs, actions)
         if self.lstm is not None:
             assert memories is not None, "a critic with memory runs over sequences from given memories"
-            x = _run_lstm(self.lstm, x, memories)[0]
+            x = run_lstm(self.lstm, x, memories)[0]
         return self._out(x)
 
     def over_trajectory(
@@ -89,7 +90,7 @@ class Critic(nn.Module):
         for first in range(0, x.shape[0], sequence_length):
             piece = x[first : first + sequence_length]
             before.append(memory.expand(piece.shape[0], -1))
-            out, after = _run_lstm(self.lstm, piece, memory)
+            out, after = run_lstm(self.lstm, piece, memory)
             assert after is not None
             outs.append(out)
             memory = after

@@ -17,7 +17,7 @@ from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
 from ml_arl.messages import Trajectory
-from ml_arl.policy.networks import Normalizer, ObservationEncoder
+from ml_arl.policy.encoders import Normalizer, ObservationEncoder
 from ml_arl.settings import NetworkSettings, RewardSignalSettings
 from ml_arl.trainers.optim import Adam
 

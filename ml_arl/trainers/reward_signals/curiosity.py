@@ -21,7 +21,7 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
-from ml_arl.policy.networks import Normalizer, vector_size
+from ml_arl.policy.encoders import Normalizer, vector_size
 from ml_arl.settings import CuriositySettings
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.reward_signals.base import (

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.policy.networks import Normalizer, vector_size
+from ml_arl.policy.encoders import Normalizer, vector_size
 from ml_arl.settings import RNDSettings
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.reward_signals.base import (
