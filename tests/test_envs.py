@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import cloudpickle
 import gymnasium
@@ -220,3 +220,30 @@ def test_a_user_muscle_missing_part_of_the_contract_is_named() -> None:
         build_muscle("tests.test_envs:_Sloppy", None, False, 0)
     muscle, recurrent = build_muscle("tests.plugins:GoalExpertMuscle", {"n_cont": 1, "branches": []}, True, 0)
     assert not recurrent and muscle.branches == ()
+
+
+class _Pixels(gymnasium.Env):  # type: ignore[misc]
+    """A gymnasium env with an image observation (uint8, H x W x C) and two actions."""
+
+    observation_space = gymnasium.spaces.Box(0, 255, (8, 6, 3), np.uint8)
+    action_space = gymnasium.spaces.Discrete(2)
+
+    def reset(self, *, seed: Optional[int] = None, options: Optional[dict] = None) -> tuple[np.ndarray, dict]:
+        return np.full((8, 6, 3), 255, np.uint8), {}
+
+    def step(self, action: int) -> tuple[np.ndarray, float, bool, bool, dict]:
+        return np.full((8, 6, 3), 51 * (int(action) + 1), np.uint8), 1.0, bool(action), False, {}
+
+
+def test_gymnasium_image_observations_share_pettingzoos_codec() -> None:
+    env = GymnasiumEnv([_Pixels(), _Pixels()], "Pixels", seed=0)
+    spec = env.behavior_specs["Pixels"]
+    assert spec.observation_specs[0].shape == (8, 6, 3) and spec.action_spec.discrete_branches == (2,)
+    env.reset()
+    decision, _ = env.get_steps("Pixels")
+    assert decision.obs[0].shape == (2, 8, 6, 3) and float(decision.obs[0].max()) == 1.0  # scaled to [0, 1]
+    env.set_actions("Pixels", ActionTuple(discrete=np.array([[0], [1]], np.int32)))
+    env.step()
+    decision, terminal = env.get_steps("Pixels")
+    assert terminal.agent_id.tolist() == [1] and float(terminal.obs[0][0, 0, 0, 0]) == pytest.approx(0.4)
+    assert float(decision.obs[0][0, 0, 0, 0]) == pytest.approx(0.2)

@@ -21,18 +21,15 @@ from typing import Any, Optional, Union
 
 import gymnasium
 import numpy as np
-from gymnasium import spaces
 from mlagents_envs.base_env import (
-    ActionSpec,
     ActionTuple,
     BaseEnv,
     BehaviorMapping,
-    BehaviorSpec,
     DecisionSteps,
     TerminalSteps,
 )
 
-from ml_arl.envs.builtin import vector_obs_spec
+from ml_arl.envs.space_codec import SpaceCodec
 
 
 def behavior_name_for(env_id: str) -> str:
@@ -40,21 +37,6 @@ def behavior_name_for(env_id: str) -> str:
     name = env_id.rsplit("/", 1)[-1]
     head, sep, version = name.rpartition("-v")
     return head if sep and version.isdigit() else name
-
-
-def action_spec_of(space: Any) -> Optional[tuple[ActionSpec, Optional[np.ndarray], Optional[np.ndarray]]]:
-    """A gymnasium action space as an ActionSpec, with the Box's bounds (flat float32, None when
-    not finite: actions are then passed on as they are); None for a space we do not take."""
-    if isinstance(space, spaces.Box):
-        if np.all(np.isfinite(space.low)) and np.all(np.isfinite(space.high)):
-            low, high = space.low.astype(np.float32).reshape(-1), space.high.astype(np.float32).reshape(-1)
-            return ActionSpec(int(np.prod(space.shape)), ()), low, high
-        return ActionSpec(int(np.prod(space.shape)), ()), None, None
-    if isinstance(space, spaces.Discrete):
-        return ActionSpec(0, (int(space.n),)), None, None
-    if isinstance(space, spaces.MultiDiscrete):
-        return ActionSpec(0, tuple(int(n) for n in np.asarray(space.nvec).reshape(-1))), None, None
-    return None
 
 
 class GymnasiumEnv(BaseEnv):
@@ -73,23 +55,9 @@ class GymnasiumEnv(BaseEnv):
         if seed is not None:
             children = np.random.SeedSequence(seed).spawn(n)
             self._seeds = [seed, *(int(c.generate_state(1)[0]) for c in children[1:])]
-        obs_space = self.envs[0].observation_space
-        if isinstance(obs_space, spaces.Box):
-            self._obs_size = int(np.prod(obs_space.shape))
-            self._one_hot = 0
-        elif isinstance(obs_space, spaces.Discrete):
-            self._obs_size = int(obs_space.n)
-            self._one_hot = int(obs_space.n)
-        else:
-            raise TypeError(f"gymnasium observation space {obs_space} is not supported (Box or Discrete only)")
-        act_space = self._act_space = self.envs[0].action_space
-        converted = action_spec_of(act_space)
-        if converted is None:
-            raise TypeError(f"gymnasium action space {act_space} is not supported (Box, Discrete, MultiDiscrete)")
-        action_spec, self._act_low, high = converted
-        if high is not None:
-            self._act_high = high
-        self._spec = BehaviorSpec([vector_obs_spec(self._obs_size)], action_spec)
+        self._codec = SpaceCodec(behavior_name, self.envs[0].observation_space, self.envs[0].action_space)
+        self._obs_shape = self._codec.obs_shape
+        self._spec = self._codec.spec
         self._action: Optional[ActionTuple] = None
         self._decision = DecisionSteps.empty(self._spec)
         self._no_terminal = TerminalSteps.empty(self._spec)
@@ -99,18 +67,14 @@ class GymnasiumEnv(BaseEnv):
         self._zero_f = np.zeros(n, np.float32)
 
     def _obs_into(self, out: np.ndarray, i: int, obs: Any) -> None:
-        if self._one_hot:
-            out[i] = 0.0
-            out[i, int(obs)] = 1.0
-        else:
-            out[i] = np.asarray(obs, dtype=np.float32).reshape(-1)
+        self._codec.obs_into(out, i, obs)
 
     @property
     def behavior_specs(self) -> BehaviorMapping:
         return BehaviorMapping({self.behavior_name: self._spec})
 
     def reset(self) -> None:
-        obs = np.empty((self.n_agents, self._obs_size), np.float32)
+        obs = np.empty((self.n_agents, *self._obs_shape), np.float32)
         for i, env in enumerate(self.envs):
             first, _ = env.reset(seed=self._seeds[i])
             self._obs_into(obs, i, first)
@@ -119,21 +83,13 @@ class GymnasiumEnv(BaseEnv):
         self._terminal = self._no_terminal
 
     def _to_env_action(self, action: ActionTuple, i: int = 0) -> Any:
-        space = self._act_space
-        if isinstance(space, spaces.Box):
-            a = np.clip(action.continuous[i], -1.0, 1.0)
-            if self._act_low is not None:
-                a = self._act_low + (a + 1.0) * 0.5 * (self._act_high - self._act_low)
-            return a.reshape(space.shape).astype(space.dtype)
-        if isinstance(space, spaces.Discrete):
-            return int(action.discrete[i, 0]) + int(space.start)
-        return action.discrete[i].astype(np.int64)
+        return self._codec.env_action(action, i)
 
     def step(self) -> None:
         n = self.n_agents
         action = self._action if self._action is not None else self._spec.action_spec.empty_action(n)
         self._action = None
-        obs = np.empty((n, self._obs_size), np.float32)
+        obs = np.empty((n, *self._obs_shape), np.float32)
         reward = np.empty(n, np.float32)
         done: list[int] = []
         final_obs: list[Any] = []
@@ -149,7 +105,7 @@ class GymnasiumEnv(BaseEnv):
             self._obs_into(obs, i, o)
         if done:
             idx = np.asarray(done, dtype=np.int64)
-            last = np.empty((len(done), self._obs_size), np.float32)
+            last = np.empty((len(done), *self._obs_shape), np.float32)
             for k, o in enumerate(final_obs):
                 self._obs_into(last, k, o)
             self._terminal = TerminalSteps(
