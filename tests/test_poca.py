@@ -275,3 +275,10 @@ def test_poca_trains_its_learned_reward_signals_on_the_update_minibatches(memory
     assert any(not torch.equal(a, b) for a, b in zip(before, curiosity.parameters()))
     for tag in ("Losses/Curiosity Forward Loss", "Losses/Curiosity Inverse Loss", "Policy/Curiosity Reward"):
         assert tag in recorder.tags, (tag, sorted(recorder.tags))
+
+
+def test_poca_takes_ppos_gradient_clipping_key() -> None:
+    from ml_arl.settings import TrainerSettings
+
+    settings = TrainerSettings.model_validate({"trainer_type": "poca", "hyperparameters": {"max_grad_norm": 0.5}})
+    assert settings.hyperparameters.max_grad_norm == 0.5

@@ -39,6 +39,7 @@ class _ClippedPolicySettings(Strict):
     learning_rate_schedule: ScheduleType = "linear"
     beta_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
     epsilon_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
+    max_grad_norm: Optional[Float] = Field(None, gt=0)  # ml_arl extension: clip the gradient norm (SB3 uses 0.5)
 
     @model_validator(mode="before")
     @classmethod
@@ -65,7 +66,6 @@ class PPOSettings(_ClippedPolicySettings):
     # old values are the returns and the clip never acts. true: the clip as written (the value moves at
     # most +-epsilon per update), which stalls critics whose values are large (docs/benchmarks/mujoco.md).
     clip_value_loss: bool = False
-    max_grad_norm: Optional[Float] = Field(None, gt=0)  # clip the gradient norm (SB3 uses 0.5)
 
 
 class SACSettings(Strict):

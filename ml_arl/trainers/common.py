@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 
+# advantages are normalised over the whole update buffer as ML-Agents does (on_policy_trainer.py):
+# (A - mean) / (population std + 1e-10), by PPO (torch) and POCA (numpy) alike
+ADVANTAGE_EPSILON = 1e-10
+
 
 def gae(
     rewards: np.ndarray, values: np.ndarray, value_next: float, gamma: float, lambd: float

@@ -51,8 +51,8 @@ from ml_arl.settings import POCASettings, TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
-from ml_arl.trainers.common import lambda_returns
-from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.common import ADVANTAGE_EPSILON, lambda_returns
+from ml_arl.trainers.optim import Adam, clip_grad_norm
 from ml_arl.trainers.poca_networks import POCACritic
 from ml_arl.trainers.ppo import clipped_surrogate_loss, masked_mean, sequence_rows
 from ml_arl.trainers.streams import RewardStreams
@@ -323,6 +323,8 @@ class POCATrainer(Trainer[POCASettings]):
                 )
                 self.optimizer.zero_grad()
                 loss.total.backward()
+                if hp.max_grad_norm is not None:
+                    clip_grad_norm(self.optimizer.params, hp.max_grad_norm)
                 self.optimizer.step()
                 losses.append(POCALoss(*(part.detach() for part in loss)))
                 if signal_data is not None:
@@ -390,7 +392,7 @@ class POCATrainer(Trainer[POCASettings]):
             self.stats.add_stat(f"Policy/{tag} Baseline Estimate", float(baselines[:, k].mean()))
         advantages = (returns - baselines).mean(axis=1)
         if len(advantages) > 1:
-            advantages = (advantages - advantages.mean()) / (advantages.std() + 1e-10)
+            advantages = (advantages - advantages.mean()) / (advantages.std() + ADVANTAGE_EPSILON)
         if self.critic.lstm is not None:  # the per-step numbers into the sequences' slots (padding: the trajectory's last step's)
             rows = np.maximum(slots, 0)
             values, baselines, returns, advantages = values[rows], baselines[rows], returns[rows], advantages[rows]

@@ -39,7 +39,7 @@ from ml_arl.settings import PPOSettings, TrainerSettings
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
-from ml_arl.trainers.common import gae
+from ml_arl.trainers.common import ADVANTAGE_EPSILON, gae
 from ml_arl.trainers.optim import Adam, clip_grad_norm
 from ml_arl.trainers.streams import RewardStreams
 
@@ -282,7 +282,7 @@ class PPOTrainer(Trainer[PPOSettings]):
         n = len(data)
         if n > 1:
             adv = data.advantages
-            data.advantages = (adv - adv.mean()) / (adv.std() + 1e-8)
+            data.advantages = (adv - adv.mean()) / (adv.std(correction=0) + ADVANTAGE_EPSILON)
         # the unit of a minibatch: a step, or with an LSTM a sequence of them (padded, in slots)
         length = self.sequence_length
         flat_rows = None
