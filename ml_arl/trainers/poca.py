@@ -41,21 +41,17 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import CheckpointManager
-from ml_arl.exceptions import ConfigError
-from ml_arl.messages import Groupmates, PolicySnapshot, Trajectory
+from ml_arl.messages import Groupmates, Trajectory
 from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import POCASettings, TrainerSettings
 from ml_arl.stats import StatsReporter
-from ml_arl.trainers.base import Trainer
-from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.common import ADVANTAGE_EPSILON, lambda_returns
-from ml_arl.trainers.optim import Adam, clip_grad_norm
+from ml_arl.trainers.on_policy import OnPolicyTrainer
+from ml_arl.trainers.optim import clip_grad_norm
 from ml_arl.trainers.poca_networks import POCACritic
 from ml_arl.trainers.ppo import clipped_surrogate_loss, masked_mean, sequence_rows
-from ml_arl.trainers.streams import RewardStreams
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +173,7 @@ def poca_loss(
     return POCALoss(policy + 0.5 * (value + 0.5 * baseline) - beta * masked_mean(entropy, mask), policy, value, baseline)
 
 
-class POCATrainer(Trainer[POCASettings]):
+class POCATrainer(OnPolicyTrainer[POCASettings]):
     def __init__(
         self,
         behavior: str,
@@ -189,42 +185,30 @@ class POCATrainer(Trainer[POCASettings]):
         training: bool = True,
         seed: int = 0,
     ):
-        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, env_continuous, device)
-        try:
-            self.network = ActorCritic(spec, settings.network_settings, streams=self.streams.names, critic=False).to(device)
-            self.critic = POCACritic(spec, settings.network_settings, self.network.normalizer, self.streams.names).to(device)
-        except ValueError as err:  # the behavior's observations do not fit network_settings
-            raise ConfigError([f"behaviors.{brain_name(behavior)}.{err}"]) from None
-        self.optimizer = Adam(list(self.network.parameters()) + list(self.critic.parameters()), lr=self.hp.learning_rate)
+        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed, env_continuous)
+        self.network = self._networks(
+            lambda: ActorCritic(spec, settings.network_settings, streams=self.streams.names, critic=False).to(device)
+        )
+        self.critic = self._networks(
+            lambda: POCACritic(spec, settings.network_settings, self.network.normalizer, self.streams.names).to(device)
+        )
+        self._train(list(self.network.parameters()) + list(self.critic.parameters()))
         self.trajectories: list[Trajectory] = []
         self.stream_rewards: list[np.ndarray] = []
         self.size = 0
         self.group_rewards: dict[str, float] = defaultdict(float)  # per agent, its group rewards this episode
-        memory = settings.network_settings.memory
-        self.sequence_length = memory.sequence_length if memory is not None else 1
         # with memory: per agent, the critic's value and baseline memories after its last trajectory;
         # per buffered trajectory, both before each sequence and the value memory after its last step
         self.value_memory: dict[str, torch.Tensor] = {}
         self.baseline_memory: dict[str, torch.Tensor] = {}
         self.critic_memories: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        self.bc = make_behavioral_cloning(  # as PPO's (ML-Agents' on-policy trainers share the BC module)
-            behavior, settings.behavioral_cloning, self.network, self.hp.learning_rate, self.hp.batch_size,
-            self.hp.num_epoch, device, self.rng, self.sequence_length,
-        )
-
-    def policy_snapshot(self) -> PolicySnapshot:
-        return PolicySnapshot(self.policy_version, self.network.muscle_weights())
 
     def add_experience(self, traj: Trajectory) -> None:
         if traj.episode_start:  # a new episode: what was kept for the agent id is another episode's (one dropped by a reset)
             self.group_rewards.pop(traj.agent_id, None)
             self.value_memory.pop(traj.agent_id, None)
             self.baseline_memory.pop(traj.agent_id, None)
-        if self.network.normalize:
-            vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
-            if vectors is not None:
-                self.network.normalizer.update(vectors)
+        self._update_normalizer(traj)
         # ML-Agents' extrinsic signal with groups: the agent's reward plus its group reward
         with_group = Trajectory(**{**traj._asdict(), "rewards": traj.rewards + traj.group_rewards})  # (_replace trips on __len__)
         self.stream_rewards.append(self.streams.rewards(with_group, self.stats))
@@ -287,10 +271,7 @@ class POCATrainer(Trainer[POCASettings]):
     # ------------------------------------------------------------------ the update
     def update(self) -> None:
         hp = self.hp
-        lr = self.scheduled(hp.learning_rate, 1e-10, hp.learning_rate_schedule)
-        epsilon = self.scheduled(hp.epsilon, 0.1, hp.epsilon_schedule or "linear")
-        beta = self.scheduled(hp.beta, 1e-5, hp.beta_schedule or "linear")
-        self.optimizer.lr = lr
+        epsilon, beta = self._schedules()
 
         data = self._batch()
         n = self.size
@@ -338,7 +319,7 @@ class POCATrainer(Trainer[POCASettings]):
         self.stats.add_stat("Losses/Policy Loss", float(torch.stack([x.policy for x in losses]).mean()))
         self.stats.add_stat("Losses/Value Loss", float(torch.stack([x.value for x in losses]).mean()))
         self.stats.add_stat("Losses/Baseline Loss", float(torch.stack([x.baseline for x in losses]).mean()))
-        self.stats.add_stat("Policy/Learning Rate", lr)
+        self.stats.add_stat("Policy/Learning Rate", self.optimizer.lr)
         self.stats.add_stat("Policy/Epsilon", epsilon)
         self.stats.add_stat("Policy/Beta", beta)
 
@@ -428,31 +409,9 @@ class POCATrainer(Trainer[POCASettings]):
         return values, baselines, self.critic.values(next_obs, next_mates, next_present, ends).cpu().numpy()
 
     # ------------------------------------------------------------------ persistence
-    def state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "Policy": self.network.state_dict(),
-            "Critic": self.critic.state_dict(),
-            "Optimizer": self.optimizer.state_dict(),
-            "global_step": self.step,
-            "policy_version": self.policy_version,
-        }
-        if self.streams.stateful:
-            state["RewardSignals"] = self.streams.state()
-        if self.bc is not None:
-            state["BehavioralCloning"] = self.bc.state()
-        return state
+    def _extra_state(self) -> dict[str, Any]:
+        return {"Critic": self.critic.state_dict()}
 
-    def onnx_actor(self) -> ActorCritic:
-        return self.network
-
-    def load_state(self, state: dict[str, Any], resume: bool) -> None:
-        self.network.load_state_dict(state["Policy"])
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
         if "Critic" in state:
             self.critic.load_state_dict(state["Critic"])
-        self.streams.load_state(state.get("RewardSignals"))
-        if resume:
-            self.optimizer.load_state_dict(state["Optimizer"])
-            if self.bc is not None:
-                self.bc.load_state(state.get("BehavioralCloning"))
-            self.step = int(state["global_step"])
-            self.policy_version = int(state.get("policy_version", 0))

@@ -29,19 +29,15 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import CheckpointManager
-from ml_arl.exceptions import ConfigError
-from ml_arl.messages import PolicySnapshot, Trajectory
+from ml_arl.messages import Trajectory
 from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import PPOSettings, TrainerSettings
 from ml_arl.stats import StatsReporter
-from ml_arl.trainers.base import Trainer
-from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.common import ADVANTAGE_EPSILON, gae
-from ml_arl.trainers.optim import Adam, clip_grad_norm
-from ml_arl.trainers.streams import RewardStreams
+from ml_arl.trainers.on_policy import OnPolicyTrainer
+from ml_arl.trainers.optim import clip_grad_norm
 
 logger = logging.getLogger(__name__)
 
@@ -200,7 +196,7 @@ def ppo_loss(
     return PPOLoss(policy_loss + 0.5 * value_loss - beta * masked_mean(entropy, mask), policy_loss, value_loss)
 
 
-class PPOTrainer(Trainer[PPOSettings]):
+class PPOTrainer(OnPolicyTrainer[PPOSettings]):
     def __init__(
         self,
         behavior: str,
@@ -212,30 +208,16 @@ class PPOTrainer(Trainer[PPOSettings]):
         training: bool = True,
         seed: int = 0,
     ):
-        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, env_continuous, device)
-        try:
-            self.network = ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
-        except ValueError as err:  # the behavior's observations do not fit network_settings
-            raise ConfigError([f"behaviors.{brain_name(behavior)}.{err}"]) from None
-        memory = settings.network_settings.memory
-        self.sequence_length = memory.sequence_length if memory is not None else 1
-        self.optimizer = Adam(self.network.parameters(), lr=self.hp.learning_rate)
+        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed, env_continuous)
+        self.network = self._networks(
+            lambda: ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
+        )
+        self._train(list(self.network.parameters()))
         self.buffer = PPOBuffer()
         self.critic_memory: dict[str, torch.Tensor] = {}  # agent id -> the critic's memory after its last trajectory
-        self.bc = make_behavioral_cloning(
-            behavior, settings.behavioral_cloning, self.network, self.hp.learning_rate, self.hp.batch_size,
-            self.hp.num_epoch, device, self.rng, self.sequence_length,
-        )
-
-    def policy_snapshot(self) -> PolicySnapshot:
-        return PolicySnapshot(self.policy_version, self.network.muscle_weights())
 
     def add_experience(self, traj: Trajectory) -> None:
-        if self.network.normalize:
-            vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
-            if vectors is not None:
-                self.network.normalizer.update(vectors)
+        self._update_normalizer(traj)
         critic = self._critic_memories(traj) if self.network.critic_lstm is not None else None
         self.buffer.add(traj, self.streams.rewards(traj, self.stats), critic)
 
@@ -271,10 +253,7 @@ class PPOTrainer(Trainer[PPOSettings]):
     def update(self) -> None:
         hp = self.hp
         net = self.network
-        lr = self.scheduled(hp.learning_rate, 1e-10, hp.learning_rate_schedule)
-        epsilon = self.scheduled(hp.epsilon, 0.1, hp.epsilon_schedule or "linear")
-        beta = self.scheduled(hp.beta, 1e-5, hp.beta_schedule or "linear")
-        self.optimizer.lr = lr
+        epsilon, beta = self._schedules()
 
         data = self._with_advantages()
         signal_data = self.streams.batch_of(self.buffer.trajectories) if self.streams.learned else None
@@ -329,7 +308,7 @@ class PPOTrainer(Trainer[PPOSettings]):
                 self.stats.add_stat(tag, number)
         self.stats.add_stat("Losses/Policy Loss", float(torch.stack(policy_losses).mean()))
         self.stats.add_stat("Losses/Value Loss", float(torch.stack(value_losses).mean()))
-        self.stats.add_stat("Policy/Learning Rate", lr)
+        self.stats.add_stat("Policy/Learning Rate", self.optimizer.lr)
         self.stats.add_stat("Policy/Epsilon", epsilon)
         self.stats.add_stat("Policy/Beta", beta)
 
@@ -379,30 +358,3 @@ class PPOTrainer(Trainer[PPOSettings]):
         critic_memories[torch.as_tensor(slots[::length], device=self.device)] = starts
         data.critic_memories = critic_memories
         return values, net.values(next_obs, ends).cpu().numpy()
-
-    # ------------------------------------------------------------------ persistence
-    def state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {
-            "Policy": self.network.state_dict(),
-            "Optimizer": self.optimizer.state_dict(),
-            "global_step": self.step,
-            "policy_version": self.policy_version,
-        }
-        if self.streams.stateful:
-            state["RewardSignals"] = self.streams.state()
-        if self.bc is not None:
-            state["BehavioralCloning"] = self.bc.state()
-        return state
-
-    def onnx_actor(self) -> ActorCritic:
-        return self.network
-
-    def load_state(self, state: dict[str, Any], resume: bool) -> None:
-        self.network.load_state_dict(state["Policy"])
-        self.streams.load_state(state.get("RewardSignals"))
-        if resume:
-            self.optimizer.load_state_dict(state["Optimizer"])
-            if self.bc is not None:
-                self.bc.load_state(state.get("BehavioralCloning"))
-            self.step = int(state["global_step"])
-            self.policy_version = int(state.get("policy_version", 0))

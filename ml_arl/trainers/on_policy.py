@@ -1,0 +1,125 @@
+"""What PPO and POCA share, as ML-Agents' OnPolicyTrainer does: an actor (``ActorCritic``) with its
+reward streams, one Adam over the trained parameters, behavioral cloning, the observation
+normaliser updated as each trajectory arrives, the learning-rate / epsilon / beta schedules with
+ML-Agents' floors, the workers' policy snapshot, the ONNX actor and the checkpoint state. Each
+trainer keeps its buffer, its batch, its loss and its advantages."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Optional, TypeVar
+
+import torch
+from mlagents_envs.base_env import BehaviorSpec
+
+from ml_arl.behavior_id import brain_name
+from ml_arl.checkpoints import CheckpointManager
+from ml_arl.exceptions import ConfigError
+from ml_arl.messages import PolicySnapshot, Trajectory
+from ml_arl.policy.networks import ActorCritic
+from ml_arl.settings import TrainerSettings
+from ml_arl.settings.trainer import _ClippedPolicySettings
+from ml_arl.stats import StatsReporter
+from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.behavioral_cloning import BehavioralCloning, make_behavioral_cloning
+from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.streams import Actions, RewardStreams
+
+HP = TypeVar("HP", bound=_ClippedPolicySettings)
+T = TypeVar("T")
+
+# ML-Agents' floors of the linear schedules (ppo/optimizer_torch.py, poca/optimizer_torch.py)
+LR_FLOOR, EPSILON_FLOOR, BETA_FLOOR = 1e-10, 0.1, 1e-5
+
+
+class OnPolicyTrainer(Trainer[HP]):
+    network: ActorCritic
+    optimizer: Adam
+
+    def __init__(
+        self,
+        behavior: str,
+        settings: TrainerSettings,
+        spec: BehaviorSpec,
+        stats: StatsReporter,
+        checkpoints: Optional[CheckpointManager],
+        device: torch.device,
+        training: bool,
+        seed: int,
+        env_actions: Actions,
+    ):
+        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
+        self.streams = RewardStreams(behavior, settings, spec, env_actions, device)
+        memory = settings.network_settings.memory
+        self.sequence_length = memory.sequence_length if memory is not None else 1
+        self.bc: Optional[BehavioralCloning] = None
+
+    def _networks(self, build: Callable[[], T]) -> T:
+        """``build()``, with a behavior whose observations do not fit network_settings as a config error."""
+        try:
+            return build()
+        except ValueError as err:
+            raise ConfigError([f"behaviors.{brain_name(self.behavior)}.{err}"]) from None
+
+    def _train(self, parameters: list[torch.nn.Parameter]) -> None:
+        """One Adam over ``parameters`` and behavioral cloning beside it (once the networks exist)."""
+        hp, settings = self.hp, self.settings
+        self.optimizer = Adam(parameters, lr=hp.learning_rate)
+        self.bc = make_behavioral_cloning(  # ML-Agents' on-policy trainers share the BC module
+            self.behavior, settings.behavioral_cloning, self.network, hp.learning_rate, hp.batch_size,
+            hp.num_epoch, self.device, self.rng, self.sequence_length,
+        )
+
+    def policy_snapshot(self) -> PolicySnapshot:
+        return PolicySnapshot(self.policy_version, self.network.muscle_weights())
+
+    def onnx_actor(self) -> ActorCritic:
+        return self.network
+
+    def _update_normalizer(self, traj: Trajectory) -> None:
+        """ML-Agents updates the normaliser with each trajectory as it arrives."""
+        if self.network.normalize:
+            vectors = self.network.vector_part([torch.as_tensor(o, device=self.device) for o in traj.obs])
+            if vectors is not None:
+                self.network.normalizer.update(vectors)
+
+    def _schedules(self) -> tuple[float, float]:
+        """(epsilon, beta) at this step; the optimizer takes this step's learning rate."""
+        hp = self.hp
+        self.optimizer.lr = self.scheduled(hp.learning_rate, LR_FLOOR, hp.learning_rate_schedule)
+        epsilon = self.scheduled(hp.epsilon, EPSILON_FLOOR, hp.epsilon_schedule or "linear")
+        beta = self.scheduled(hp.beta, BETA_FLOOR, hp.beta_schedule or "linear")
+        return epsilon, beta
+
+    # ------------------------------------------------------------------ persistence
+    def _extra_state(self) -> dict[str, Any]:
+        """More of the trainer's networks to keep (POCA's critic)."""
+        return {}
+
+    def _load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore what ``_extra_state`` kept."""
+
+    def state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {
+            "Policy": self.network.state_dict(),
+            **self._extra_state(),
+            "Optimizer": self.optimizer.state_dict(),
+            "global_step": self.step,
+            "policy_version": self.policy_version,
+        }
+        if self.streams.stateful:
+            state["RewardSignals"] = self.streams.state()
+        if self.bc is not None:
+            state["BehavioralCloning"] = self.bc.state()
+        return state
+
+    def load_state(self, state: dict[str, Any], resume: bool) -> None:
+        self.network.load_state_dict(state["Policy"])
+        self._load_extra_state(state)
+        self.streams.load_state(state.get("RewardSignals"))
+        if resume:
+            self.optimizer.load_state_dict(state["Optimizer"])
+            if self.bc is not None:
+                self.bc.load_state(state.get("BehavioralCloning"))
+            self.step = int(state["global_step"])
+            self.policy_version = int(state.get("policy_version", 0))
