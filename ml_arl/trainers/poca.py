@@ -47,6 +47,7 @@ from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import POCASettings, TrainerSettings
 from ml_arl.stats import StatsReporter
+from ml_arl.trainers.batches import select_rows
 from ml_arl.trainers.common import ADVANTAGE_EPSILON, lambda_returns
 from ml_arl.trainers.on_policy import OnPolicyTrainer
 from ml_arl.trainers.optim import clip_grad_norm
@@ -85,24 +86,8 @@ class POCABatch:
         return int(self.log_prob.shape[0])
 
     def select(self, idx: torch.Tensor) -> POCABatch:
-        return POCABatch(
-            obs=[o[idx] for o in self.obs],
-            allowed=None if self.allowed is None else self.allowed[idx],
-            continuous=self.continuous[idx], discrete=self.discrete[idx], log_prob=self.log_prob[idx],
-            mates_obs=[o[idx] for o in self.mates_obs], mates_continuous=self.mates_continuous[idx],
-            mates_discrete=self.mates_discrete[idx], present=self.present[idx],
-            # (the estimates are empty until ``_batch`` computed them)
-            values=_rows(self.values, idx), baselines=_rows(self.baselines, idx),
-            returns=_rows(self.returns, idx), advantages=_rows(self.advantages, idx),
-            memories=None if self.memories is None else self.memories[idx],
-            value_memories=None if self.value_memories is None else self.value_memories[idx],
-            baseline_memories=None if self.baseline_memories is None else self.baseline_memories[idx],
-            mask=None if self.mask is None else self.mask[idx],
-        )
-
-
-def _rows(t: torch.Tensor, idx: torch.Tensor) -> torch.Tensor:
-    return t[idx] if t.numel() else t
+        """The rows ``idx`` of every field (the estimates are empty until ``_batch`` computed them)."""
+        return select_rows(self, idx)
 
 
 def _padded(groupmates: list[Optional[Groupmates]], lengths: list[int], spec: BehaviorSpec) -> tuple[

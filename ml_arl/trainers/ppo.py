@@ -35,6 +35,7 @@ from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.settings import PPOSettings, TrainerSettings
 from ml_arl.stats import StatsReporter
+from ml_arl.trainers.batches import select_rows
 from ml_arl.trainers.common import ADVANTAGE_EPSILON, gae
 from ml_arl.trainers.on_policy import OnPolicyTrainer
 from ml_arl.trainers.optim import clip_grad_norm
@@ -64,19 +65,7 @@ class PPOBatch:
 
     def select(self, idx: torch.Tensor) -> PPOBatch:
         """The rows ``idx`` of every field."""
-        return PPOBatch(
-            obs=[o[idx] for o in self.obs],
-            allowed=None if self.allowed is None else self.allowed[idx],
-            continuous=self.continuous[idx],
-            discrete=self.discrete[idx],
-            log_prob=self.log_prob[idx],
-            values=self.values[idx],
-            advantages=self.advantages[idx],
-            returns=self.returns[idx],
-            memories=None if self.memories is None else self.memories[idx],
-            critic_memories=None if self.critic_memories is None else self.critic_memories[idx],
-            mask=None if self.mask is None else self.mask[idx],
-        )
+        return select_rows(self, idx)
 
 
 class PPOBuffer:

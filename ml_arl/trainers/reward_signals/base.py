@@ -19,6 +19,7 @@ from torch import nn
 from ml_arl.messages import Trajectory
 from ml_arl.policy.encoders import Normalizer, ObservationEncoder
 from ml_arl.settings import NetworkSettings, RewardSignalSettings
+from ml_arl.trainers.batches import map_tensors, select_rows
 from ml_arl.trainers.optim import Adam
 
 Index = Union[torch.Tensor, slice]
@@ -40,24 +41,10 @@ class SignalBatch:
 
     def select(self, idx: Index) -> SignalBatch:
         """The rows ``idx`` (indices, a boolean mask or a slice), e.g. a minibatch."""
-        return SignalBatch(
-            obs=[o[idx] for o in self.obs],
-            next_obs=[o[idx] for o in self.next_obs],
-            continuous=self.continuous[idx],
-            discrete=self.discrete[idx],
-            dones=self.dones[idx],
-            rewards=None if self.rewards is None else self.rewards[idx],
-        )
+        return select_rows(self, idx)
 
     def to(self, device: Union[str, torch.device]) -> SignalBatch:
-        return SignalBatch(
-            obs=[o.to(device) for o in self.obs],
-            next_obs=[o.to(device) for o in self.next_obs],
-            continuous=self.continuous.to(device),
-            discrete=self.discrete.to(device),
-            dones=self.dones.to(device),
-            rewards=None if self.rewards is None else self.rewards.to(device),
-        )
+        return map_tensors(self, lambda t: t.to(device))
 
     @classmethod
     def from_arrays(
