@@ -42,12 +42,13 @@ from mlagents_envs.base_env import (
 
 from ml_arl.envs.grid import GridDefense
 from ml_arl.envs.parameters import draw, is_value
+from ml_arl.envs.single_behavior import SingleBehaviorEnv
 from ml_arl.envs.soccer import SoccerLine
 from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.envs.tag import Tag
 
 
-class _VectorBatchEnv(BaseEnv):
+class _VectorBatchEnv(SingleBehaviorEnv):
     """Shared machinery: one behavior, ``n_agents`` agents, numpy state, auto-reset per agent."""
 
     behavior_name = "Env"
@@ -59,7 +60,6 @@ class _VectorBatchEnv(BaseEnv):
         self.rng = np.random.default_rng(seed)
         self.agent_ids = np.arange(n_agents, dtype=np.int32)
         self.t = np.zeros(n_agents, dtype=np.int32)
-        self._actions: Optional[ActionTuple] = None
         self._decision: DecisionSteps = DecisionSteps.empty(self._spec)
         self._no_terminal = TerminalSteps.empty(self._spec)
         self._terminal: TerminalSteps = self._no_terminal
@@ -84,10 +84,6 @@ class _VectorBatchEnv(BaseEnv):
         return None
 
     # --- BaseEnv
-    @property
-    def behavior_specs(self) -> BehaviorMapping:
-        return BehaviorMapping({self.behavior_name: self._spec})
-
     def reset(self) -> None:
         self.t[:] = 0
         self._reset_agents(self.agent_ids)
@@ -98,11 +94,7 @@ class _VectorBatchEnv(BaseEnv):
         self._terminal = TerminalSteps.empty(self._spec)
 
     def step(self) -> None:
-        actions = self._actions
-        if actions is None:
-            actions = self._spec.action_spec.empty_action(self.n_agents)
-        self._actions = None
-        reward, terminated = self._advance(actions)
+        reward, terminated = self._advance(self._take_actions())
         self.t += 1
         truncated = (self.t >= self.max_episode_steps) & ~terminated
         done = terminated | truncated
@@ -122,22 +114,6 @@ class _VectorBatchEnv(BaseEnv):
         self._decision = DecisionSteps(
             [self._observe()], reward, self.agent_ids, self._masks(), self._zero_group, self._zero_group_reward
         )
-
-    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
-        return self._decision, self._terminal
-
-    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
-        self._actions = action
-
-    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
-        if self._actions is None:
-            self._actions = self._spec.action_spec.empty_action(self.n_agents)
-        self._actions.continuous[agent_id] = action.continuous[0]
-        self._actions.discrete[agent_id] = action.discrete[0]
-
-    def close(self) -> None:
-        pass
-
 
 class Reach(_VectorBatchEnv):
     """1-D reach-the-goal. ``variant``: "continuous", "discrete" (3 moves, masked at the walls) or "hybrid"."""

@@ -23,12 +23,11 @@ import gymnasium
 import numpy as np
 from mlagents_envs.base_env import (
     ActionTuple,
-    BaseEnv,
-    BehaviorMapping,
     DecisionSteps,
     TerminalSteps,
 )
 
+from ml_arl.envs.single_behavior import SingleBehaviorEnv
 from ml_arl.envs.space_codec import SpaceCodec
 
 
@@ -39,7 +38,7 @@ def behavior_name_for(env_id: str) -> str:
     return head if sep and version.isdigit() else name
 
 
-class GymnasiumEnv(BaseEnv):
+class GymnasiumEnv(SingleBehaviorEnv):
     def __init__(
         self,
         envs: Union[gymnasium.Env, Sequence[gymnasium.Env]],
@@ -58,7 +57,6 @@ class GymnasiumEnv(BaseEnv):
         self._codec = SpaceCodec(behavior_name, self.envs[0].observation_space, self.envs[0].action_space)
         self._obs_shape = self._codec.obs_shape
         self._spec = self._codec.spec
-        self._action: Optional[ActionTuple] = None
         self._decision = DecisionSteps.empty(self._spec)
         self._no_terminal = TerminalSteps.empty(self._spec)
         self._terminal = self._no_terminal
@@ -68,10 +66,6 @@ class GymnasiumEnv(BaseEnv):
 
     def _obs_into(self, out: np.ndarray, i: int, obs: Any) -> None:
         self._codec.obs_into(out, i, obs)
-
-    @property
-    def behavior_specs(self) -> BehaviorMapping:
-        return BehaviorMapping({self.behavior_name: self._spec})
 
     def reset(self) -> None:
         obs = np.empty((self.n_agents, *self._obs_shape), np.float32)
@@ -87,8 +81,7 @@ class GymnasiumEnv(BaseEnv):
 
     def step(self) -> None:
         n = self.n_agents
-        action = self._action if self._action is not None else self._spec.action_spec.empty_action(n)
-        self._action = None
+        action = self._take_actions()
         obs = np.empty((n, *self._obs_shape), np.float32)
         reward = np.empty(n, np.float32)
         done: list[int] = []
@@ -115,18 +108,6 @@ class GymnasiumEnv(BaseEnv):
         else:
             self._terminal = self._no_terminal
         self._decision = DecisionSteps([obs], reward, self._agents, None, self._zero_i, self._zero_f)
-
-    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
-        return self._decision, self._terminal
-
-    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
-        self._action = action
-
-    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
-        if self._action is None:
-            self._action = self._spec.action_spec.empty_action(self.n_agents)
-        self._action.continuous[agent_id] = action.continuous[0]
-        self._action.discrete[agent_id] = action.discrete[0]
 
     def close(self) -> None:
         for env in self.envs:
