@@ -38,10 +38,11 @@ from typing import Any, Optional
 import cloudpickle
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
+from ml_arl.envs.env_manager import WorkerErrorLog
 from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
+from ml_arl.envs.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager, worker_error
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import ArlError, WorkerError, WorkerUserError
+from ml_arl.exceptions import ArlError, WorkerError
 from ml_arl.messages import (
     ClosedReply,
     FailedReply,
@@ -65,14 +66,11 @@ logger = logging.getLogger(__name__)
 # environment's code: seconds on an idle machine, several times that on a loaded one. The grace
 # keeps a slow start from counting as a hang (and spending a restart) when --timeout-wait is short.
 START_GRACE_S = 30.0
-REPLY_GRACE_S = 2.0
-SHUTDOWN_TIMEOUT_S = 10.0
 # a Ray call costs about a millisecond more than a pipe message: unless env_settings.steps_per_message
 # is set, an actor steps enough per call for a call to last about CALL_TARGET_S (within the setting's
 # default and MAX_ADAPTIVE_STEPS: more steps per call also means older weights acting)
 CALL_TARGET_S = 0.01
 MAX_ADAPTIVE_STEPS = 64
-PIPELINE_DEPTH = 2  # step calls queued per actor: it steps for the next while the main process reads one
 LOCAL_ONLY_ENV = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"  # "0" before Ray is imported: a local instance on 127.0.0.1
 
 
@@ -215,7 +213,9 @@ def connect(address: Optional[str], num_envs: int, timeout: float = 10.0) -> boo
     return True
 
 
-class RayEnvManager(EnvManager):
+class RayEnvManager(PipelinedEnvManager[_Handle]):
+    start_grace_s = START_GRACE_S
+
     def __init__(
         self, factory: EnvFactory, settings: EnvSettings, seed: int, error_log: Optional[WorkerErrorLog] = None,
         run_id: str = "run",
@@ -237,13 +237,8 @@ class RayEnvManager(EnvManager):
     def num_workers(self) -> int:
         return len(self.handles)
 
-    @property
-    def start_timeout(self) -> float:
-        return 2 * self.settings.timeout_wait + START_GRACE_S
-
-    @property
-    def reply_timeout(self) -> float:
-        return self.settings.timeout_wait + REPLY_GRACE_S
+    def _members(self) -> list[_Handle]:
+        return self.handles
 
     def actor_name(self, worker_id: int, life: int) -> str:
         return f"arl:{self.run_id}:worker-{worker_id}:{life}"
@@ -281,15 +276,6 @@ class RayEnvManager(EnvManager):
         self.owns_ray = connect(self.settings.ray_address, self.settings.num_envs, min(10.0, self.settings.timeout_wait))
         self.handles = [self._spawn(i, 1) for i in range(self.settings.num_envs)]
 
-    def start(self) -> dict[str, BehaviorSpec]:
-        self.launch()
-        for handle in list(self.handles):
-            try:
-                self._await_specs(handle)
-            except WorkerError as failure:
-                self.handle_failure(failure)
-        return dict(self.specs)
-
     # ------------------------------------------------------------------ replies
 
     def _get(self, handle: _Handle, ref: Any) -> WorkerReply:
@@ -310,20 +296,7 @@ class RayEnvManager(EnvManager):
             return FailedReply(handle.worker_id, WorkerFailure("WorkerDied", message, str(err), True))
 
     def _failure(self, handle: _Handle, reply: WorkerReply, during: str = "") -> WorkerError:
-        if isinstance(reply, FailedReply):
-            failure = reply.failure
-        else:
-            failure = WorkerFailure("ProtocolError", f"answered {type(reply).__name__} out of turn", "", True)
-        wid = handle.worker_id
-        if failure.user_error:
-            error: WorkerError = WorkerUserError(wid, f"worker {wid}: {failure.message}", failure.traceback, False)
-            error.exit_code = failure.exit_code
-            return error
-        first = (failure.message.strip().splitlines() or [""])[0]
-        message = f"worker {wid}: {failure.exc_type}: {first}"
-        if during:
-            message += f" [{during}]"
-        return WorkerError(wid, message, failure.traceback, failure.restartable)
+        return worker_error(handle.worker_id, reply, during)
 
     def _timed_out(self, handle: _Handle, what: str, timeout: float) -> WorkerError:
         self._kill(handle)
@@ -355,8 +328,7 @@ class RayEnvManager(EnvManager):
             raise self._failure(handle, reply, "while starting")
         handle.node = reply.node
         logger.debug("worker %d runs on Ray node %s", handle.worker_id, handle.node)
-        for name, spec in reply.specs.items():
-            self.specs.setdefault(name, spec)
+        self._merge_specs(reply.specs)
         handle.parameters_serial = self.parameters_serial
         if self.parameters:  # a restarted worker joins the current phase
             ref = handle.actor.call.remote(SetParametersCommand(self.parameters))

@@ -15,9 +15,9 @@ so a slow environment never holds back a fast one.
 A failing worker ships (worker id, exception type, message, traceback) and closes its env in
 ``finally``. Shutdown asks (CLOSE), waits up to 10 s, then terminates and finally kills.
 
-Deadlines: a worker has ``2 x --timeout-wait + START_GRACE_S`` to start (an env's own waits,
+Deadlines: a worker has ``2 x --timeout-wait + start_grace_s`` to start (an env's own waits,
 e.g. a Unity build's handshake and first reset, take up to --timeout-wait each), and
-``--timeout-wait + REPLY_GRACE_S`` to answer a step or a reset (the grace lets an env that has
+``--timeout-wait + REPLY_GRACE_S`` (ml_arl.envs.pipelined) to answer a step or a reset (the grace lets an env that has
 its own --timeout-wait, a Unity build, report its own timeout first). A worker past its deadline
 is killed and handed to ``handle_failure`` like any other failure.
 
@@ -49,11 +49,12 @@ from typing import Any, Optional
 import cloudpickle
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
+from ml_arl.envs.env_manager import WorkerErrorLog
 from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
 from ml_arl.envs.forkserver import worker_context
+from ml_arl.envs.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager, worker_error
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import WorkerError, WorkerUserError
+from ml_arl.exceptions import WorkerError
 from ml_arl.messages import (
     CloseCommand,
     ClosedReply,
@@ -73,12 +74,6 @@ from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
 
-WORKER_SHUTDOWN_TIMEOUT_S = 10.0
-START_GRACE_S = 5.0
-REPLY_GRACE_S = 2.0
-# STEP requests queued per worker: while the main process reads one batch, the worker already
-# steps for the next, so no worker waits on a round trip.
-PIPELINE_DEPTH = 2
 
 
 def worker_main(
@@ -176,7 +171,7 @@ class _Worker:
         return max(self.sent[0], self.last_reply) + timeout
 
 
-class SubprocessEnvManager(EnvManager):
+class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
     def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int, error_log: Optional[WorkerErrorLog] = None):
         super().__init__(settings, error_log)
         self.factory_bytes = cloudpickle.dumps(factory)
@@ -206,13 +201,8 @@ class SubprocessEnvManager(EnvManager):
         child.close()
         return _Worker(worker_id, proc, parent)
 
-    @property
-    def start_timeout(self) -> float:
-        return 2 * self.settings.timeout_wait + START_GRACE_S
-
-    @property
-    def reply_timeout(self) -> float:
-        return self.settings.timeout_wait + REPLY_GRACE_S
+    def _members(self) -> list[_Worker]:
+        return self.workers
 
     def _timed_out(self, worker: _Worker, what: str, timeout: float) -> WorkerError:
         """Kill a worker that did not answer in time (a hung env answers nothing, CLOSE included)."""
@@ -232,8 +222,7 @@ class SubprocessEnvManager(EnvManager):
         reply = self._recv(worker)
         if not isinstance(reply, SpecsReply):
             raise self._failure(worker, reply, "while starting")
-        for name, spec in reply.specs.items():
-            self.specs.setdefault(name, spec)
+        self._merge_specs(reply.specs)
         worker.parameters_serial = self.parameters_serial
         if self.parameters:  # a restarted worker joins the current phase
             worker.send(SetParametersCommand(self.parameters))
@@ -246,15 +235,6 @@ class SubprocessEnvManager(EnvManager):
     def launch(self) -> None:
         if not self.workers:
             self.workers = [self._spawn(i) for i in range(self.settings.num_envs)]
-
-    def start(self) -> dict[str, BehaviorSpec]:
-        self.launch()
-        for worker in list(self.workers):
-            try:
-                self._await_specs(worker)
-            except WorkerError as failure:
-                self.handle_failure(failure)  # restarts within quota (and awaits the new worker) or raises
-        return dict(self.specs)
 
     def restart_worker(self, worker_id: int) -> None:
         old = self.workers[worker_id]
@@ -273,23 +253,7 @@ class SubprocessEnvManager(EnvManager):
             return FailedReply(worker.worker_id, WorkerFailure("WorkerDied", f"worker process died ({how})", "", True))
 
     def _failure(self, worker: _Worker, reply: WorkerReply, during: str = "") -> WorkerError:
-        """The WorkerError of a FAILED reply (or of a dead worker): one line; the traceback rides
-        along to handle_failure, which puts it in the WorkerErrorLog. ``during``: what the
-        worker was doing, when not stepping."""
-        if isinstance(reply, FailedReply):
-            failure = reply.failure
-        else:  # a reply out of turn (e.g. a worker that closed itself): restart it
-            failure = WorkerFailure("ProtocolError", f"answered {type(reply).__name__} out of turn", "", True)
-        tb = failure.traceback
-        if failure.user_error:
-            error: WorkerError = WorkerUserError(worker.worker_id, f"worker {worker.worker_id}: {failure.message}", tb, False)
-            error.exit_code = failure.exit_code
-            return error
-        first_line = (failure.message.strip().splitlines() or [""])[0]
-        message = f"worker {worker.worker_id}: {failure.exc_type}: {first_line}"
-        if during:
-            message += f" [{during}]"
-        return WorkerError(worker.worker_id, message, tb, failure.restartable)
+        return worker_error(worker.worker_id, reply, during)
 
     def _send_step(self, worker: _Worker) -> None:
         serials = self.policy_serials
@@ -477,7 +441,7 @@ class SubprocessEnvManager(EnvManager):
         """Ask every worker to close, wait up to 10 s for all, then terminate the stragglers."""
         for worker in self.workers:
             worker.send(CloseCommand())
-        deadline = time.monotonic() + WORKER_SHUTDOWN_TIMEOUT_S
+        deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
         pending = {w.worker_id: w for w in self.workers if w.process.is_alive()}
         while pending:
             remaining = deadline - time.monotonic()
@@ -500,7 +464,7 @@ class SubprocessEnvManager(EnvManager):
         if pending:
             logger.warning(
                 "SubprocessEnvManager: workers %s did not shut down within %.0f s; terminating them",
-                sorted(pending), WORKER_SHUTDOWN_TIMEOUT_S,
+                sorted(pending), SHUTDOWN_TIMEOUT_S,
             )
         for worker in self.workers:
             self._kill(worker)
