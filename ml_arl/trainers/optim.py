@@ -9,13 +9,10 @@ this class: the same update rule, defaults and ``state_dict`` layout as ``torch.
 CUDA (what ``torch.optim.Adam(fused=True)`` calls), ``torch._foreach_*`` elsewhere (what
 ``foreach=True`` calls). tests/test_maths.py checks both against ``torch.optim.Adam``.
 
-Why not ``torch.optim.Adam(fused=True)`` built while the workers start: measured with
-``bench/first_update.py --runs 9`` (interleaved runs, medians, 2-core machine, builtin:Reach), the
-first update ends 1.9 s later than with this class (5.87 s vs 3.98 s from process start) when a
-background thread imports torch.optim during the workers' start, and 2.4 s later without it. The
-import is Python work that needs the GIL, which the main thread holds while it imports torch and
-builds the run in that same window; the budget was 0.1 s. Both optimizers give bit-identical
-parameters, and each loads the other's state_dict, so switching later costs nothing but time.
+Importing torch.optim in a background thread while the workers start does not hide the cost: the
+import is Python work that needs the GIL, which the main thread holds while it builds the run
+(``bench/first_update.py`` measures the first update's time; docs/PERFORMANCE.md). Both optimizers
+give bit-identical parameters, and each loads the other's state_dict.
 """
 
 from __future__ import annotations
