@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-fast lint bench protos smoke smoke-pythons clean
+.PHONY: install demo test test-fast lint bench protos smoke smoke-pythons docs clean
 
 $(STAMP): setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -70,6 +70,10 @@ smoke:
 
 smoke-pythons:
 	@for v in $(SMOKE_PYTHONS); do $(MAKE) --no-print-directory smoke PYV=$$v || exit 1; done
+
+# The manual (docs/) as a site in build/site; --strict: a broken link or a page missing from the nav fails.
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
 
 bench: $(STAMP)
 	$(BIN)/python bench/pipeline.py

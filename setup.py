@@ -23,7 +23,7 @@ setup(
         "matplotlib>=3.7",  # arl-report draws learning curves into a PNG
     ],
     extras_require={
-        "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm"],
+        "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm", "mkdocs>=1.6"],
         # bench/: stable-baselines3 as a peer; MuJoCo (gymnasium[mujoco] = the mujoco wheel) for bench/mujoco.py
         "bench": ["stable-baselines3>=2.3", "gymnasium[mujoco]>=1.0"],
         # --env pettingzoo:<module>; mpe2 holds the MPE games the tests and bench/pettingzoo_pipeline.py use

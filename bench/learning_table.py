@@ -1,4 +1,4 @@
-"""Steps and wall-clock to the success threshold, per trainer type and option (the README's
+"""Steps and wall-clock to the success threshold, per trainer type and option (docs/benchmarks.md's
 learning table): each learning task of the test suite, run for several seeds, one run at a time,
 each in a fresh process.
 

@@ -1,7 +1,7 @@
 """Documented bounds on sizes a config may ask for, and the memory check for network sizes.
 
 The bounds keep a typo (``num_envs: 10000000``) from hanging the machine; they are far above what
-one machine runs (the README's "What bad input gets" lists them). Torch-free: the CLI checks these
+one machine runs (docs/bad-input.md lists them). Torch-free: the CLI checks these
 before anything starts.
 """
 

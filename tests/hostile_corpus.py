@@ -1,6 +1,6 @@
 """Hostile and broken config files, and what arl-learn must answer to each.
 
-Used by tests/test_hostile_input.py (every entry through the CLI) and printed as the README's
+Used by tests/test_hostile_input.py (every entry through the CLI) and printed as docs/bad-input.md's
 "What bad input gets" table by ``python -m tests.hostile_corpus``.
 """
 

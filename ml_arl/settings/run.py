@@ -74,7 +74,7 @@ class EnvSettings(Strict):
     deterministic: bool = setting(
         False, flag="--deterministic",
         help="reproduce a run bit for bit with the same --seed on the same machine: workers step in lockstep "
-        "and their experience is taken in worker order (slower; see the README)",
+        "and their experience is taken in worker order (slower; see docs/configuration.md)",
     )
     worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
     listen_address: str = setting(
