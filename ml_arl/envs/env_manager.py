@@ -32,7 +32,7 @@ from typing import Any, Optional
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
-from ml_arl.messages import PolicyMessage, StepBatch
+from ml_arl.messages import FailedReply, PolicyMessage, StepBatch, WorkerFailure, WorkerReply
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,28 @@ MAX_PENDING_ENTRIES = 200  # entries kept in memory until the run folder is read
 def failure_text(failure: WorkerError) -> str:
     """What happened, without the "worker N: " every WorkerError message starts with."""
     return str(failure).removeprefix(f"worker {failure.worker_id}: ")
+
+
+
+
+
+def worker_error(worker_id: int, reply: WorkerReply, during: str = "") -> WorkerError:
+    """The WorkerError of a FAILED reply (or of a dead worker): one line; the traceback rides
+    along to handle_failure, which puts it in the WorkerErrorLog. ``during``: what the worker was
+    doing, when not stepping. A reply out of turn (a worker that closed itself) is restartable."""
+    if isinstance(reply, FailedReply):
+        failure = reply.failure
+    else:
+        failure = WorkerFailure("ProtocolError", f"answered {type(reply).__name__} out of turn", "", True)
+    if failure.user_error:
+        error: WorkerError = WorkerUserError(worker_id, f"worker {worker_id}: {failure.message}", failure.traceback, False)
+        error.exit_code = failure.exit_code
+        return error
+    first = (failure.message.strip().splitlines() or [""])[0]
+    message = f"worker {worker_id}: {failure.exc_type}: {first}"
+    if during:
+        message += f" [{during}]"
+    return WorkerError(worker_id, message, failure.traceback, failure.restartable)
 
 
 class WorkerErrorLog:
@@ -171,6 +193,13 @@ class EnvManager(ABC):
     def set_policy(self, behavior: str, msg: PolicyMessage) -> None:
         self.policies[behavior] = msg
         self.policy_serials[behavior] = self.policy_serials.get(behavior, 0) + 1
+
+    def policy_updates(self, known: dict[str, int]) -> dict[str, PolicyMessage]:
+        """The policies newer than the serials in ``known`` (a worker's), which now has them."""
+        updates = {b: msg for b, msg in self.policies.items() if known.get(b) != self.policy_serials[b]}
+        for behavior in updates:
+            known[behavior] = self.policy_serials[behavior]
+        return updates
 
     @abstractmethod
     def set_environment_parameters(self, params: dict[str, Any], reset: bool = True) -> None:

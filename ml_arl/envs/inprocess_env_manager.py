@@ -10,17 +10,16 @@ environment hangs the run (use the subprocess manager to be protected from that)
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Callable
 from typing import Any, Optional
 
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
-from ml_arl.envs.env_runner import EnvRunner
+from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog, worker_error
+from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import RESTARTABLE_EXCEPTIONS, ArlError, WorkerError, WorkerUserError
-from ml_arl.messages import StepBatch
+from ml_arl.exceptions import WorkerError
+from ml_arl.messages import FailedReply, StepBatch, StepCommand, StepReply
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
@@ -72,19 +71,10 @@ class InProcessEnvManager(EnvManager):
         for name, spec in runner.take_new_specs().items():
             self.specs.setdefault(name, spec)
 
-    def _error(self, worker_id: int, exc: BaseException, during: str = "") -> WorkerError:
-        """Called in the ``except`` block of ``exc`` (the traceback is taken from there)."""
-        if isinstance(exc, ArlError):  # a complete user-facing message (bad build, ...)
-            error: WorkerError = WorkerUserError(worker_id, f"worker {worker_id}: {exc}", traceback.format_exc(), False)
-            error.exit_code = exc.exit_code
-            return error
-        first_line = (str(exc).strip().splitlines() or [""])[0]
-        return WorkerError(
-            worker_id,
-            f"worker {worker_id}: {type(exc).__name__}: {first_line}" + (f" [{during}]" if during else ""),
-            traceback.format_exc(),
-            isinstance(exc, RESTARTABLE_EXCEPTIONS),
-        )
+    @staticmethod
+    def _error(worker_id: int, exc: BaseException, during: str = "") -> WorkerError:
+        """As a worker process would report ``exc``; called in its ``except`` block (for the traceback)."""
+        return worker_error(worker_id, FailedReply(worker_id, failure_of(exc)), during)
 
     def _each(self, action: Callable[[EnvRunner], Any], during: str = "") -> list[Any]:
         """``action`` on every runner; a runner that raises goes through handle_failure."""
@@ -100,16 +90,14 @@ class InProcessEnvManager(EnvManager):
 
     def step(self) -> list[StepBatch]:
         def run(runner: EnvRunner) -> StepBatch:
+            parameters = None
             if self.parameters_seen.get(runner.worker_id, 0) != self.parameters_serial:
-                runner.set_environment_parameters(self.parameters)
+                parameters = self.parameters
                 self.parameters_seen[runner.worker_id] = self.parameters_serial
-            versions = self.versions[runner.worker_id]
-            for behavior, msg in self.policies.items():
-                serial = self.policy_serials[behavior]
-                if versions.get(behavior) != serial:
-                    runner.set_policy(behavior, msg)
-                    versions[behavior] = serial
-            return runner.run(self.settings.steps_per_message)
+            command = StepCommand(self.policy_updates(self.versions[runner.worker_id]), parameters)
+            reply = answer(runner, command, self.settings.steps_per_message)
+            assert isinstance(reply, StepReply)
+            return reply.batch
 
         return self._each(run)
 

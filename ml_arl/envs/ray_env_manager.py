@@ -36,20 +36,17 @@ from collections import deque
 from typing import Any, Optional
 
 import cloudpickle
-from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.envs.env_manager import WorkerErrorLog
 from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
-from ml_arl.envs.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager, worker_error
+from ml_arl.envs.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import ArlError, WorkerError
 from ml_arl.messages import (
     ClosedReply,
     FailedReply,
     PolicyMessage,
-    ResetCommand,
     ResetReply,
-    SetParametersCommand,
     SpecsReply,
     StepBatch,
     StepCommand,
@@ -225,9 +222,6 @@ class RayEnvManager(PipelinedEnvManager[_Handle]):
         self.seed = seed
         self.run_id = run_id
         self.handles: list[_Handle] = []
-        self.specs: dict[str, BehaviorSpec] = {}
-        self.parameters: dict[str, Any] = {}
-        self.parameters_serial = 0
         self.owns_ray = False
         self._actor_class: Any = None
         self._policy_refs: dict[str, tuple[int, Any]] = {}  # behavior -> (serial, object reference)
@@ -295,9 +289,6 @@ class RayEnvManager(PipelinedEnvManager[_Handle]):
             # Ray's whole account (exit type, the node's fate) goes where tracebacks go
             return FailedReply(handle.worker_id, WorkerFailure("WorkerDied", message, str(err), True))
 
-    def _failure(self, handle: _Handle, reply: WorkerReply, during: str = "") -> WorkerError:
-        return worker_error(handle.worker_id, reply, during)
-
     def _timed_out(self, handle: _Handle, what: str, timeout: float) -> WorkerError:
         self._kill(handle)
         return WorkerError(
@@ -317,27 +308,21 @@ class RayEnvManager(PipelinedEnvManager[_Handle]):
         except Exception as exc:  # noqa: BLE001 - already gone
             logger.debug("ray.kill of worker %d: %s", handle.worker_id, exc)
 
-    def _await_specs(self, handle: _Handle) -> None:
+    def _reply_within(self, handle: _Handle, ref: Any, timeout: float) -> Optional[WorkerReply]:
         import ray
 
-        ready, _ = ray.wait([handle.start_ref], timeout=self.start_timeout)
-        if not ready:
-            raise self._timed_out(handle, "start", self.start_timeout)
-        reply = self._get(handle, handle.start_ref)
-        if not isinstance(reply, SpecsReply):
-            raise self._failure(handle, reply, "while starting")
+        ready, _ = ray.wait([ref], timeout=timeout)
+        return self._get(handle, ref) if ready else None
+
+    def _first_reply(self, handle: _Handle) -> Optional[WorkerReply]:
+        return self._reply_within(handle, handle.start_ref, self.start_timeout)
+
+    def _ask(self, handle: _Handle, command: WorkerCommand) -> Optional[WorkerReply]:
+        return self._reply_within(handle, handle.actor.call.remote(command), self.reply_timeout)
+
+    def _started(self, handle: _Handle, reply: SpecsReply) -> None:
         handle.node = reply.node
         logger.debug("worker %d runs on Ray node %s", handle.worker_id, handle.node)
-        self._merge_specs(reply.specs)
-        handle.parameters_serial = self.parameters_serial
-        if self.parameters:  # a restarted worker joins the current phase
-            ref = handle.actor.call.remote(SetParametersCommand(self.parameters))
-            ready, _ = ray.wait([ref], timeout=self.reply_timeout)
-            if not ready:
-                raise self._timed_out(handle, "answer a reset", self.reply_timeout)
-            reply = self._get(handle, ref)
-            if not isinstance(reply, ResetReply):
-                raise self._failure(handle, reply, "while applying the environment parameters")
 
     def _other_node(self, avoid: str) -> Optional[str]:
         """A live node with CPUs other than the one ``avoid`` names (its log name), the one with
@@ -379,14 +364,12 @@ class RayEnvManager(PipelinedEnvManager[_Handle]):
         return known[1]
 
     def _send_step(self, handle: _Handle) -> None:
-        names = tuple(b for b in self.policies if handle.policy_serials.get(b) != self.policy_serials[b])
+        names = tuple(self.policy_updates(handle.policy_serials))
         refs = [self._policy_ref(b) for b in names]
         parameters = None
         if handle.parameters_serial != self.parameters_serial:
             parameters, handle.parameters_serial = self.parameters, self.parameters_serial
         ref = handle.actor.call.remote(StepCommand({}, parameters), names, *refs)
-        for b in names:
-            handle.policy_serials[b] = self.policy_serials[b]
         handle.pending.append((ref, time.monotonic()))
 
     def step(self) -> list[StepBatch]:
@@ -396,8 +379,7 @@ class RayEnvManager(PipelinedEnvManager[_Handle]):
             while len(handle.pending) < PIPELINE_DEPTH:
                 self._send_step(handle)
         by_ref = {h.pending[0][0]: h for h in self.handles}
-        timeout = self.reply_timeout
-        deadline = min(d for h in self.handles if (d := h.step_deadline(timeout)) is not None)
+        deadline = self._next_step_deadline()
         ray.wait(list(by_ref), num_returns=1, timeout=max(0.0, deadline - time.monotonic()))
         ready, _ = ray.wait(list(by_ref), num_returns=len(by_ref), timeout=0)
         batches: list[StepBatch] = []
@@ -418,33 +400,12 @@ class RayEnvManager(PipelinedEnvManager[_Handle]):
                     failed.append(self._failure(handle, reply))
                     break
                 batches.append(reply.batch)
-        now = time.monotonic()
-        for handle in self.handles:
-            d = handle.step_deadline(timeout)
-            if handle.worker_id not in heard and d is not None and now >= d:
-                failed.append(self._timed_out(handle, "answer a step", timeout))
-        for failure in failed:
-            self.handle_failure(failure)
+        self._fail_overdue(heard, failed)
         return batches
 
     # ------------------------------------------------------------------ resets
 
-    def reset(self) -> None:
-        self._reset_all(ResetCommand(), "during a reset")
-
-    def set_environment_parameters(self, params: dict[str, Any], reset: bool = True) -> None:
-        self.parameters = dict(params)
-        self.parameters_serial += 1
-        if not reset:
-            return
-        for handle in self.handles:
-            handle.parameters_serial = self.parameters_serial
-        self._reset_all(SetParametersCommand(self.parameters), "during a reset with new environment parameters")
-
     def _reset_all(self, command: WorkerCommand, during: str) -> None:
-        """Finish (and drop) every actor's steps in flight, then reset every actor, each against its
-        deadline; the failed ones are restarted afterwards (within the quota; a new actor starts
-        reset, with the current parameters)."""
         failed: dict[int, WorkerError] = {}
         timeout = self.reply_timeout
         last_steps = {h.worker_id: h.pending[-1][0] for h in self.handles if h.pending}

@@ -47,21 +47,18 @@ from multiprocessing.connection import Connection, wait
 from typing import Any, Optional
 
 import cloudpickle
-from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.envs.env_manager import WorkerErrorLog
 from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
 from ml_arl.envs.forkserver import worker_context
-from ml_arl.envs.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager, worker_error
+from ml_arl.envs.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import WorkerError
 from ml_arl.messages import (
     CloseCommand,
     ClosedReply,
     FailedReply,
-    ResetCommand,
     ResetReply,
-    SetParametersCommand,
     SpecsReply,
     StepBatch,
     StepCommand,
@@ -178,9 +175,6 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         self.seed = seed
         self.ctx = worker_context()
         self.workers: list[_Worker] = []
-        self.specs: dict[str, BehaviorSpec] = {}  # every behavior any worker has reported
-        self.parameters: dict[str, Any] = {}  # the current environment parameters
-        self.parameters_serial = 0  # bumped whenever they change; each worker knows the one it has
 
     @property
     def num_workers(self) -> int:
@@ -205,8 +199,8 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         return self.workers
 
     def _timed_out(self, worker: _Worker, what: str, timeout: float) -> WorkerError:
-        """Kill a worker that did not answer in time (a hung env answers nothing, CLOSE included)."""
         worker.process.kill()
+        worker.sent.clear()
         return WorkerError(
             worker.worker_id,
             f"worker {worker.worker_id}: environment did not {what} within {timeout:g} s "
@@ -214,23 +208,12 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
             restartable=True,
         )
 
-    def _await_specs(self, worker: _Worker) -> None:
-        """Wait for a new worker's behavior specs and merge them into ``self.specs``; a restarted
-        worker then joins the current environment parameters (and resets)."""
-        if not wait([worker.conn, worker.process.sentinel], timeout=self.start_timeout):
-            raise self._timed_out(worker, "start", self.start_timeout)
-        reply = self._recv(worker)
-        if not isinstance(reply, SpecsReply):
-            raise self._failure(worker, reply, "while starting")
-        self._merge_specs(reply.specs)
-        worker.parameters_serial = self.parameters_serial
-        if self.parameters:  # a restarted worker joins the current phase
-            worker.send(SetParametersCommand(self.parameters))
-            if not wait([worker.conn, worker.process.sentinel], timeout=self.reply_timeout):
-                raise self._timed_out(worker, "answer a reset", self.reply_timeout)
-            reply = self._recv(worker)
-            if not isinstance(reply, ResetReply):
-                raise self._failure(worker, reply, "while applying the environment parameters")
+    def _first_reply(self, worker: _Worker) -> Optional[WorkerReply]:
+        return self._recv(worker) if wait([worker.conn, worker.process.sentinel], timeout=self.start_timeout) else None
+
+    def _ask(self, worker: _Worker, command: WorkerCommand) -> Optional[WorkerReply]:
+        worker.send(command)
+        return self._recv(worker) if wait([worker.conn, worker.process.sentinel], timeout=self.reply_timeout) else None
 
     def launch(self) -> None:
         if not self.workers:
@@ -252,18 +235,12 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
             return FailedReply(worker.worker_id, WorkerFailure("WorkerDied", f"worker process died ({how})", "", True))
 
-    def _failure(self, worker: _Worker, reply: WorkerReply, during: str = "") -> WorkerError:
-        return worker_error(worker.worker_id, reply, during)
-
     def _send_step(self, worker: _Worker) -> None:
-        serials = self.policy_serials
-        updates = {b: msg for b, msg in self.policies.items() if worker.policy_versions.get(b) != serials[b]}
+        updates = self.policy_updates(worker.policy_versions)
         parameters = None
         if worker.parameters_serial != self.parameters_serial:
             parameters, worker.parameters_serial = self.parameters, self.parameters_serial
         worker.send(StepCommand(updates, parameters), large=bool(updates))
-        for b in updates:
-            worker.policy_versions[b] = serials[b]
         worker.sent.append(time.monotonic())
 
     def step(self) -> list[StepBatch]:
@@ -279,9 +256,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         for worker in self.workers:
             by_handle[worker.conn] = worker
             by_handle[worker.process.sentinel] = worker
-        timeout = self.reply_timeout
-        deadline = min(d for w in self.workers if (d := w.step_deadline(timeout)) is not None)
-        ready = wait(list(by_handle), timeout=max(0.0, deadline - time.monotonic()))
+        ready = wait(list(by_handle), timeout=max(0.0, self._next_step_deadline() - time.monotonic()))
         batches: list[StepBatch] = []
         failed: list[WorkerError] = []
         seen: set[int] = set()
@@ -301,14 +276,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
                 batches.append(reply.batch)
                 if not worker.conn.poll():
                     break
-        now = time.monotonic()
-        for worker in self.workers:
-            worker_deadline = worker.step_deadline(timeout)
-            if worker.worker_id not in seen and worker_deadline is not None and now >= worker_deadline:
-                worker.sent.clear()
-                failed.append(self._timed_out(worker, "answer a step", timeout))
-        for failure in failed:
-            self.handle_failure(failure)
+        self._fail_overdue(seen, failed)
         return batches
 
     def _answers_in_worker_order(self) -> list[StepBatch]:
@@ -337,28 +305,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         assert deadline is not None  # a worker waited on has a step in flight
         return deadline
 
-    def reset(self) -> None:
-        """Finish (and drop) the steps in flight, then reset every env; half-built trajectories
-        are discarded in the workers."""
-        self._reset_all(ResetCommand(), "during a reset")
-
-    def set_environment_parameters(self, params: dict[str, Any], reset: bool = True) -> None:
-        self.parameters = dict(params)
-        self.parameters_serial += 1
-        if not reset:
-            return  # they go with each worker's next step request
-        for worker in self.workers:
-            worker.parameters_serial = self.parameters_serial  # they come with the reset
-        self._reset_all(
-            SetParametersCommand(self.parameters),
-            "during a reset with new environment parameters",
-        )
-
-    def _reset_all(self, request: WorkerCommand, during: str) -> None:
-        """Drain every worker's steps in flight, send ``request`` to every worker and await the
-        RESETs, all workers at once and each against its own deadline; then restart the workers
-        that failed or timed out (within the quota; a restarted worker starts reset, with
-        ``self.parameters``)."""
+    def _reset_all(self, command: WorkerCommand, during: str) -> None:
         failed: dict[int, WorkerError] = {}
 
         def step_answered(worker: _Worker, reply: WorkerReply) -> None:
@@ -372,7 +319,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         reset_deadlines: dict[int, float] = {}
         for worker in self.workers:
             if worker.worker_id not in failed:
-                worker.send(request)
+                worker.send(command)
                 reset_deadlines[worker.worker_id] = time.monotonic() + self.reply_timeout
         self._await_replies(
             ResetReply, dict.fromkeys(reset_deadlines, 1), lambda w: reset_deadlines[w.worker_id],
