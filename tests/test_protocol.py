@@ -106,14 +106,14 @@ def test_the_fast_bridge_writes_the_recorded_step_and_reads_the_recorded_output(
     import numpy as np
     from mlagents_envs.base_env import ActionTuple
 
-    from ml_arl.envs import unity_fast
+    from ml_arl.envs import unity_decode, unity_wire
 
     actions = ActionTuple(continuous=np.array([[0.25, -0.75], [0.0, 1.0]], np.float32),
                           discrete=np.array([[2, 1], [0, 0]], np.int32))
-    mine = unity_fast.encode_input_message(
-        unity_fast.COMMAND_STEP, [("Walker?team=0", unity_fast.encode_agent_actions(actions, 2))], b"\x03chan")
+    mine = unity_wire.encode_input_message(
+        unity_wire.COMMAND_STEP, [("Walker?team=0", unity_wire.encode_agent_actions(actions, 2))], b"\x03chan")
     assert mine == (DATA / "exchanges" / "step_in.bin").read_bytes()
-    status, output = unity_fast.split_message((DATA / "exchanges" / "step_out.bin").read_bytes())
+    status, output = unity_decode.split_message((DATA / "exchanges" / "step_out.bin").read_bytes())
     assert status == 200
-    decoded = unity_fast.decode_output(bytes(output))
+    decoded = unity_decode.decode_output(bytes(output))
     assert decoded.side_channel == b"\x01\x02side"

@@ -35,7 +35,7 @@ from mlagents_envs.rpc_utils import behavior_spec_from_proto, steps_from_proto
 from mlagents_envs.side_channel.side_channel_manager import SideChannelManager
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
-from ml_arl.envs import unity_env, unity_fast
+from ml_arl.envs import unity_decode, unity_env, unity_fast, unity_wire
 from ml_arl.envs.unity_env import UnityBuildEnv
 from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 from ml_arl.protocol.communicator_objects.unity_output_pb2 import UnityOutputProto
@@ -83,19 +83,19 @@ def assert_same_steps(fast: tuple[DecisionSteps, TerminalSteps], stock: tuple[De
 
 def test_varints_and_fields() -> None:
     for value in (0, 1, 127, 128, 300, 2**31 - 1, 2**32, 2**63, 2**64 - 1):
-        data = unity_fast.encode_varint(value)
-        assert unity_fast.read_varint(data + b"\x05", 0) == (value, len(data))
-    assert unity_fast.encode_varint(-1) == b"\xff" * 9 + b"\x01"
-    assert unity_fast.int32(unity_fast.read_varint(unity_fast.encode_varint(-7), 0)[0]) == -7
-    payload = (unity_fast.encode_key(3, 0) + unity_fast.encode_varint(300)
-               + unity_fast.encode_length_delimited(4, b"abc")
-               + unity_fast.encode_key(5, 5) + struct.pack("<f", 1.5)
-               + unity_fast.encode_key(6, 1) + struct.pack("<d", 2.5))
-    fields = [(f, w, v if w == 0 else bytes(v)) for f, w, v in unity_fast.iter_fields(memoryview(payload))]
+        data = unity_wire.encode_varint(value)
+        assert unity_wire.read_varint(data + b"\x05", 0) == (value, len(data))
+    assert unity_wire.encode_varint(-1) == b"\xff" * 9 + b"\x01"
+    assert unity_wire.int32(unity_wire.read_varint(unity_wire.encode_varint(-7), 0)[0]) == -7
+    payload = (unity_wire.encode_key(3, 0) + unity_wire.encode_varint(300)
+               + unity_wire.encode_length_delimited(4, b"abc")
+               + unity_wire.encode_key(5, 5) + struct.pack("<f", 1.5)
+               + unity_wire.encode_key(6, 1) + struct.pack("<d", 2.5))
+    fields = [(f, w, v if w == 0 else bytes(v)) for f, w, v in unity_wire.iter_fields(memoryview(payload))]
     assert fields == [(3, 0, 300), (4, 2, b"abc"), (5, 5, struct.pack("<f", 1.5)), (6, 1, struct.pack("<d", 2.5))]
-    for broken in (payload[:-1], unity_fast.encode_key(4, 2) + b"\x05ab", b"\x18", b"\x18\x80", b"\x1b"):
-        with pytest.raises(unity_fast.WireError):
-            list(unity_fast.iter_fields(broken))
+    for broken in (payload[:-1], unity_wire.encode_key(4, 2) + b"\x05ab", b"\x18", b"\x18\x80", b"\x1b"):
+        with pytest.raises(unity_wire.WireError):
+            list(unity_wire.iter_fields(broken))
 
 
 def _stock_input(actions: dict[str, ActionTuple], agents: dict[str, int], side_channel: bytes,
@@ -134,9 +134,9 @@ def test_input_encoding_matches_the_generated_classes() -> None:
     agents = {"Hybrid?team=0": 4, "Empty?team=0": 0, "Cont?team=1": 3, "Disc?team=0": 2, "Nothing?team=0": 2}
     side_channel = uuid.uuid4().bytes_le + struct.pack("<i", 3) + b"abc"
     for sc in (side_channel, b""):
-        encoded = [(name, unity_fast.encode_agent_actions(a, agents[name])) for name, a in sorted(actions.items())
+        encoded = [(name, unity_wire.encode_agent_actions(a, agents[name])) for name, a in sorted(actions.items())
                    if agents[name]]
-        mine = unity_fast.encode_input_message(unity_fast.COMMAND_STEP, encoded, sc)
+        mine = unity_wire.encode_input_message(unity_wire.COMMAND_STEP, encoded, sc)
         stock = _stock_input(actions, agents, sc)
         assert UnityMessageProto.FromString(mine) == UnityMessageProto.FromString(stock)
         assert mine == stock  # byte for byte
@@ -145,7 +145,7 @@ def test_input_encoding_matches_the_generated_classes() -> None:
         assert list(hybrid[3].discrete_actions) == [-1, 2**31 - 1]
         assert list(hybrid[1].continuous_actions) == [float(x) for x in cont[1]]
         assert "Empty?team=0" not in parsed.agent_actions and parsed.side_channel == sc
-        reset = unity_fast.encode_input_message(unity_fast.COMMAND_RESET, [], sc)
+        reset = unity_wire.encode_input_message(unity_wire.COMMAND_RESET, [], sc)
         assert reset == _stock_input({}, {}, sc, reset=True)
         # and the stand-in reads it as a C# player would
         incoming = S.decode_message(mine)
@@ -153,7 +153,7 @@ def test_input_encoding_matches_the_generated_classes() -> None:
         assert S.decode_action(incoming.actions["Disc?team=0"][1]) == ([], [5])
     close = UnityMessageProto()
     close.header.status = 400
-    assert unity_fast.header_message(400) == close.SerializeToString()
+    assert unity_wire.header_message(400) == close.SerializeToString()
 
 
 # --- decoding outputs ----------------------------------------------------------------------------
@@ -243,8 +243,8 @@ def _spec_of(out: UnityOutputProto) -> BehaviorSpec:
 
 
 def _fast_steps(out: UnityOutputProto, name: str, spec: BehaviorSpec) -> tuple[DecisionSteps, TerminalSteps]:
-    decoded = unity_fast.decode_output(out.SerializeToString())
-    return unity_fast.steps_from_wire(decoded.agent_infos[name], spec)
+    decoded = unity_decode.decode_output(out.SerializeToString())
+    return unity_decode.steps_from_wire(decoded.agent_infos[name], spec)
 
 
 def _stock_steps(out: UnityOutputProto, name: str, spec: BehaviorSpec) -> tuple[DecisionSteps, TerminalSteps]:
@@ -256,17 +256,17 @@ def _stock_steps(out: UnityOutputProto, name: str, spec: BehaviorSpec) -> tuple[
 def test_output_decoding_matches_steps_from_proto() -> None:
     out = _output()
     spec = _spec_of(out)
-    before = unity_fast.fallbacks
+    before = unity_decode.fallbacks
     for n in (6, 1, 0):  # n=0: no decision agents, no mask
         msg = _output(n) if n != 6 else out
         if n == 0:
             del msg.rl_output.agentInfos[HYBRID].value[:]
         fast = _fast_steps(msg, HYBRID, spec)
         assert_same_steps(fast, _stock_steps(msg, HYBRID, spec), f"{n} agents")
-    assert unity_fast.fallbacks == before  # all of it through the fast decoder
+    assert unity_decode.fallbacks == before  # all of it through the fast decoder
     nan_image = _output(nan_image=True)
     assert_same_steps(_fast_steps(nan_image, HYBRID, spec), _stock_steps(nan_image, HYBRID, spec), "NaN image")
-    assert unity_fast.fallbacks == before + 1
+    assert unity_decode.fallbacks == before + 1
     decisions, terminals = _fast_steps(out, HYBRID, spec)
     assert list(terminals.agent_id) == [-1, 2] and list(terminals.interrupted) == [False, True]
     assert [o.shape for o in decisions.obs] == [(4, 3), (4, 2, 2), (4, 4, 5, 3), (4, 4, 5, 1), (4, 4, 5, 4), (4, 2, 2, 2)]
@@ -276,11 +276,11 @@ def test_output_decoding_matches_steps_from_proto() -> None:
     # deterministic: map entries in key order (upb's own order can differ between two copies of a message)
     payload = out.SerializeToString(deterministic=True)
     message = UnityMessageProto(unity_output=out)
-    assert unity_fast.split_message(message.SerializeToString())[0] == 0  # no header: status 0
+    assert unity_decode.split_message(message.SerializeToString())[0] == 0  # no header: status 0
     message.header.status = 200
-    status, unity_output = unity_fast.split_message(message.SerializeToString(deterministic=True))
+    status, unity_output = unity_decode.split_message(message.SerializeToString(deterministic=True))
     assert status == 200 and bytes(unity_output) == payload
-    decoded = unity_fast.decode_output(payload)
+    decoded = unity_decode.decode_output(payload)
     assert decoded.side_channel == out.rl_output.side_channel
     assert [bytes(b) for b in decoded.brain_parameters] == [
         b.SerializeToString() for b in out.rl_initialization_output.brain_parameters]
@@ -291,9 +291,9 @@ def test_output_decoding_matches_steps_from_proto() -> None:
     later.rl_output.side_channel = b"later"
     merged = payload + later.SerializeToString()
     parsed = UnityOutputProto.FromString(merged)
-    decoded = unity_fast.decode_output(merged)
+    decoded = unity_decode.decode_output(merged)
     assert decoded.side_channel == b"later" and len(decoded.brain_parameters) == 4
-    assert_same_steps(unity_fast.steps_from_wire(decoded.agent_infos[HYBRID], spec),
+    assert_same_steps(unity_decode.steps_from_wire(decoded.agent_infos[HYBRID], spec),
                       steps_from_proto(parsed.rl_output.agentInfos[HYBRID].value, spec), "merged")
     assert len(parsed.rl_output.agentInfos[HYBRID].value) == 3
 
@@ -302,7 +302,7 @@ def test_output_decoding_matches_steps_from_proto() -> None:
 def test_unusual_infos_get_mlagents_own_error(kind: str) -> None:
     spec = _spec_of(_output())
     out = _output(**{kind: True})
-    before = unity_fast.fallbacks
+    before = unity_decode.fallbacks
     with pytest.raises(Exception) as stock_error:
         _stock_steps(out, HYBRID, spec)
     with pytest.raises(Exception) as fast_error:
@@ -310,7 +310,7 @@ def test_unusual_infos_get_mlagents_own_error(kind: str) -> None:
     assert type(fast_error.value) is type(stock_error.value)
     address = re.compile(r" at 0x[0-9a-fA-F]+")  # PIL names the file object it could not read
     assert address.sub("", str(fast_error.value)) == address.sub("", str(stock_error.value))
-    assert unity_fast.fallbacks == before + 1
+    assert unity_decode.fallbacks == before + 1
 
 
 def test_output_applied_like_update_behavior_specs_and_update_state() -> None:
@@ -365,7 +365,7 @@ def _actions(rng: np.random.Generator, spec: BehaviorSpec, n: int) -> ActionTupl
 def test_lockstep_fast_and_stock(build: Path, tmp_path: Path) -> None:
     args = ("--agents", "3", "--behaviors", "Seeker,Picker", "--visual", "--episode-length", "6")
     assert unity_env.FAST_BRIDGE_DEFAULT is True
-    before = unity_fast.fallbacks
+    before = unity_decode.fallbacks
     envs: list[UnityBuildEnv] = []
     try:
         for fast in (None, False):  # None: the default, the fast bridge
@@ -406,7 +406,7 @@ def test_lockstep_fast_and_stock(build: Path, tmp_path: Path) -> None:
             assert stats == stock_env.take_environment_stats(), f"step {t}"
             seen["stats"] += bool(stats)
         assert all(seen.values()), seen  # episode ends, cuts, group rewards and stats were compared
-        assert unity_fast.fallbacks == before
+        assert unity_decode.fallbacks == before
         procs = [env._process for env in envs]
     finally:
         for env in envs:
@@ -418,7 +418,7 @@ def test_lockstep_groups_memory_and_buffer_sensor(build: Path, tmp_path: Path) -
     """The stand-in's Mates (groups, group rewards, agents leaving early), Recall and Crowd (a
     BufferSensor observation, VARIABLE_SIZE) decode the same through the fast bridge."""
     args = ("--agents", "4", "--behaviors", "Mates,Recall,Crowd", "--episode-length", "9")
-    before = unity_fast.fallbacks
+    before = unity_decode.fallbacks
     envs: list[UnityBuildEnv] = []
     try:
         for fast in (True, False):
@@ -448,7 +448,7 @@ def test_lockstep_groups_memory_and_buffer_sensor(build: Path, tmp_path: Path) -
             for env in envs:
                 env.step()
         assert all(seen.values()), seen
-        assert unity_fast.fallbacks == before
+        assert unity_decode.fallbacks == before
     finally:
         for env in envs:
             env.close()

@@ -34,7 +34,7 @@ from mlagents_envs.rpc_utils import behavior_spec_from_proto, steps_from_proto
 from mlagents_envs.side_channel.side_channel_manager import SideChannelManager
 from PIL import Image
 
-from ml_arl.envs import image_layout, unity_fast
+from ml_arl.envs import image_layout, unity_decode, unity_fast
 from ml_arl.envs.image_layout import CHW, HWC
 from ml_arl.envs.image_layout import image_layout as layout_of
 from ml_arl.envs.unity_env import UnityBuildEnv
@@ -245,10 +245,10 @@ def test_both_bridges_decode_channels_first_to_the_same_arrays() -> None:
     with pytest.raises(UnityObservationException, match="Decompressed observation did not have the expected shape"):
         steps_from_proto(chw_out.rl_output.agentInfos[CAM].value, wire_spec)
 
-    before = unity_fast.fallbacks
+    before = unity_decode.fallbacks
     decoded = {(layout, bridge): decode(out) for layout, out in ((CHW, chw_out), (HWC, hwc_out))
                for bridge, decode in (("fast", decode_fast), ("stock", decode_stock))}
-    assert unity_fast.fallbacks == before  # the fast decoder handled all of it
+    assert unity_decode.fallbacks == before  # the fast decoder handled all of it
     reference = decoded[(HWC, "stock")]  # a 2.x build through mlagents-envs: today's behaviour
     spec = reference._env_specs[CAM]
     assert [o.shape for o in spec.observation_specs] == [(2,), (4, 5, 3), (4, 5, 1), (4, 5, 4), (4, 5, 2)]
@@ -276,9 +276,9 @@ def test_unusual_channels_first_infos_fall_back_alike() -> None:
     """A NaN in an uncompressed image (the fast decoder leaves it to mlagents-envs) still decodes
     to the same (H, W, C) arrays; an image of another shape is the same error on both paths."""
     out, expected = camera_output(CHW, nan_at=2)
-    before = unity_fast.fallbacks
+    before = unity_decode.fallbacks
     fast, stock = decode_fast(out), decode_stock(out)
-    assert unity_fast.fallbacks == before + 1
+    assert unity_decode.fallbacks == before + 1
     assert_same_steps(fast._env_state[CAM], stock._env_state[CAM])
     raw = fast._env_state[CAM][0].obs[4][1]  # agent 2 is the second decision agent
     assert math.isnan(raw[2, 3, 1]) and np.isnan(raw).sum() == 1
@@ -344,7 +344,7 @@ def build(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_standin_in_either_layout_through_both_bridges(build: Path, tmp_path: Path) -> None:
     """The stand-in sending its camera HWC or CHW, PNG or floats: every bridge hands on the same
     (H, W, C) arrays, step by step, and they show the agent and goal columns."""
-    before = unity_fast.fallbacks
+    before = unity_decode.fallbacks
     runs: dict[tuple[str, str, bool], list[np.ndarray]] = {}
     specs: list[BehaviorSpec] = []
     for layout in ("hwc", "chw"):
@@ -365,7 +365,7 @@ def test_standin_in_either_layout_through_both_bridges(build: Path, tmp_path: Pa
                         env.step()
                 finally:
                     env.close()
-    assert unity_fast.fallbacks == before
+    assert unity_decode.fallbacks == before
     spec = specs[0]
     assert all(s == spec for s in specs)
     assert [(o.shape, o.dimension_property) for o in spec.observation_specs] == [((2,), (UNSPEC,)), ((6, 11, 3), PROPS[HWC])]
