@@ -247,8 +247,8 @@ def _three_pass_step(t: SACTrainer, batch: ReplayBatch) -> None:
         target_values = t.target_net(batch.next_obs)[..., 0]
     loss = sac_losses(
         q1, q2, target_values, rewards, batch.dones, t.gammas, t.use_dones, values, q1_policy, q2_policy,
-        cont_log_probs, disc_log_probs, t.branches, t.log_alpha_cont, t.log_alpha_disc, t.target_entropy_cont,
-        t.target_entropy_disc if t.branches else None,
+        cont_log_probs, disc_log_probs, t.branches, t.alphas.cont, t.alphas.disc, t.alphas.target_cont,
+        t.alphas.target_disc,
     )
     t.policy_optimizer.zero_grad()
     loss.policy.backward(retain_graph=True)
@@ -267,10 +267,8 @@ def _three_pass_step(t: SACTrainer, batch: ReplayBatch) -> None:
 def _weights(t: SACTrainer) -> dict[str, torch.Tensor]:
     nets = {"pi": t.network, "v": t.value_net, "target": t.target_net, "q1": t.q1, "q2": t.q2}
     weights = {f"{k}.{name}": v.clone() for k, net in nets.items() for name, v in net.state_dict().items()}
-    for name in ("log_alpha_cont", "log_alpha_disc"):
-        alpha = getattr(t, name)
-        if alpha is not None:
-            weights[name] = alpha.detach().clone()
+    for name, alpha in t.alphas.state().items():
+        weights[f"log_alpha.{name}"] = alpha
     return weights
 
 

@@ -164,6 +164,40 @@ def sac_losses(
     return SACLoss(q1_loss, q2_loss, value_loss, policy_loss, entropy_loss)
 
 
+class EntropyCoefficients:
+    """SAC's entropy coefficients, learned as logs: one for the continuous actions, one per
+    discrete branch, each pulled towards its target entropy (ML-Agents' scales)."""
+
+    def __init__(self, init: float, n_cont: int, branches: tuple[int, ...], device: torch.device):
+        log_init = math.log(init)
+        self.cont = torch.full((1,), log_init, device=device, requires_grad=True) if n_cont else None
+        self.disc = torch.full((len(branches),), log_init, device=device, requires_grad=True) if branches else None
+        self.target_cont = -CONTINUOUS_TARGET_ENTROPY_SCALE * float(n_cont)
+        self.target_disc = (
+            torch.tensor([DISCRETE_TARGET_ENTROPY_SCALE * math.log(b) for b in branches], dtype=torch.float32, device=device)
+            if branches else None
+        )
+        self._named = [(key, a) for key, a in (("continuous", self.cont), ("discrete", self.disc)) if a is not None]
+
+    def parameters(self) -> list[torch.Tensor]:
+        return [alpha for _, alpha in self._named]
+
+    def stat_names(self) -> list[str]:
+        return [f"Policy/{key.capitalize()} Entropy Coeff" for key, _ in self._named]
+
+    def stats(self) -> list[torch.Tensor]:
+        """The coefficients themselves (not their logs), each averaged over its branches."""
+        return [alpha.exp().mean() for _, alpha in self._named]
+
+    def state(self) -> dict[str, torch.Tensor]:
+        return {key: alpha.detach().clone() for key, alpha in self._named}
+
+    def load_state(self, state: dict[str, torch.Tensor]) -> None:
+        with torch.no_grad():
+            for key, alpha in self._named:
+                alpha.copy_(state[key])
+
+
 def condense_q(q: torch.Tensor, discrete: torch.Tensor, branches: tuple[int, ...]) -> torch.Tensor:
     """[B, S, sum(branches)] -> [B, S]: the Q of the taken action of each branch, averaged over branches."""
     picked = []
@@ -205,31 +239,18 @@ class SACTrainer(Trainer[SACSettings]):
         self.q2 = Critic(spec, net, normalizer, n_streams, self.n_cont, q_outputs).to(device)
         self.gammas = torch.tensor(self.streams.gammas, dtype=torch.float32, device=device)
         self.use_dones = torch.tensor([0.0 if ignore else 1.0 for ignore in self.streams.ignore_done], device=device)
-        init = math.log(self.hp.init_entcoef)
-        self.log_alpha_cont = torch.full((1,), init, device=device, requires_grad=True) if self.n_cont else None
-        self.log_alpha_disc = (
-            torch.full((len(self.branches),), init, device=device, requires_grad=True) if self.branches else None
-        )
-        self.target_entropy_cont = -CONTINUOUS_TARGET_ENTROPY_SCALE * float(self.n_cont)
-        self.target_entropy_disc = torch.tensor(
-            [DISCRETE_TARGET_ENTROPY_SCALE * math.log(b) for b in self.branches], dtype=torch.float32, device=device
-        )
+        self.alphas = EntropyCoefficients(self.hp.init_entcoef, self.n_cont, self.branches, device)
         lr = self.hp.learning_rate
         self.policy_optimizer = Adam(self.network.actor_parameters(), lr=lr)
         self.value_optimizer = Adam(
             list(self.q1.parameters()) + list(self.q2.parameters()) + list(self.value_net.parameters()), lr=lr
         )
-        alphas = [a for a in (self.log_alpha_cont, self.log_alpha_disc) if a is not None]
-        self.entropy_optimizer = Adam(alphas, lr=lr)
+        self.entropy_optimizer = Adam(self.alphas.parameters(), lr=lr)
         self._optimizers = (self.policy_optimizer, self.value_optimizer, self.entropy_optimizer)
         self._q1_params = list(self.q1.parameters())
         self._value_params = list(self.value_net.parameters())
         self._target_params = list(self.target_net.parameters())
-        self._stat_names = ["Losses/Policy Loss", "Losses/Value Loss", "Losses/Q1 Loss", "Losses/Q2 Loss"]
-        if self.log_alpha_cont is not None:
-            self._stat_names.append("Policy/Continuous Entropy Coeff")
-        if self.log_alpha_disc is not None:
-            self._stat_names.append("Policy/Discrete Entropy Coeff")
+        self._stat_names = ["Losses/Policy Loss", "Losses/Value Loss", "Losses/Q1 Loss", "Losses/Q2 Loss"] + self.alphas.stat_names()
         self._strengths_of: Optional[np.ndarray] = None
         self._strengths_tensor = torch.zeros(0)
         self.sequence_length = net.memory.sequence_length if net.memory is not None else 1
@@ -373,8 +394,7 @@ class SACTrainer(Trainer[SACSettings]):
         loss = sac_losses(
             q1, q2, target_values, rewards, dones, self.gammas, self.use_dones, values,
             q1_policy, q2_policy, cont_log_probs, disc_log_probs, self.branches,
-            self.log_alpha_cont, self.log_alpha_disc, self.target_entropy_cont,
-            self.target_entropy_disc if self.branches else None,
+            self.alphas.cont, self.alphas.disc, self.alphas.target_cont, self.alphas.target_disc,
         )
         for optimizer in self._optimizers:
             optimizer.zero_grad()
@@ -382,9 +402,7 @@ class SACTrainer(Trainer[SACSettings]):
         Adam.step_all(self._optimizers)
         soft_update(self._value_params, self._target_params, self.hp.tau)
         with torch.no_grad():
-            stats = [loss.policy, loss.value, loss.q1, loss.q2]
-            stats += [alpha.exp().mean() for alpha in (self.log_alpha_cont, self.log_alpha_disc) if alpha is not None]
-            return torch.stack(stats)
+            return torch.stack([loss.policy, loss.value, loss.q1, loss.q2, *self.alphas.stats()])
 
     def _sequence_targets(self, batch: ReplayBatch, value_mem: torch.Tensor) -> torch.Tensor:
         """[S * L, streams]: the target V of each row's next observation, the target running each
@@ -410,18 +428,13 @@ class SACTrainer(Trainer[SACSettings]):
 
     # ------------------------------------------------------------------ persistence
     def state(self) -> dict[str, Any]:
-        alphas = {}
-        if self.log_alpha_cont is not None:
-            alphas["continuous"] = self.log_alpha_cont.detach().clone()
-        if self.log_alpha_disc is not None:
-            alphas["discrete"] = self.log_alpha_disc.detach().clone()
         return {
             "Policy": self.network.state_dict(),
             "Value": self.value_net.state_dict(),
             "TargetValue": self.target_net.state_dict(),
             "Q1": self.q1.state_dict(),
             "Q2": self.q2.state_dict(),
-            "LogEntropyCoef": alphas,
+            "LogEntropyCoef": self.alphas.state(),
             "Optimizer": {
                 "policy": self.policy_optimizer.state_dict(),
                 "value": self.value_optimizer.state_dict(),
@@ -442,10 +455,7 @@ class SACTrainer(Trainer[SACSettings]):
         self.q1.load_state_dict(state["Q1"])
         self.q2.load_state_dict(state["Q2"])
         self.streams.load_state(state.get("RewardSignals"))
-        with torch.no_grad():
-            for key, alpha in (("continuous", self.log_alpha_cont), ("discrete", self.log_alpha_disc)):
-                if alpha is not None:
-                    alpha.copy_(state["LogEntropyCoef"][key])
+        self.alphas.load_state(state["LogEntropyCoef"])
         if resume:
             optimizers = state["Optimizer"]
             self.policy_optimizer.load_state_dict(optimizers["policy"])
