@@ -14,7 +14,7 @@ from typing import IO, Any, SupportsFloat
 
 import gymnasium
 
-from ml_arl.envs.gym_env import GymnasiumEnv, behavior_name_for
+from ml_arl.envs.adapters.gym_env import GymnasiumEnv, behavior_name_for
 
 ENV_ID = "Pendulum-v1"
 

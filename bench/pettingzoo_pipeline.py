@@ -3,7 +3,7 @@ ml_arl's subprocess acting pipeline, next to the env stepped alone.
 
 Alone: ``mpe2.simple_spread_v3.parallel_env()`` stepped in one process with random actions in a
 tight loop (resets included), no adapter. Adapter: the same through ml_arl's PettingZoo BaseEnv
-(ml_arl.envs.pettingzoo_env), random actions, one process. Pipeline: what a training run does
+(ml_arl.envs.adapters.pettingzoo_env), random actions, one process. Pipeline: what a training run does
 minus the updates: worker processes step the env through the adapter with the policy's actor
 (default network: 2 x 128), assemble trajectories, ship them to the main process, which routes
 them through the behavior's AgentManagerQueue to a trainer that consumes them. Printed: env
@@ -24,9 +24,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ml_arl.envs.pettingzoo_env import make_pettingzoo_env
+from ml_arl.envs.adapters.pettingzoo_env import make_pettingzoo_env
+from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.envs.sources import resolve_env
-from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.settings import EnvSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

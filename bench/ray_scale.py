@@ -22,10 +22,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ml_arl.envs.env_manager import EnvManager
-from ml_arl.envs.ray_env_manager import RayEnvManager, connect
+from ml_arl.envs.managers.env_manager import EnvManager
+from ml_arl.envs.managers.ray_env_manager import RayEnvManager, connect
+from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.envs.sources import resolve_env
-from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.settings import EnvSettings
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

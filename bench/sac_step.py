@@ -55,7 +55,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     torch.manual_seed(0)
     options = build_run_options(load_config_file(args.config)[0], {}, args.config)
     settings = options.behaviors[args.behavior]
-    from ml_arl.envs.builtin import vector_obs_spec
+    from ml_arl.envs.games.builtin import vector_obs_spec
 
     spec = BehaviorSpec([vector_obs_spec(args.obs)], ActionSpec(args.actions, ()))
     trainer = SACTrainer(args.behavior, settings, spec, StatsReporter(args.behavior, []), None, torch.device("cpu"))

@@ -22,7 +22,7 @@ stats side-channel records (as a training build does); ``--no-stats`` turns them
 ours-1proc only (the pipeline always keeps them: it is what training sees).
 
 ours-1proc and pipeline are measured with ``fast_bridge`` off (bridge "classic": mlagents-envs'
-own messages) and on (bridge "fast": ml_arl.envs.unity_fast).
+own messages) and on (bridge "fast": ml_arl.envs.adapters.unity_fast).
 
     python bench/unity_bridge.py [--seconds S] [--repeats R] [--agents 1 16] [--workers 1 4]
                                  [--no-stats] [--profile N]
@@ -66,8 +66,8 @@ from mlagents_envs.side_channel.environment_parameters_channel import Environmen
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel  # noqa: E402
 
 from ml_arl.envs.sources import EnvFactory, unity_factory  # noqa: E402
-from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
-from ml_arl.envs.unity_env import port_is_free  # noqa: E402
+from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
+from ml_arl.envs.adapters.unity_env import port_is_free  # noqa: E402
 from ml_arl.messages import PolicyMessage  # noqa: E402
 from ml_arl.settings import CheckpointSettings, EngineSettings, EnvSettings, RunOptions  # noqa: E402
 from tests.unity_standin import make_build  # noqa: E402

@@ -164,12 +164,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     # starts a background command with SIGINT ignored, and Python keeps it so
     signal.signal(signal.SIGINT, signal.default_int_handler)
     if options.env_settings.manager == "subprocess" and options.env_settings.backend == "subprocess":
-        from ml_arl.envs.forkserver import prestart
+        from ml_arl.envs.managers.forkserver import prestart
 
         prestart()  # the worker server boots while the run directory is checked and the env resolved
     env_manager = None
     try:
-        from ml_arl.envs.managers import create_env_manager
+        from ml_arl.envs.managers.factory import create_env_manager
         from ml_arl.results_dir import resolve_seed, validate_run_directories
 
         validate_run_directories(options)  # --force deletes only once everything has been checked

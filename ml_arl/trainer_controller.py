@@ -22,8 +22,8 @@ from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.agent_processor import AgentManager
 from ml_arl.behavior_id import brain_name
-from ml_arl.envs.env_manager import EnvManager
-from ml_arl.envs.managers import create_env_manager
+from ml_arl.envs.managers.env_manager import EnvManager
+from ml_arl.envs.managers.factory import create_env_manager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import StepBatch, Trajectory
 from ml_arl.results_dir import resolve_seed

@@ -4,8 +4,8 @@ Used as ``--env tests.fault_envs:make_env --env-args fault=<kind> at_step=<n> ..
 processes import this module, so the run needs the repository root on ``sys.path`` (cwd = repo
 root, or PYTHONPATH).
 
-``make_env`` builds ``ml_arl.envs.builtin.Reach`` (continuous, 4 agents) with injected faults;
-``make_tag`` builds ``ml_arl.envs.tag.Tag`` (self-play, two teams) with the reset faults only:
+``make_env`` builds ``ml_arl.envs.games.builtin.Reach`` (continuous, 4 agents) with injected faults;
+``make_tag`` builds ``ml_arl.envs.games.tag.Tag`` (self-play, two teams) with the reset faults only:
 
   fault=<kind>        what ``step()`` number ``at_step`` does (counted per process life):
       none            nothing (``step_sleep`` can still slow the env down)
@@ -45,8 +45,8 @@ from typing import Optional
 
 from mlagents_envs.exception import UnityCommunicationException
 
-from ml_arl.envs.builtin import Reach
-from ml_arl.envs.tag import Tag
+from ml_arl.envs.games.builtin import Reach
+from ml_arl.envs.games.tag import Tag
 
 STEP_FAULTS = ("none", "value_error", "unity", "hang", "block")
 CREATE_FAULTS = ("none", "value_error", "unity")

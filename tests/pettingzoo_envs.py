@@ -20,7 +20,7 @@ from gymnasium import spaces
 from mlagents_envs.base_env import DecisionSteps, TerminalSteps
 from pettingzoo import ParallelEnv
 
-from ml_arl.envs.pettingzoo_env import PettingZooEnv, make_pettingzoo_env
+from ml_arl.envs.adapters.pettingzoo_env import PettingZooEnv, make_pettingzoo_env
 
 
 class Mixed(ParallelEnv):

@@ -255,7 +255,7 @@ def group_reach(
     """``env_path: tests.simple_envs:group_reach``: the built-in GroupReach, kept where a test can
     read each agent's success (``final_rewards``, ML-Agents' criterion) after the run. With
     ``solved_at`` the run ends (as a Ctrl-C does) once the last 20 agents' successes average above it."""
-    from ml_arl.envs.builtin import GroupReach
+    from ml_arl.envs.games.builtin import GroupReach
 
     class StoppingGroupReach(GroupReach):
         run_starts = True
@@ -337,6 +337,6 @@ def solved_builtin(
 ) -> BaseEnv:
     """``env_path: tests.simple_envs:solved_builtin``, ``env_args: [name=ReachDiscrete, solved_at=0.85]``:
     the built-in env ``name`` inside StopWhenSolved."""
-    from ml_arl.envs.builtin import BUILTIN_ENVS
+    from ml_arl.envs.games.builtin import BUILTIN_ENVS
 
     return StopWhenSolved(BUILTIN_ENVS[name](seed, num_areas=num_areas), solved_at, window)

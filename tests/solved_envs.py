@@ -24,7 +24,7 @@ from typing import Any, Optional
 import gymnasium
 from mlagents_envs.base_env import DecisionSteps, TerminalSteps
 
-from ml_arl.envs.gym_env import GymnasiumEnv
+from ml_arl.envs.adapters.gym_env import GymnasiumEnv
 
 
 class SolvedTracker:

@@ -9,7 +9,7 @@ import numpy as np
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
 from ml_arl.agent_processor import AgentManagerQueue, AgentProcessor
-from ml_arl.envs.builtin import vector_obs_spec
+from ml_arl.envs.games.builtin import vector_obs_spec
 from ml_arl.messages import EnvStatAggregation
 from ml_arl.policy.muscle import ActionInfo
 

@@ -87,7 +87,7 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_the_graph_sees_every_module_and_known_edges() -> None:
     graph = import_graph()
     assert "ml_arl.trainer_controller" in graph and "ml_arl.messages" in graph
-    assert "ml_arl.messages" in graph["ml_arl.envs.env_runner"]
+    assert "ml_arl.messages" in graph["ml_arl.envs.managers.env_runner"]
     assert "ml_arl.trainer_controller" in graph["ml_arl.cli"]  # a lazy import counts
 
 
@@ -104,7 +104,7 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 def test_messages_and_the_acting_side_are_torch_free() -> None:
     """What workers import must not pull in torch (fast start, small memory)."""
     code = (
-        "import sys; import ml_arl.messages, ml_arl.envs.env_runner, ml_arl.envs.subprocess_env_manager; "
+        "import sys; import ml_arl.messages, ml_arl.envs.managers.env_runner, ml_arl.envs.managers.subprocess_env_manager; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)

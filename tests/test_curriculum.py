@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ml_arl.envs.builtin import Reach
-from ml_arl.envs.grid import GridDefense
+from ml_arl.envs.games.builtin import Reach
+from ml_arl.envs.games.grid import GridDefense
 from ml_arl.envs.parameters import draw
 from ml_arl.exceptions import ConfigError
 from ml_arl.run.curriculum import lesson_complete
@@ -469,8 +469,8 @@ def test_built_in_environments_take_samplers() -> None:
 
 
 def test_parameters_without_a_reset_reach_each_worker_with_its_next_step(tmp_path: Path) -> None:
+    from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.envs.sources import EnvFactory
-    from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.settings import EnvSettings
 
     from .lesson_env import make_env

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from mlagents_envs.base_env import ActionTuple
 
-from ml_arl.envs.builtin import Reach
-from ml_arl.envs.gym_env import GymnasiumEnv, behavior_name_for, make_gymnasium_env
+from ml_arl.envs.adapters.gym_env import GymnasiumEnv, behavior_name_for, make_gymnasium_env
+from ml_arl.envs.games.builtin import Reach
 from ml_arl.envs.sources import parse_env_args, resolve_env
 from ml_arl.exceptions import EnvironmentSourceError
 
@@ -163,7 +163,7 @@ def make_niceness_probe(seed: int, out: str) -> Reach:
 
 
 def test_worker_nice_lowers_the_priority_of_workers(tmp_path: Path) -> None:
-    from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.settings import EnvSettings
 
     out = tmp_path / "nice.txt"
@@ -177,7 +177,7 @@ def test_worker_nice_lowers_the_priority_of_workers(tmp_path: Path) -> None:
 
 
 def _stepping_manager(**settings: Any) -> tuple[Any, Any]:
-    from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.messages import PolicyMessage
     from ml_arl.policy.networks import ActorCritic
     from ml_arl.settings import EnvSettings, NetworkSettings
@@ -214,7 +214,7 @@ class _Sloppy:
 
 
 def test_a_user_muscle_missing_part_of_the_contract_is_named() -> None:
-    from ml_arl.envs.env_runner import build_muscle
+    from ml_arl.envs.managers.env_runner import build_muscle
 
     with pytest.raises(TypeError, match=r"^muscle tests.test_envs:_Sloppy: has no set_weights, forget \(it has a memory_size\); see ml_arl.policy.muscle.Acting$"):
         build_muscle("tests.test_envs:_Sloppy", None, False, 0)

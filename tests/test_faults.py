@@ -26,7 +26,7 @@ from typing import Optional
 
 import pytest
 
-from ml_arl.envs.env_manager import WORKER_ERRORS_LOG, EnvManager, RestartQuota, WorkerErrorLog
+from ml_arl.envs.managers.env_manager import WORKER_ERRORS_LOG, EnvManager, RestartQuota, WorkerErrorLog
 from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
 from ml_arl.settings import EnvSettings
 
@@ -563,7 +563,7 @@ def test_handle_failure_records_every_failure_and_names_the_log(tmp_path: Path) 
 
 
 def _inprocess(tmp_path: Path, **kwargs):
-    from ml_arl.envs.inprocess_env_manager import InProcessEnvManager
+    from ml_arl.envs.managers.inprocess_env_manager import InProcessEnvManager
     from ml_arl.envs.sources import EnvFactory
 
     from .fault_envs import make_env
@@ -724,8 +724,8 @@ def test_large_policies_and_replies_do_not_deadlock_the_pipes() -> None:
     import threading
 
     from ml_arl.agent_processor import AgentManager
+    from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.envs.sources import resolve_env
-    from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.messages import PolicyMessage
     from ml_arl.policy.networks import ActorCritic
     from ml_arl.settings import EnvSettings, NetworkSettings

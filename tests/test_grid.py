@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from mlagents_envs.base_env import ActionTuple
 
-from ml_arl.envs.builtin import BUILTIN_ENVS
-from ml_arl.envs.grid import (
+from ml_arl.envs.games.builtin import BUILTIN_ENVS
+from ml_arl.envs.games.grid import (
     ATTACKER,
     DEFENDER,
     LINES,

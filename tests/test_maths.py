@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from ml_arl.envs.builtin import Reach, Trivial
+from ml_arl.envs.games.builtin import Reach, Trivial
 from ml_arl.policy.encoders import Normalizer
 from ml_arl.policy.muscle import Muscle, masks_allowed
 from ml_arl.policy.networks import ActorCritic

@@ -18,7 +18,7 @@ import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
 from ml_arl.demo.reader import Demonstrations
-from ml_arl.envs.env_runner import EnvRunner
+from ml_arl.envs.managers.env_runner import EnvRunner
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicyMessage, Trajectory
 from ml_arl.policy.layers import run_lstm

@@ -14,7 +14,7 @@ from mlagents_envs.base_env import ActionTuple
 pytest.importorskip("pettingzoo")
 pytest.importorskip("mpe2")
 
-from ml_arl.envs.pettingzoo_env import PettingZooEnv, behavior_of, make_pettingzoo_env  # noqa: E402
+from ml_arl.envs.adapters.pettingzoo_env import PettingZooEnv, behavior_of, make_pettingzoo_env  # noqa: E402
 from ml_arl.envs.sources import resolve_env  # noqa: E402
 from ml_arl.settings import build_run_options  # noqa: E402
 from ml_arl.trainer_controller import TrainerController  # noqa: E402

@@ -106,7 +106,7 @@ def test_the_fast_bridge_writes_the_recorded_step_and_reads_the_recorded_output(
     import numpy as np
     from mlagents_envs.base_env import ActionTuple
 
-    from ml_arl.envs import unity_decode, unity_wire
+    from ml_arl.envs.adapters import unity_decode, unity_wire
 
     actions = ActionTuple(continuous=np.array([[0.25, -0.75], [0.0, 1.0]], np.float32),
                           discrete=np.array([[2, 1], [0, 0]], np.int32))

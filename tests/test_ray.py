@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ml_arl.envs.ray_env_manager import LOCAL_ONLY_ENV
+from ml_arl.envs.managers.ray_env_manager import LOCAL_ONLY_ENV
 
 from .conftest import arl_learn_here, tiny_config
 from .test_faults import BEHAVIOR, ENV, behavior_dir, last_line, lines_with, status, worker_errors, write_config
@@ -62,7 +62,7 @@ def test_ray_address_implies_the_ray_backend() -> None:
 def test_ray_actors_step_enough_per_call_unless_told() -> None:
     """Without env_settings.steps_per_message an actor makes each call last about CALL_TARGET_S:
     from the cost of a step it measured, within 16 (the setting's default) and MAX_ADAPTIVE_STEPS."""
-    from ml_arl.envs.ray_env_manager import CALL_TARGET_S, MAX_ADAPTIVE_STEPS, EnvActor
+    from ml_arl.envs.managers.ray_env_manager import CALL_TARGET_S, MAX_ADAPTIVE_STEPS, EnvActor
 
     actor = EnvActor(b"", 0, 0, 16, adaptive=True)
     actor._adapt(CALL_TARGET_S / 40)  # a step costs a fortieth of the target
@@ -117,7 +117,7 @@ def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: i
 
 @pytest.mark.slow
 def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
-    from ml_arl.envs.ray_env_manager import RayEnvManager
+    from ml_arl.envs.managers.ray_env_manager import RayEnvManager
     from ml_arl.settings import build_run_options
     from ml_arl.trainer_controller import TrainerController
 
@@ -253,7 +253,7 @@ def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ml_arl.envs.ray_env_manager import RayEnvManager
+    from ml_arl.envs.managers.ray_env_manager import RayEnvManager
     from ml_arl.settings import build_run_options
     from ml_arl.trainer_controller import TrainerController
 
@@ -310,7 +310,7 @@ def test_ports_are_claimed_per_node_without_collisions() -> None:
     on, and a released port can be claimed again."""
     import socket
 
-    from ml_arl.envs.unity_nodes import claim_port
+    from ml_arl.envs.adapters.unity_nodes import claim_port
     from ml_arl.exceptions import EnvironmentSourceError
 
     from .unity_standin import free_base_port
@@ -364,7 +364,7 @@ def test_unity_build_only_the_nodes_have_trains_on_ray_and_exports_onnx(cluster:
     stand-in's Seeker with the other; the run exports Seeker.onnx."""
     import logging
 
-    from ml_arl.envs.ray_env_manager import RayEnvManager
+    from ml_arl.envs.managers.ray_env_manager import RayEnvManager
     from ml_arl.policy.onnx_export import check_onnx
     from ml_arl.settings import build_run_options
     from ml_arl.trainer_controller import TrainerController

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import torch
 
-from ml_arl.envs.builtin import Reach
+from ml_arl.envs.games.builtin import Reach
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot
 from ml_arl.run.brains import trainer_class

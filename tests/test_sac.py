@@ -17,7 +17,7 @@ import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 from torch import nn
 
-from ml_arl.envs.builtin import vector_obs_spec
+from ml_arl.envs.games.builtin import vector_obs_spec
 from ml_arl.messages import Trajectory
 from ml_arl.settings import build_run_options
 from ml_arl.stats import StatsReporter

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from mlagents_envs.base_env import ActionTuple
 
-from ml_arl.envs.builtin import BUILTIN_ENVS
-from ml_arl.envs.tag import HALF_CELLS, TEAMS, Tag
+from ml_arl.envs.games.builtin import BUILTIN_ENVS
+from ml_arl.envs.games.tag import HALF_CELLS, TEAMS, Tag
 
 Policy = Callable[[np.ndarray], np.ndarray]
 

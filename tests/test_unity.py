@@ -162,7 +162,7 @@ def test_two_behaviors_with_masks_and_images(tmp_path: Path, build: Path) -> Non
 
 @pytest.mark.slow
 def test_editor_mode_trains_with_a_player_started_by_hand(tmp_path: Path, editor_port: int) -> None:
-    from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
+    from ml_arl.envs.adapters.unity_env import EDITOR_PORT, port_is_free
 
     assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
     cfg = config(tmp_path, max_steps=2000)
@@ -267,7 +267,7 @@ def test_hung_build_times_out_naming_the_worker(tmp_path: Path, build: Path) -> 
 def test_editor_nobody_connecting_is_one_line_with_exit_code_2(tmp_path: Path, editor_port: int) -> None:
     """Editor mode (no --env) and nothing presses Play: one line naming the port and the wait,
     saying how to fix it; no restart, no traceback, nothing written."""
-    from ml_arl.envs.unity_env import EDITOR_PORT, port_is_free
+    from ml_arl.envs.adapters.unity_env import EDITOR_PORT, port_is_free
 
     assert port_is_free(EDITOR_PORT), "port 5004 is taken on this machine"
     # the wait is timed from "Listening on port 5004" (after arl-learn's start-up) to the error line
@@ -349,7 +349,7 @@ def _listening_addresses(port: int) -> set[str]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/net")
 def test_the_port_for_a_build_listens_on_loopback_only_unless_asked() -> None:
-    from ml_arl.envs.unity_env import _Communicator
+    from ml_arl.envs.adapters.unity_env import _Communicator
 
     # 127.0.0.1, ::1, ::ffff:127.0.0.1 (how /proc/net/tcp{,6} print them)
     loopback = {"0100007F", "00000000000000000000000001000000", "0000000000000000FFFF00000100007F"}
@@ -371,7 +371,7 @@ def test_onnx_from_a_trained_checkpoint_matches_the_muscle(tmp_path: Path) -> No
     """The exported model's deterministic action is what the workers' numpy muscle does."""
     import onnxruntime as ort
 
-    from ml_arl.envs.builtin import Reach
+    from ml_arl.envs.games.builtin import Reach
     from ml_arl.policy.muscle import Muscle
     from ml_arl.policy.networks import ActorCritic
     from ml_arl.policy.onnx_export import export_onnx
@@ -394,7 +394,7 @@ def test_onnx_from_a_trained_checkpoint_matches_the_muscle(tmp_path: Path) -> No
 
 
 def _launch_and_report(path: str, conn: Any) -> None:  # runs in a child process
-    from ml_arl.envs.unity_env import _launch_executable
+    from ml_arl.envs.adapters.unity_env import _launch_executable
 
     proc = _launch_executable(path, [])
     conn.send(proc.pid)

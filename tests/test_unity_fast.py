@@ -1,4 +1,4 @@
-"""The fast Unity bridge (ml_arl.envs.unity_fast): its wire encoder/decoder against the generated
+"""The fast Unity bridge (ml_arl.envs.adapters.unity_fast): its wire encoder/decoder against the generated
 protobuf classes and mlagents-envs' own conversion, and a stand-in build stepped in lockstep
 with the fast bridge on and off (identical steps, side-channel stats and error behaviour)."""
 
@@ -35,8 +35,8 @@ from mlagents_envs.rpc_utils import behavior_spec_from_proto, steps_from_proto
 from mlagents_envs.side_channel.side_channel_manager import SideChannelManager
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel
 
-from ml_arl.envs import unity_decode, unity_env, unity_fast, unity_wire
-from ml_arl.envs.unity_env import UnityBuildEnv
+from ml_arl.envs.adapters import unity_decode, unity_env, unity_fast, unity_wire
+from ml_arl.envs.adapters.unity_env import UnityBuildEnv
 from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 from ml_arl.protocol.communicator_objects.unity_output_pb2 import UnityOutputProto
 from tests.unity_standin import free_base_port, make_build

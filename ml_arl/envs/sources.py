@@ -1,10 +1,10 @@
 """Turn an ``--env`` value into a factory that builds a BaseEnv inside a worker.
 
 Accepted forms:
-  builtin:<Name>        a built-in env (ml_arl.envs.builtin.BUILTIN_ENVS)
+  builtin:<Name>        a built-in env (ml_arl.envs.games.builtin.BUILTIN_ENVS)
   gymnasium:<EnvId>     a gymnasium env wrapped as a one-agent BaseEnv
   pettingzoo:<module>   a PettingZoo env module's parallel_env (or AEC env), agents -> behaviors by name
-                        prefix (ml_arl.envs.pettingzoo_env); pettingzoo:<module>:<attr> names the constructor
+                        prefix (ml_arl.envs.adapters.pettingzoo_env); pettingzoo:<module>:<attr> names the constructor
   package.module:attr   a callable returning a BaseEnv
   path/to/Build.x86_64  a Unity player build (any other value is a path; the extension may be left out)
   (nothing)             the Unity Editor: press Play in the Editor, we listen on port 5004
@@ -12,7 +12,7 @@ Accepted forms:
 For Unity builds ``--env-args`` go to the executable unchanged; the build and every port it
 needs are checked here, before any worker starts, so a wrong path or a busy port is a one-line
 error. With ``backend: ray`` they are checked by each actor on its own node instead
-(ml_arl.envs.unity_nodes), where the build must be at the same (absolute) path.
+(ml_arl.envs.adapters.unity_nodes), where the build must be at the same (absolute) path.
 
 ``--env-args key=value ...`` become keyword arguments (values read as YAML scalars). A user
 callable receives ``worker_id`` and ``seed`` too when its signature names them (or takes
@@ -109,7 +109,7 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
     kwargs = parse_env_args(env_args)
     kind, sep, name = env_path.partition(":")
     if sep and kind == "builtin":
-        from ml_arl.envs.builtin import BUILTIN_ENVS
+        from ml_arl.envs.games.builtin import BUILTIN_ENVS
 
         if name not in BUILTIN_ENVS:
             raise EnvironmentSourceError(
@@ -119,7 +119,7 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
     if sep and kind == "gymnasium":
         import gymnasium
 
-        from ml_arl.envs.gym_env import make_gymnasium_env
+        from ml_arl.envs.adapters.gym_env import make_gymnasium_env
 
         if name not in gymnasium.registry:
             raise EnvironmentSourceError(f"--env {env_path}: gymnasium has no environment id '{name}'")
@@ -153,7 +153,7 @@ def _pettingzoo_factory(env_path: str, target: str, kwargs: dict[str, Any], num_
         raise EnvironmentSourceError(
             f"--env {env_path}: PettingZoo is not installed; pip install 'ml_arl[pettingzoo]'"
         ) from None
-    from ml_arl.envs.pettingzoo_env import env_constructor, make_pettingzoo_env
+    from ml_arl.envs.adapters.pettingzoo_env import env_constructor, make_pettingzoo_env
 
     if num_areas != 1:
         raise EnvironmentSourceError(
@@ -181,7 +181,7 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
 
     from mlagents_envs import env_utils
 
-    from ml_arl.envs.unity_env import EDITOR_PORT, make_unity_env, port_is_free
+    from ml_arl.envs.adapters.unity_env import EDITOR_PORT, make_unity_env, port_is_free
     from ml_arl.settings import lesson_values, resolve_parameter_seeds
 
     env = options.env_settings
@@ -194,7 +194,7 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
             "only; train in the Editor with backend: subprocess"
         )
     if on_nodes:
-        # the build and its ports are checked by each actor on its own node (ml_arl.envs.unity_nodes)
+        # the build and its ports are checked by each actor on its own node (ml_arl.envs.adapters.unity_nodes)
         file_name = os.path.abspath(env.env_path)
         logger.info(
             "Unity build %s: not checked here (backend: ray); each worker checks it and picks a free port from "
@@ -251,7 +251,7 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
     }
     description = f"Unity build {file_name}" if file_name else f"Unity Editor (port {EDITOR_PORT})"
     if on_nodes:
-        from ml_arl.envs.unity_nodes import make_unity_env_on_node
+        from ml_arl.envs.adapters.unity_nodes import make_unity_env_on_node
 
         return EnvFactory(description + " (on the Ray nodes)", make_unity_env_on_node, kwargs, pass_worker_id=True)
     if file_name is None:

@@ -31,7 +31,7 @@ import numpy as np
 
 from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import TrainingStatus
-from ml_arl.envs.env_manager import EnvManager
+from ml_arl.envs.managers.env_manager import EnvManager
 from ml_arl.exceptions import ConfigError
 from ml_arl.settings import (
     CompletionCriteria,

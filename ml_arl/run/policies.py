@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ml_arl.envs.env_manager import EnvManager
+from ml_arl.envs.managers.env_manager import EnvManager
 from ml_arl.messages import PolicyMessage, PolicySnapshot
 from ml_arl.run.selfplay import SelfPlay
 from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings

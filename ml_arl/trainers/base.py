@@ -12,7 +12,7 @@ trainer ``settings.hyperparameters`` is the config's mapping, unchanged. It impl
 - ``ready_to_update()`` and ``update()``: learn when enough was collected;
 - ``policy_snapshot()``: what the workers act with (a ``PolicySnapshot``: the version, the
   weights as numpy data, and the import path of the muscle class that acts with them, ``None``
-  for ml_arl's MLP muscle, which takes ``ActorWeights``; see ``ml_arl.envs.env_runner.muscle_class``);
+  for ml_arl's MLP muscle, which takes ``ActorWeights``; see ``ml_arl.envs.managers.env_runner.muscle_class``);
 - ``state()`` / ``load_state(state, resume)``: what a checkpoint holds (tensors, numbers,
   strings, lists and dicts: checkpoints are read with ``torch.load(weights_only=True)``).
 

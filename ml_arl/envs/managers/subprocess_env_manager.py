@@ -17,7 +17,7 @@ A failing worker ships (worker id, exception type, message, traceback) and close
 
 Deadlines: a worker has ``2 x --timeout-wait + start_grace_s`` to start (an env's own waits,
 e.g. a Unity build's handshake and first reset, take up to --timeout-wait each), and
-``--timeout-wait + REPLY_GRACE_S`` (ml_arl.envs.pipelined) to answer a step or a reset (the grace lets an env that has
+``--timeout-wait + REPLY_GRACE_S`` (ml_arl.envs.managers.pipelined) to answer a step or a reset (the grace lets an env that has
 its own --timeout-wait, a Unity build, report its own timeout first). A worker past its deadline
 is killed and handed to ``handle_failure`` like any other failure.
 
@@ -48,10 +48,10 @@ from typing import Any, Optional
 
 import cloudpickle
 
-from ml_arl.envs.env_manager import WorkerErrorLog
-from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
-from ml_arl.envs.forkserver import worker_context
-from ml_arl.envs.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager
+from ml_arl.envs.managers.env_manager import WorkerErrorLog
+from ml_arl.envs.managers.env_runner import EnvRunner, answer, failure_of
+from ml_arl.envs.managers.forkserver import worker_context
+from ml_arl.envs.managers.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import WorkerError
 from ml_arl.messages import (

@@ -16,7 +16,7 @@ new episode, in the DecisionSteps of the same step, as Unity agents do.
 group reward when the group's last agent ends; agents that end early leave their group (the
 cooperative task of ``trainer_type: poca``).
 
-``SoccerLine`` (ml_arl.envs.soccer): two teams of two push a ball along a line, each team a group
+``SoccerLine`` (ml_arl.envs.games.soccer): two teams of two push a ball along a line, each team a group
 with a group reward of +1 / -1 per goal (POCA with self-play, as ML-Agents' SoccerTwos).
 
 ``Trivial`` observes 8 floats and takes 2 continuous actions with fixed-length episodes:
@@ -40,12 +40,12 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
-from ml_arl.envs.grid import GridDefense
+from ml_arl.envs.games.grid import GridDefense
+from ml_arl.envs.games.soccer import SoccerLine
+from ml_arl.envs.games.tag import Tag
 from ml_arl.envs.parameters import draw, is_value
 from ml_arl.envs.single_behavior import SingleBehaviorEnv
-from ml_arl.envs.soccer import SoccerLine
 from ml_arl.envs.specs import vector_obs_spec
-from ml_arl.envs.tag import Tag
 
 
 class _VectorBatchEnv(SingleBehaviorEnv):

@@ -37,9 +37,9 @@ from typing import Any, Optional
 
 import cloudpickle
 
-from ml_arl.envs.env_manager import WorkerErrorLog
-from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
-from ml_arl.envs.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager
+from ml_arl.envs.managers.env_manager import WorkerErrorLog
+from ml_arl.envs.managers.env_runner import EnvRunner, answer, failure_of
+from ml_arl.envs.managers.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import ArlError, WorkerError
 from ml_arl.messages import (

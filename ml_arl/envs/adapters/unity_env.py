@@ -17,11 +17,11 @@ dies (PR_SET_PDEATHSIG, set by util-linux's setpriv where installed), so a worke
 It owns the three side channels a trainer uses: engine configuration and environment
 parameters (sent with the first reset) and stats (read by the EnvRunner after every batch).
 With ``fast_bridge`` on (the default, ``FAST_BRIDGE_DEFAULT``), steps and resets exchange raw
-protobuf wire bytes (ml_arl.envs.unity_fast) instead of the generated (pure-Python, slow)
+protobuf wire bytes (ml_arl.envs.adapters.unity_fast) instead of the generated (pure-Python, slow)
 message classes; results are identical, off is mlagents-envs' own path.
 Either way, images a build sends channels-first (com.unity.ml-agents 3.x) reach the trainer as
 (height, width, channels), as a 2.x build's do, with behavior specs that say so
-(ml_arl.envs.image_layout).
+(ml_arl.envs.adapters.image_layout).
 
 This module runs in worker processes: no torch.
 """
@@ -47,7 +47,7 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
 from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
 
-from ml_arl.envs import image_layout, unity_fast
+from ml_arl.envs.adapters import image_layout, unity_fast
 from ml_arl.exceptions import EditorNotConnectedError, EnvironmentSourceError
 from ml_arl.protocol.communicator_objects.unity_to_external_pb2_grpc import add_UnityToExternalProtoServicer_to_server
 
@@ -123,7 +123,7 @@ class _Communicator(RpcCommunicator):
         )
 
 
-# ---- fast bridge hook (ml_arl.envs.unity_fast) ----------------------------------------------
+# ---- fast bridge hook (ml_arl.envs.adapters.unity_fast) ----------------------------------------------
 class _FastCommunicator(unity_fast.RawExchange, _Communicator):
     """_Communicator whose messages cross the gRPC server as raw bytes (unity_fast.RawExchange)."""
 
@@ -133,7 +133,7 @@ class _FastCommunicator(unity_fast.RawExchange, _Communicator):
 
 class UnityBuildEnv(UnityEnvironment):
     """A Unity player (``file_name``) or the Editor (``file_name=None``, port 5004).
-    ``fast_bridge``: steps through ml_arl.envs.unity_fast (None: FAST_BRIDGE_DEFAULT)."""
+    ``fast_bridge``: steps through ml_arl.envs.adapters.unity_fast (None: FAST_BRIDGE_DEFAULT)."""
 
     def __init__(
         self,
@@ -214,7 +214,7 @@ class UnityBuildEnv(UnityEnvironment):
         else:
             super().step()
 
-    # ---- images in either layout (ml_arl.envs.image_layout), mlagents-envs' path ----
+    # ---- images in either layout (ml_arl.envs.adapters.image_layout), mlagents-envs' path ----
     def _update_behavior_specs(self, output: Any) -> None:
         """mlagents-envs' specs of new behaviors, with channels-first images described as the
         (H, W, C) arrays _update_state makes of them."""

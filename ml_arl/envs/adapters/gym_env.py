@@ -27,8 +27,8 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
+from ml_arl.envs.adapters.space_codec import SpaceCodec
 from ml_arl.envs.single_behavior import SingleBehaviorEnv
-from ml_arl.envs.space_codec import SpaceCodec
 
 
 def behavior_name_for(env_id: str) -> str:

@@ -26,7 +26,7 @@ import socket
 import tempfile
 from typing import Any, Optional
 
-from ml_arl.envs.unity_env import UnityBuildEnv, make_unity_env, port_is_free
+from ml_arl.envs.adapters.unity_env import UnityBuildEnv, make_unity_env, port_is_free
 from ml_arl.exceptions import EnvironmentSourceError
 
 logger = logging.getLogger(__name__)

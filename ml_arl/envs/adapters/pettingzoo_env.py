@@ -45,7 +45,7 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
-from ml_arl.envs.space_codec import SpaceCodec
+from ml_arl.envs.adapters.space_codec import SpaceCodec
 
 _NUMBERED = re.compile(r"^(.+)_(\d+)$")
 

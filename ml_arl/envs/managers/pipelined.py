@@ -13,7 +13,7 @@ from typing import Any, Generic, Optional, Protocol, TypeVar
 
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog, worker_error
+from ml_arl.envs.managers.env_manager import EnvManager, WorkerErrorLog, worker_error
 from ml_arl.exceptions import WorkerError
 from ml_arl.messages import (
     ResetCommand,

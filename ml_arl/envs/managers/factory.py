@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog
-from ml_arl.envs.inprocess_env_manager import InProcessEnvManager
+from ml_arl.envs.managers.env_manager import EnvManager, WorkerErrorLog
+from ml_arl.envs.managers.inprocess_env_manager import InProcessEnvManager
+from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.envs.sources import is_python_source, resolve_env, unity_factory
-from ml_arl.envs.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.settings import RunOptions
 
 
@@ -18,7 +18,7 @@ def create_env_manager(options: RunOptions, seed: int) -> EnvManager:
     # worker tracebacks: run_logs/worker_errors.log once the controller has prepared the run folder
     error_log = WorkerErrorLog(options.checkpoint_settings.run_logs_dir)
     if env.backend == "ray":
-        from ml_arl.envs.ray_env_manager import RayEnvManager  # Ray is optional: imported only when asked for
+        from ml_arl.envs.managers.ray_env_manager import RayEnvManager  # Ray is optional: imported only when asked for
 
         return RayEnvManager(factory, env, seed, error_log, run_id=options.checkpoint_settings.run_id)
     if env.manager == "inprocess":

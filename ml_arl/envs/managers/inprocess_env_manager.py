@@ -15,8 +15,8 @@ from typing import Any, Optional
 
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.envs.env_manager import EnvManager, WorkerErrorLog, worker_error
-from ml_arl.envs.env_runner import EnvRunner, answer, failure_of
+from ml_arl.envs.managers.env_manager import EnvManager, WorkerErrorLog, worker_error
+from ml_arl.envs.managers.env_runner import EnvRunner, answer, failure_of
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import WorkerError
 from ml_arl.messages import FailedReply, StepBatch, StepCommand, StepReply

@@ -1,10 +1,10 @@
 """Unity's reply (a UnityOutputProto's bytes) to what ``UnityEnvironment`` keeps, for the fast
-Unity bridge (ml_arl.envs.unity_fast): ``decode_output`` splits it into per-behavior AgentInfo
+Unity bridge (ml_arl.envs.adapters.unity_fast): ``decode_output`` splits it into per-behavior AgentInfo
 bytes, new brain parameters and side-channel bytes; ``steps_from_wire`` turns one behavior's
 AgentInfos into DecisionSteps / TerminalSteps exactly as ``mlagents_envs.rpc_utils.steps_from_proto``
 does (same dtypes, ordering, masks, group ids as a list). PNG observations are decoded by
 mlagents-envs' own ``process_pixels``; images a build sends channels-first are decoded to (H, W, C)
-(ml_arl.envs.image_layout). Whenever a behavior's infos hold anything not handled bit for bit
+(ml_arl.envs.adapters.image_layout). Whenever a behavior's infos hold anything not handled bit for bit
 (observation sizes that do not match the spec, NaN/inf values, undecodable images, malformed bytes),
 that behavior is decoded again by ``steps_from_proto`` over the generated classes: the result, or
 the exception raised, is then mlagents-envs' own (``fallbacks`` counts those)."""
@@ -20,8 +20,8 @@ from mlagents_envs import environment as _mlagents_environment
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 from mlagents_envs.rpc_utils import steps_from_proto
 
-from ml_arl.envs import image_layout
-from ml_arl.envs.unity_wire import (
+from ml_arl.envs.adapters import image_layout
+from ml_arl.envs.adapters.unity_wire import (
     FIXED32,
     LENGTH_DELIMITED,
     VARINT,

@@ -1,4 +1,4 @@
-"""Protobuf wire format (proto3) for the fast Unity bridge (ml_arl.envs.unity_fast): varints,
+"""Protobuf wire format (proto3) for the fast Unity bridge (ml_arl.envs.adapters.unity_fast): varints,
 length-delimited fields, fixed32, packed repeated fields; the UnityMessageProto the trainer sends
 (status 200, a STEP or RESET command, the agents' actions, side-channel bytes), written straight to
 bytes, byte for byte what the generated classes write. Field numbers are those of communication API 1.5.0

@@ -15,8 +15,8 @@ TRANSLATIONAL_EQUIVARIANCE). On the wire only the declared shape (and the proper
 mlagents-envs 0.28, which ml_arl decodes with, assumes (H, W, C) everywhere, so a 3.x build's
 images would be refused (PNG) or read with the wrong axes (floats). ml_arl keeps ONE layout past
 the environment: (H, W, C), as 0.28 delivers it (the networks transpose to NCHW themselves, and
-the exported ONNX model takes NCHW as Unity feeds it). ``ml_arl.envs.unity_env`` and
-``ml_arl.envs.unity_fast`` decide the layout of each observation once, from the behavior's
+the exported ONNX model takes NCHW as Unity feeds it). ``ml_arl.envs.adapters.unity_env`` and
+``ml_arl.envs.adapters.unity_fast`` decide the layout of each observation once, from the behavior's
 first observations (``image_layout``), hand the trainer a BehaviorSpec that describes the
 arrays it gets (``hwc_behavior_spec``), and decode channels-first images to (H, W, C):
 ``protos_to_hwc`` rewrites generated-class messages so that mlagents-envs' own decoder reads

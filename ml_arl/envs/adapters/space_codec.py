@@ -1,7 +1,7 @@
 """gymnasium spaces as ML-Agents' specs, both ways, for one behavior: an observation (Box,
 Discrete one-hot, an image Box of uint8, or a Dict of observation and action_mask) into rows of
 arrays, and an action row back into what the space takes. gymnasium and PettingZoo environments
-share it (ml_arl.envs.gym_env, ml_arl.envs.pettingzoo_env)."""
+share it (ml_arl.envs.adapters.gym_env, ml_arl.envs.adapters.pettingzoo_env)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from mlagents_envs.base_env import (
     ObservationType,
 )
 
-from ml_arl.envs.builtin import vector_obs_spec
+from ml_arl.envs.games.builtin import vector_obs_spec
 
 
 def action_spec_of(space: Any) -> Optional[tuple[ActionSpec, Optional[np.ndarray], Optional[np.ndarray]]]:

@@ -8,13 +8,13 @@ the per-step traffic past the generated classes, with results identical to mlage
   registered without (de)serializers, so requests and replies cross the pipe between the gRPC
   thread and the trainer as bytes. The handshake (``initialize``) still goes through the
   generated classes; so does the generic ``exchange`` (unused by the fast path).
-* What is sent is written by ml_arl.envs.unity_wire; what comes back is read by
-  ml_arl.envs.unity_decode (with mlagents-envs' own decoder as the fallback for anything unusual).
+* What is sent is written by ml_arl.envs.adapters.unity_wire; what comes back is read by
+  ml_arl.envs.adapters.unity_decode (with mlagents-envs' own decoder as the fallback for anything unusual).
 * Images a build sends channels-first (com.unity.ml-agents 3.x) are decoded to (H, W, C), the
-  one layout ml_arl hands on, and the behavior's spec says so (ml_arl.envs.image_layout); the
+  one layout ml_arl hands on, and the behavior's spec says so (ml_arl.envs.adapters.image_layout); the
   env keeps, per behavior, which observations arrive CHW (``chw_table``).
 * ``step(env)`` / ``reset(env)`` are ``UnityEnvironment.step`` / ``reset`` on this path; the env
-  must have been created with a ``RawExchange`` communicator (ml_arl.envs.unity_env does so
+  must have been created with a ``RawExchange`` communicator (ml_arl.envs.adapters.unity_env does so
   when ``fast_bridge`` is on).
 
 This module runs in worker processes: no torch.
@@ -32,9 +32,9 @@ from mlagents_envs.exception import UnityCommunicatorStoppedException, UnityEnvi
 from mlagents_envs.rpc_communicator import RpcCommunicator
 from mlagents_envs.rpc_utils import behavior_spec_from_proto
 
-from ml_arl.envs import image_layout
-from ml_arl.envs.unity_decode import decode_output, first_agent_info, split_message, steps_from_wire
-from ml_arl.envs.unity_wire import (
+from ml_arl.envs.adapters import image_layout
+from ml_arl.envs.adapters.unity_decode import decode_output, first_agent_info, split_message, steps_from_wire
+from ml_arl.envs.adapters.unity_wire import (
     COMMAND_RESET,
     COMMAND_STEP,
     STATUS_CLOSE,
@@ -75,7 +75,7 @@ class RawExchangeServicer:
 
 class RawExchange(RpcCommunicator):
     """Mixin for an RpcCommunicator subclass whose ``create_server`` registers the servicer that
-    ``_add_servicer(server)`` returns (ml_arl.envs.unity_env._Communicator): every message crosses
+    ``_add_servicer(server)`` returns (ml_arl.envs.adapters.unity_env._Communicator): every message crosses
     as bytes. ``exchange_raw`` is the fast path; ``initialize``, ``exchange`` and ``close`` keep
     RpcCommunicator's interface and behaviour."""
 
@@ -204,7 +204,7 @@ def set_behavior_spec(env: Any, name: str, wire_spec: BehaviorSpec) -> None:
 
 def apply_output(env: Any, unity_output: Buffer) -> None:
     """UnityEnvironment._update_behavior_specs + _update_state for a UnityOutputProto's bytes
-    (images the build sends channels-first become (H, W, C): see ml_arl.envs.image_layout)."""
+    (images the build sends channels-first become (H, W, C): see ml_arl.envs.adapters.image_layout)."""
     out = decode_output(unity_output)
     specs: dict[str, BehaviorSpec] = env._env_specs
     for payload in out.brain_parameters:

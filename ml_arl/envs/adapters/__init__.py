@@ -1,0 +1,1 @@
+"""Adapters: Unity builds, gymnasium and PettingZoo environments seen as mlagents_envs BaseEnvs."""

@@ -1,0 +1,1 @@
+"""The built-in environments (builtin:NAME in env_path)."""
