@@ -46,13 +46,13 @@ test-fast: $(STAMP)
 # build of the same release, CUDA libraries included (about 4.7 GB a venv; the nvidia wheels are
 # shared by every Python through pip's cache). It runs on the CPU all the same.
 SMOKE_PYTHONS ?= 3.10 3.12 3.13
-SMOKE := tests/test_protocol.py tests/test_onnx.py \
-	tests/test_learning.py::test_ppo_learns_reach \
-	tests/test_unity.py::test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats \
-	tests/test_unity.py::test_onnx_from_a_trained_checkpoint_matches_the_muscle \
-	tests/test_demonstrations.py::test_round_trip tests/test_demonstrations.py::test_bytes_are_what_ml_agents_loader_reads \
-	tests/test_demonstrations.py::test_a_demo_written_by_mlagents_1x_reads_as_its_own_loader_reads_it \
-	tests/test_cli.py::test_tiny_run_writes_results_layout_and_tags
+SMOKE := tests/unit/test_protocol.py tests/unit/test_onnx.py \
+	tests/integration/test_learning.py::test_ppo_learns_reach \
+	tests/e2e/test_unity.py::test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats \
+	tests/e2e/test_unity.py::test_onnx_from_a_trained_checkpoint_matches_the_muscle \
+	tests/integration/test_demonstrations.py::test_round_trip tests/integration/test_demonstrations.py::test_bytes_are_what_ml_agents_loader_reads \
+	tests/integration/test_demonstrations.py::test_a_demo_written_by_mlagents_1x_reads_as_its_own_loader_reads_it \
+	tests/e2e/test_cli.py::test_tiny_run_writes_results_layout_and_tags
 smoke:
 	@test -n "$(PYV)" || { echo "make smoke: give PYV, e.g. make smoke PYV=3.12"; exit 2; }
 	py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(PYV).*/bin/python 2>/dev/null | sort -V | tail -1); \

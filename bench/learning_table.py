@@ -29,9 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-GOAL_REACH = "tests.simple_envs:goal_reach"
+GOAL_REACH = "tests.support.simple_envs:goal_reach"
 # the reward-signal tests' PPO and SAC settings (ML-Agents' test hyperparameters)
-from tests.test_signals_learning import PPO, SAC  # noqa: E402
+from tests.integration.test_signals_learning import PPO, SAC  # noqa: E402
 
 
 @dataclass
@@ -96,7 +96,7 @@ def _tasks() -> list[Task]:
             "hyperparameters": {"learning_rate": 5e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256},
             "network_settings": {"hidden_units": 32, "num_layers": 1}}
     for variant, behavior in (("continuous", "GroupReach"), ("discrete", "GroupReachDiscrete")):
-        tasks.append(Task(f"poca, {variant}", "GroupReach, groups of 2", "tests.simple_envs:group_reach",
+        tasks.append(Task(f"poca, {variant}", "GroupReach, groups of 2", "tests.support.simple_envs:group_reach",
                           [f"variant={variant}", "n_groups=4"], poca, behavior=behavior, solved_at=1.0))  # successes are +-1.06: every one of the last 20
     varlen_ppo = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
     varlen_sac = {"learning_rate": 1e-3, "learning_rate_schedule": "constant", "batch_size": 16, "buffer_init_steps": 100,
@@ -105,19 +105,19 @@ def _tasks() -> list[Task]:
     entities = "EntityReach, goal among 1-4 entities"
     tasks += [
         Task("ppo, variable-length obs", entities, "", [], {}, behavior="EntityReach",
-             builder=("tests.test_varlen:_config", ("ppo", ["solved_at=0.95"], 6000, varlen_ppo, small))),
+             builder=("tests.integration.test_varlen:_config", ("ppo", ["solved_at=0.95"], 6000, varlen_ppo, small))),
         Task("sac, variable-length obs", entities + " (discrete)", "", [], {}, behavior="EntityReach",
-             builder=("tests.test_varlen:_config", ("sac", ["vectors=0", "continuous=0", "discrete=1", "solved_at=0.9"], 3000,
+             builder=("tests.integration.test_varlen:_config", ("sac", ["vectors=0", "continuous=0", "discrete=1", "solved_at=0.9"], 3000,
                                                      varlen_sac, {"num_layers": 1, "hidden_units": 16}))),
         Task("poca, variable-length obs", entities + " (group of 2)", "", [], {}, behavior="EntityReach",
-             builder=("tests.test_varlen:_config", ("poca", ["solved_at=0.95", "grouped=true", "n_agents=2"], 6000, varlen_ppo, small))),
+             builder=("tests.integration.test_varlen:_config", ("poca", ["solved_at=0.95", "grouped=true", "n_agents=2"], 6000, varlen_ppo, small))),
     ]
     sac_memory = {"learning_rate": 5.0e-3, "batch_size": 64, "buffer_size": 5000, "buffer_init_steps": 100, "tau": 0.01, "init_entcoef": 0.01}
     for kind in ("continuous=1", "discrete=1"):
         tasks.append(Task(f"sac + memory, {kind.split('=')[0]}", "GoalReach, goal shown 2 steps", "", [], {},
-                          builder=("tests.test_memory:_memory_config", ("sac", kind, 2000, sac_memory))))
+                          builder=("tests.integration.test_memory:_memory_config", ("sac", kind, 2000, sac_memory))))
     tasks.append(Task("poca + memory", "GoalReach, goal shown 2 steps", "", [], {},
-                      builder=("tests.test_memory:_memory_config",
+                      builder=("tests.integration.test_memory:_memory_config",
                                ("poca", "continuous=1", 6000, {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128}))))
     goal_ppo = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
     for trainer, conditioning, actions, hyper, steps in (
@@ -126,7 +126,7 @@ def _tasks() -> list[Task]:
     ):
         kind = "continuous" if actions == ["continuous=1"] else "discrete"
         tasks.append(Task(f"{trainer}, goal_conditioning_type {conditioning}, {kind}", "GoalReach, goal as GOAL_SIGNAL",
-                          "tests.goal_envs:goal_signal_reach", actions,
+                          "tests.support.goal_envs:goal_signal_reach", actions,
                           {"trainer_type": trainer, "max_steps": steps, "hyperparameters": hyper,
                            "network_settings": {"num_layers": 2, "hidden_units": 16, "goal_conditioning_type": conditioning}},
                           solved_at=0.95))
@@ -134,14 +134,14 @@ def _tasks() -> list[Task]:
 
 
 def _record_expert(tmp: str) -> str:
-    """The goal-reaching expert (tests.plugins) acting with --inference --record-demo: its .demo folder."""
+    """The goal-reaching expert (tests.support.plugins) acting with --inference --record-demo: its .demo folder."""
     from ml_arl.settings import build_run_options
     from ml_arl.trainer_controller import TrainerController
 
     config = {
         "env_settings": {"env_path": GOAL_REACH, "env_args": ["continuous=1"], "manager": "inprocess", "seed": 7},
         "checkpoint_settings": {"results_dir": tmp, "run_id": "expert", "inference": True, "record_demo": f"{tmp}/demos"},
-        "default_settings": {"trainer_type": "tests.plugins:GoalExpertTrainer", "max_steps": 600, "summary_freq": 100},
+        "default_settings": {"trainer_type": "tests.support.plugins:GoalExpertTrainer", "max_steps": 600, "summary_freq": 100},
         "behaviors": {},
     }
     TrainerController(build_run_options(config, {}, "bench")).start_learning()

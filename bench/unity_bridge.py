@@ -1,5 +1,5 @@
 """Environment steps per second through the Unity bridge (mlagents-envs 0.28, gRPC), played by the
-stand-in Unity build of tests/unity_standin (behavior Seeker: obs [2], 1 continuous action).
+stand-in Unity build of tests/support/unity_standin (behavior Seeker: obs [2], 1 continuous action).
 
 Measurements, each for --agents (agents per env, default 1 and 16):
 
@@ -70,7 +70,7 @@ from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager  # 
 from ml_arl.envs.adapters.unity_env import port_is_free  # noqa: E402
 from ml_arl.messages import PolicyMessage  # noqa: E402
 from ml_arl.settings import CheckpointSettings, EngineSettings, EnvSettings, RunOptions  # noqa: E402
-from tests.unity_standin import make_build  # noqa: E402
+from tests.support.unity_standin import make_build  # noqa: E402
 
 SEEKER = "Seeker?team=0"
 TIMEOUT_WAIT = 30

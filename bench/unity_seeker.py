@@ -1,5 +1,5 @@
 """Per-step learning through the Unity protocol: arl-learn against ML-Agents 1.1.0 on the stand-in
-Unity build of tests/unity_standin (behavior Seeker, 4 agents per environment), both launching the
+Unity build of tests/support/unity_standin (behavior Seeker, 4 agents per environment), both launching the
 same build with --num-envs 2, the same PPO config, the same seeds (issue 22's Unity row).
 
     python bench/unity_seeker.py [--seeds 1 2 3] [--steps 40000] [--mlagents-venv VENV] [--config FILE]
@@ -27,9 +27,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests.unity_standin import make_build  # noqa: E402
+from tests.support.unity_standin import make_build  # noqa: E402
 
-CONFIG = """# Seeker (tests/unity_standin): PPO as an ML-Agents user writes it for a small task
+CONFIG = """# Seeker (tests/support/unity_standin): PPO as an ML-Agents user writes it for a small task
 behaviors:
   Seeker:
     trainer_type: ppo

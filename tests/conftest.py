@@ -1,4 +1,4 @@
-"""Shared helpers: tiny configs and a way to run arl-learn as a user would."""
+"""pytest's hooks for the whole suite: one BLAS thread, the test scheduler; the helpers are in tests/support."""
 
 from __future__ import annotations
 
@@ -9,125 +9,12 @@ import os
 # processes already use one BLAS thread (ml_arl/envs/managers/forkserver.py). Set before numpy loads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import subprocess  # noqa: E402
-from collections.abc import Callable  # noqa: E402
 from pathlib import Path  # noqa: E402
-from typing import Any, Optional  # noqa: E402
+from typing import Any  # noqa: E402
 
 import pytest  # noqa: E402
-import yaml  # noqa: E402
 
 import ml_arl  # noqa: E402,F401  first: mlagents-envs' modules then load ml_arl's Unity messages (ml_arl/protocol)
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def tiny_config(env: str = "builtin:Reach", max_steps: int = 3000, **trainer: Any) -> dict[str, Any]:
-    settings: dict[str, Any] = {
-        "trainer_type": "ppo",
-        "hyperparameters": {"batch_size": 128, "buffer_size": 512, "learning_rate": 3.0e-3, "beta": 1.0e-3, "num_epoch": 3},
-        "network_settings": {"hidden_units": 32, "num_layers": 2},
-        "reward_signals": {"extrinsic": {"gamma": 0.95}},
-        "max_steps": max_steps,
-        "time_horizon": 32,
-        "summary_freq": 1000,
-        "checkpoint_interval": 1000,
-        "keep_checkpoints": 2,
-    }
-    settings.update(trainer)
-    return {"env_settings": {"env_path": env}, "default_settings": settings, "behaviors": {}}
-
-
-def write_config(path: Path, config: dict[str, Any]) -> Path:
-    path.write_text(yaml.safe_dump(config))
-    return path
-
-
-def arl_learn(
-    args: list[Any], cwd: Path, timeout: float = 120, fresh: bool = False, env: Optional[dict[str, str]] = None,
-) -> subprocess.CompletedProcess[str]:
-    """``arl-learn ARGS`` as a process of its own, its output captured: forked from this test
-    process's zygote (tests/zygote.py: no interpreter start, no torch import), or with ``fresh`` a
-    new ``python -m ml_arl.cli``."""
-    from .zygote import run_arl_learn
-
-    return run_arl_learn(args, cwd, timeout, env=env, fresh=fresh)
-
-
-def arl_learn_watched(
-    args: list[Any], cwd: Path, stop: Optional[Callable[[list[str]], bool]] = None,
-    on_line: Optional[Callable[[str], None]] = None, deadline_s: float = 240, **env: str,
-) -> subprocess.CompletedProcess[str]:
-    """``arl_learn`` (forked) with its console (stdout and stderr together) read line by line while it runs:
-    ``on_line`` sees each line, and the first time ``stop(lines so far)`` holds the run gets SIGTERM
-    (what Ctrl-C does: save, export, exit 0). Killed if it still runs after ``deadline_s``."""
-    import signal
-    import threading
-
-    from .zygote import popen_arl_learn
-
-    proc = popen_arl_learn(args, cwd, dict(os.environ, PYTHONPATH=str(ROOT), **env), stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-    watchdog = threading.Timer(deadline_s, proc.kill)
-    watchdog.start()
-    lines: list[str] = []
-    stopped = False
-    try:
-        assert proc.stdout is not None
-        for line in proc.stdout:
-            lines.append(line)
-            if on_line is not None:
-                on_line(line)
-            if stop is not None and not stopped and stop(lines):
-                proc.send_signal(signal.SIGTERM)
-                stopped = True
-        proc.wait()
-    finally:
-        watchdog.cancel()
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return subprocess.CompletedProcess(proc.args, proc.returncode, "".join(lines), "")
-
-
-def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``arl_learn`` without a new interpreter: arl-learn's ``main(args)`` in this process, in
-    ``cwd``, with its stdout and stderr captured (torch and the rest are imported once per test
-    session, not once per run). The same exit code and console lines as the command; what differs
-    is only what needs a process of its own (signals, workers' own output), which the tests that
-    check it run through ``arl_learn``. Logging, the SIGTERM and SIGINT handlers and the cwd are restored."""
-    import contextlib
-    import io
-    import logging
-    import signal
-
-    from ml_arl import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    sigterm, sigint = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
-    here = os.getcwd()
-    os.chdir(cwd)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = cli.main([str(a) for a in args])
-            except SystemExit as exit:  # argparse's errors and --help
-                code = exit.code if isinstance(exit.code, int) else 1
-    finally:
-        os.chdir(here)
-        signal.signal(signal.SIGTERM, sigterm)
-        signal.signal(signal.SIGINT, sigint)
-        for handler in root.handlers[:]:
-            if handler not in handlers:
-                root.removeHandler(handler)
-                handler.close()
-        for handler in handlers:
-            if handler not in root.handlers:
-                root.addHandler(handler)
-        root.setLevel(level)
-    return subprocess.CompletedProcess(["arl-learn", *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture
@@ -142,13 +29,13 @@ def workdir(tmp_path: Path) -> Path:
 SHARED_UNITS = {
     # module-scoped fixtures that are whole runs (grid_run, small_run) or pandapower's feeder
     # (case33bw): built once, in the process that runs every test using them
-    "tests/test_arl.py::": "test_arl.py",
-    "tests/test_grid.py::": "test_grid.py",
+    "tests/e2e/test_arl.py::": "test_arl.py",
+    "tests/integration/test_grid.py::": "test_grid.py",
     # the module's Ray cluster (the cluster fixture): started once (about 10 s), not once per process
-    "tests/test_ray.py::": "test_ray.py",
+    "tests/integration/test_ray.py::": "test_ray.py",
     # both need port 5004, the Unity Editor's (a lock keeps them apart too, the editor_port
     # fixture; in one process neither waits for the other)
-    "tests/test_unity.py::test_editor_": "editor port 5004",
+    "tests/e2e/test_unity.py::test_editor_": "editor port 5004",
 }
 
 

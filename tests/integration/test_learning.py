@@ -1,0 +1,98 @@
+"""PPO learns: the built-in Reach task in its three action variants in this process (the
+in-process manager), threaded with subprocess workers (the one learning run through the
+subprocess manager here; tests/e2e/test_arl.py's grid run and tests/e2e/test_unity.py learn through it
+too), gymnasium CartPole-v1 to a mean return of 475 over 20 episodes, and gymnasium Pendulum-v1
+with ML-Agents' default network."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ml_arl.settings import build_run_options
+from ml_arl.trainer_controller import TrainerController
+from tests.support.runs import tiny_config
+
+REACH_THRESHOLD = 0.8  # mean return over the last 20 episodes; random play scores about -0.1
+
+
+def train(tmp_path: Path, config: dict, behavior: str) -> tuple[TrainerController, list[float]]:
+    config.setdefault("checkpoint_settings", {}).update({"results_dir": str(tmp_path), "run_id": "learn"})
+    config["env_settings"].setdefault("seed", 1)
+    options = build_run_options(config, {}, "test")
+    controller = TrainerController(options)
+    controller.start_learning()
+    return controller, list(controller.managers[behavior].recent_rewards)
+
+
+@pytest.mark.parametrize(
+    "env,behavior",
+    [("builtin:Reach", "Reach"), ("builtin:ReachDiscrete", "ReachDiscrete"), ("builtin:ReachHybrid", "ReachHybrid")],
+)
+def test_ppo_learns_reach(tmp_path: Path, env: str, behavior: str) -> None:
+    # the run ends once a worker's env saw its last 60 returns average 0.9 (tests/support/simple_envs.py
+    # StopWhenSolved; a wider window than the assertion's, whose 20 come from both workers), or at 24000 steps
+    config = tiny_config("tests.support.simple_envs:solved_builtin", max_steps=24000,
+                         hyperparameters={"batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
+    config["env_settings"].update({"manager": "inprocess", "num_envs": 2, "env_args": [f"name={behavior}", "solved_at=0.9", "window=60"]})
+    controller, rewards = train(tmp_path, config, behavior)
+    assert len(rewards) >= 20
+    assert np.mean(rewards[-20:]) >= REACH_THRESHOLD, rewards[-20:]
+    print(f"{env}: solved after {controller.trainers[behavior].step} steps")
+
+
+def test_threaded_trainer_learns(tmp_path: Path) -> None:
+    config = tiny_config("builtin:ReachDiscrete", max_steps=12000, threaded=True,
+                         hyperparameters={"batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "num_epoch": 4})
+    config["env_settings"].update({"manager": "subprocess", "num_envs": 2})
+    _, rewards = train(tmp_path, config, "ReachDiscrete")
+    assert np.mean(rewards[-20:]) >= REACH_THRESHOLD, rewards[-20:]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["CartPole.yaml", "CartPole-zoo.yaml"])
+def test_ppo_solves_cartpole(tmp_path: Path, name: str) -> None:
+    """config/ppo/CartPole.yaml (tuned for wall-clock: tanh, threaded) and CartPole-zoo.yaml
+    (rl-baselines3-zoo's hyperparameters with ML-Agents' default swish network: issue 22's goal is
+    a solve within 100k steps) reach a mean return of 475 over 20 episodes within their max_steps
+    (100k for both)."""
+    import yaml
+
+    from tests.support.solved_envs import TRACKER
+
+    config = yaml.safe_load((Path(__file__).resolve().parents[2] / "config/ppo" / name).read_text())
+    config["env_settings"]["seed"] = 1
+    # the shipped config's CartPole (same env, hyperparameters and max_steps), in this process: its
+    # environment ends the run like a Ctrl-C once the last 20 returns average 475, instead of
+    # training on to max_steps (tests/support/solved_envs.py)
+    config["env_settings"].update({"env_path": "tests.support.solved_envs:cartpole", "manager": "inprocess"})
+    TRACKER.reset()
+    controller, rewards = train(tmp_path, config, "CartPole")
+    assert len(rewards) >= 20
+    assert np.mean(rewards[-20:]) >= 475, rewards[-20:]
+    print(f"{name}: CartPole solved after {controller.trainers['CartPole'].step} steps ({TRACKER.stopped_at} episodes)")
+
+
+@pytest.mark.slow
+def test_ppo_learns_pendulum_with_mlagents_default_network(tmp_path: Path) -> None:
+    """Pendulum-v1 (returns of -1,200 to -150 over 200 steps), ML-Agents' default network (2 x 128
+    swish) and PPO settings of a continuous-control config. Values of about -100 per state must be
+    learned: with the value loss clipped to +-epsilon around exact stored values (main until issue
+    22) the critic crawls and the mean return stays near -1,100 at 80k steps. ML-Agents 1.1.0
+    itself, with this config (driven through its TrainerController on the same gymnasium env),
+    reached -408 at 60k steps (seed 1). --deterministic: the same curve on every run of a machine."""
+    config = {
+        "env_settings": {"env_path": "gymnasium:Pendulum-v1", "num_envs": 1, "num_areas": 8, "seed": 1, "deterministic": True},
+        "behaviors": {"Pendulum": {
+            "trainer_type": "ppo",
+            "hyperparameters": {"batch_size": 256, "buffer_size": 2048, "learning_rate": 1.0e-3, "beta": 0.0,
+                                "num_epoch": 10, "lambd": 0.95},
+            "network_settings": {"normalize": False},
+            "reward_signals": {"extrinsic": {"gamma": 0.95}},
+            "max_steps": 80000, "time_horizon": 64, "summary_freq": 20000,
+        }},
+    }
+    _, rewards = train(tmp_path, config, "Pendulum")
+    assert np.mean(rewards[-20:]) >= -800, rewards[-20:]
