@@ -21,6 +21,8 @@ setup(
         "tqdm>=4.60",
         "onnx>=1.23",  # the first release tested with protobuf 7
         "matplotlib>=3.7",  # arl-report draws learning curves into a PNG
+        "optuna>=4.0",  # arl-study: samplers (TPE, random, grid), pruners, the study's storage
+        "scipy>=1.10",  # arl-study: the IQM (trim_mean) and bootstrap intervals over seeds
     ],
     extras_require={
         "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm", "mkdocs>=1.6"],
@@ -31,5 +33,7 @@ setup(
         # plain ray (the actors); ray[default] (dashboard, metrics) installs beside it too
         "ray": ["ray>=2.60"],
     },
-    entry_points={"console_scripts": ["arl-learn=ml_arl.cli:run", "arl-report=ml_arl.report:main"]},
+    entry_points={
+        "console_scripts": ["arl-learn=ml_arl.cli:run", "arl-report=ml_arl.report:main", "arl-study=ml_arl.study.cli:run"],
+    },
 )

@@ -1,4 +1,5 @@
-"""arl-report: summarise a run's results.sqlite as a table (stdout) and learning curves (report.png).
+"""arl-report: summarise a run's results.sqlite as a table (stdout) and learning curves (report.png);
+given a study's folder (arl-study), its summary and plots (ml_arl.study.summary).
 
 Exit codes: 0 done, 2 the path is not a run folder with a readable, non-empty results database or the
 PNG cannot be written there.
@@ -15,6 +16,7 @@ from typing import Any, Optional
 
 from ml_arl.exceptions import ArlError
 from ml_arl.store import STORE_FILENAME, EpisodeSeries, RunResults, read_results
+from ml_arl.study import is_study_folder
 
 logger = logging.getLogger("ml_arl")
 
@@ -36,8 +38,9 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="arl-report", description="Summary table and learning curves of an arl-learn run.")
-    p.add_argument("results_dir", metavar="RESULTS_DIR", help=f"run folder (results/<run-id>) or its {STORE_FILENAME}")
+    p = _Parser(prog="arl-report", description="Summary table and learning curves of an arl-learn run, or an arl-study study.")
+    p.add_argument("results_dir", metavar="RESULTS_DIR",
+                   help=f"run folder (results/<run-id>) or its {STORE_FILENAME}, or a study's folder (results/<study>)")
     p.add_argument("--output", metavar="PATH", help=f"where to write the PNG (default: RESULTS_DIR/{PNG_FILENAME})")
     p.add_argument("--no-plot", action="store_true", help="only print the table")
     return p
@@ -148,9 +151,24 @@ def plot(results: RunResults, output: str) -> None:
         plt.close(fig)
 
 
+def _report_study(folder: str, draw: bool) -> int:
+    """A study's folder (arl-study): its summary and its plots."""
+    from ml_arl.study.summary import report
+
+    try:
+        lines, written = report(folder, draw)
+    except OSError as err:
+        raise ReportError(f"cannot write the plots into {folder}: {err.strerror or err}; pass --no-plot") from err
+    for line in [*lines, *written]:
+        print(line)
+    return 0
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
+        if is_study_folder(args.results_dir):
+            return _report_study(args.results_dir, not args.no_plot)
         store = locate_store(args.results_dir)
         results = read_results(store)
         if not results.series:

@@ -90,12 +90,24 @@ def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[st
     session, not once per run). The same exit code and console lines as the command; what differs
     is only what needs a process of its own (signals, workers' own output), which the tests that
     check it run through ``arl_learn``. Logging, the SIGTERM and SIGINT handlers and the cwd are restored."""
+    from ml_arl import cli
+
+    return main_here(cli.main, "arl-learn", args, cwd)
+
+
+def arl_study_here(args: list[Any], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``arl-study ARGS`` as ``arl_learn_here`` runs arl-learn: its ``main`` in this process (its
+    runs are processes of their own all the same)."""
+    from ml_arl.study import cli
+
+    return main_here(cli.main, "arl-study", args, cwd)
+
+
+def main_here(main: Callable[[list[str]], int], prog: str, args: list[Any], cwd: Path) -> subprocess.CompletedProcess[str]:
     import contextlib
     import io
     import logging
     import signal
-
-    from ml_arl import cli
 
     out, err = io.StringIO(), io.StringIO()
     root = logging.getLogger()
@@ -106,7 +118,7 @@ def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[st
     try:
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
-                code = cli.main([str(a) for a in args])
+                code = main([str(a) for a in args])
             except SystemExit as exit:  # argparse's errors and --help
                 code = exit.code if isinstance(exit.code, int) else 1
     finally:
@@ -121,7 +133,7 @@ def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[st
             if handler not in root.handlers:
                 root.addHandler(handler)
         root.setLevel(level)
-    return subprocess.CompletedProcess(["arl-learn", *map(str, args)], code, out.getvalue(), err.getvalue())
+    return subprocess.CompletedProcess([prog, *map(str, args)], code, out.getvalue(), err.getvalue())
 
 
 def scalars(folder: Path, tag: str) -> list[tuple[int, float]]:

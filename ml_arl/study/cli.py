@@ -1,0 +1,149 @@
+"""arl-study: a hyperparameter search or a multi-seed run of an arl-learn config.
+
+    arl-study STUDY.yaml --run-id NAME [--resume | --force] [--results-dir DIR] [--storage URL]
+
+Exit codes as arl-learn's: 0 done (or stopped by Ctrl-C, resumable), 1 no trial completed, 2 bad
+input (the study file, its config, the folder or the storage), with every problem on a line of
+its own and nothing started.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import shutil
+import signal
+import sys
+import warnings
+from types import FrameType
+from typing import Any, NoReturn, Optional
+
+from ml_arl.exceptions import ArlError, ConfigError
+from ml_arl.text import one_line
+
+logger = logging.getLogger("ml_arl.study")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # one line, exit 2
+        self.exit(2, f"arl-study: error: {message} (see arl-study --help)\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="arl-study", description="Hyperparameter search (Optuna) or multi-seed run of an arl-learn config.")
+    p.add_argument("study", metavar="STUDY", help="the study file (YAML): config, search, seeds, metric, budget")
+    p.add_argument("--run-id", required=True, help="the study's name: its folder is <results-dir>/<run-id>")
+    p.add_argument("--results-dir", default="results", help="where the study's folder goes (default: results)")
+    mode = p.add_mutually_exclusive_group()
+    mode.add_argument("--resume", action="store_true", help="continue the study from its storage (interrupted trials run again)")
+    mode.add_argument("--force", action="store_true", help="remove the study's folder (one arl-study wrote) and start over")
+    p.add_argument("--storage", metavar="URL", help="an SQLAlchemy URL for the Optuna storage, e.g. postgresql://... for a study "
+                   "several machines share (default: sqlite in the study's folder)")
+    p.add_argument("--base-port", type=int, help="first port of the runs' Unity workers (default: the config's)")
+    p.add_argument("--check", action="store_true", help="check the study file and its config, print the plan and exit")
+    p.add_argument("--debug", action="store_true", help="debug logging")
+    return p
+
+
+def _sigterm(signum: int, frame: Optional[FrameType]) -> None:
+    raise KeyboardInterrupt
+
+
+def _check_lines(plan: Any) -> list[str]:
+    s = plan.settings
+    lines = [f"{plan.path}: valid; base config {plan.base_path}"]
+    lines.append(f"trials {s.n_trials}, {s.parallel} at once, seeds {s.seeds}, sampler {s.sampler}, pruner {s.pruner}")
+    lines.append(f"metric {s.metric.tag} ({s.metric.reduce}, {s.metric.direction}) of {plan.behavior or 'the only behavior'}; "
+                 f"{plan.span} steps per run")
+    lines += [f"search {key}: {sampler.sampler_type} {sampler.sampler_parameters.model_dump()}" for key, sampler in s.search.items()]
+    return lines
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="[%(levelname)s] %(message)s",
+                        stream=sys.stdout, force=True)
+    for noisy in ("matplotlib", "PIL", "alembic"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    # trials are asked and told here, and their heartbeats recorded by the study's loop
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+    from ml_arl.settings.values import check_run_name
+    from ml_arl.study.plan import load_plan
+
+    try:
+        check_run_name(args.run_id)
+    except ValueError as err:
+        sys.stderr.write(f"arl-study: error: --run-id {args.run_id!r} {err}\n")
+        return 2
+    try:
+        plan = load_plan(args.study)
+    except ConfigError as err:
+        for problem in err.problems:
+            sys.stderr.write(f"arl-study: error: {one_line(problem)}\n")
+        return err.exit_code
+    for warning in plan.warnings:
+        logger.warning("%s", warning)
+    if args.check:
+        sys.stdout.write("\n".join(_check_lines(plan)) + "\n")
+        return 0
+    return _run(args, plan)
+
+
+def _run(args: argparse.Namespace, plan: Any) -> int:
+    from ml_arl.study import storage as st
+    from ml_arl.study.runner import StudyRunner
+    from ml_arl.study.samplers import make_pruner, make_sampler
+    from ml_arl.study.summary import draw, summary_lines
+
+    folder = st.StudyFolder(args.results_dir, args.run_id)
+    signal.signal(signal.SIGTERM, _sigterm)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        folder.prepare(args.resume, args.force)
+        shared = args.storage is not None
+        storage = st.open_storage(args.storage or folder.default_storage, shared)
+        study = st.load_or_create(storage, plan, args.run_id, args.resume, shared, make_sampler(plan), make_pruner(plan))
+        if args.resume:
+            study.sampler = make_sampler(plan, len(study.get_trials(deepcopy=False)))
+        shutil.copyfile(plan.path, os.path.join(folder.path, "study.yaml"))
+        if args.resume:
+            again = st.requeue_interrupted(study, storage, shared)
+            if again:
+                logger.info("%d interrupted trial(s) run again, from their checkpoints", again)
+        runner = StudyRunner(plan, folder, study, storage, args.base_port)
+        logger.info("Study %s: %d trial(s), %d at once, in %s", args.run_id, runner.n_trials, plan.settings.parallel, folder.path)
+        code = runner.run()
+        runner.write_outputs()
+        from ml_arl.study.outputs import write_statistics
+
+        write_statistics(folder.path, plan, study)
+        for line in summary_lines(study):
+            logger.info("%s", line)
+        try:
+            for path in draw(folder.path, study):
+                logger.info("Wrote %s", path)
+        except Exception as err:  # noqa: BLE001 - a picture that fails is not a failed study
+            logger.warning("could not draw the study's plots: %s", one_line(str(err)))
+        if code == 1:
+            logger.error("No trial completed; their reasons are in %s", os.path.join(folder.path, "trials.csv"))
+        return code
+    except KeyboardInterrupt:
+        logger.info("Interrupted before the study started")
+        return 0
+    except ArlError as err:
+        sys.stderr.write(f"arl-study: error: {one_line(str(err))}\n")
+        return err.exit_code
+    finally:
+        folder.unlock()
+
+
+def run() -> NoReturn:
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    run()

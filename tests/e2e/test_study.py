@@ -1,0 +1,197 @@
+"""arl-study as a user runs it: a search that prunes and writes trials.csv, best.yaml and the plots;
+a study over seeds with its statistics and arl-report; a failing trial recorded with its reason
+while the study goes on; a killed study resumed from its storage and its runs' checkpoints; a
+study folder that is locked, another study's, or changed since it began."""
+
+from __future__ import annotations
+
+import csv
+import fcntl
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.support.runs import ROOT, arl_learn_here, arl_study_here
+
+BASE = """\
+env_settings: {{env_path: {env}, num_envs: 1, manager: inprocess}}
+behaviors:
+  Reach:
+    trainer_type: ppo
+    hyperparameters: {{batch_size: 64, buffer_size: 256, learning_rate: 3.0e-3, num_epoch: 3}}
+    network_settings: {{hidden_units: 16, num_layers: 1}}
+    max_steps: {max_steps}
+    summary_freq: 250
+    checkpoint_interval: 500
+    time_horizon: 32
+"""
+LR = "behaviors.Reach.hyperparameters.learning_rate"
+WAIT_S = 120.0
+
+
+def write(folder: Path, study: str, env: str = "builtin:Reach", max_steps: int = 2000) -> Path:
+    (folder / "base.yaml").write_text(BASE.format(env=env, max_steps=max_steps))
+    path = folder / "study.yaml"
+    path.write_text(study)
+    return path
+
+
+def rows(folder: Path) -> list[dict[str, str]]:
+    with open(folder / "trials.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+@pytest.mark.slow
+def test_search_prunes_the_bad_trial_and_writes_best_yaml(tmp_path: Path) -> None:
+    # The metric is the learning rate itself: a trial at 1e-5 is below the median of the trials at
+    # 1e-3 at every step, so the median pruner stops it. Random sampler seed 2 draws 1e-3 three
+    # times, then 1e-5.
+    study = write(tmp_path, f"""\
+config: base.yaml
+trials: 4
+parallel: 1
+sampler: random
+sampler_seed: 2
+pruner: median
+startup_trials: 1
+warmup_steps: 0
+report_interval_s: 0.2
+metric: {{tag: "Policy/Learning Rate", reduce: last, direction: maximize}}
+search:
+  {LR}: {{sampler_type: choice, sampler_parameters: {{values: [1.0e-3, 1.0e-5]}}}}
+""", max_steps=4000)
+    result = arl_study_here([study, "--run-id", "lr", "--results-dir", tmp_path / "results"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = tmp_path / "results" / "lr"
+    table = rows(folder)
+    assert [r["state"] for r in table] == ["COMPLETE", "COMPLETE", "COMPLETE", "PRUNED"], table
+    assert float(table[3][LR]) == 1e-5 and table[3]["pruned_at_step"] and int(table[3]["pruned_at_step"]) < 4000
+    assert all(float(r[LR]) == 1e-3 for r in table[:3])
+    assert "Trial 3 pruned at step" in result.stdout
+    best = yaml.safe_load((folder / "best.yaml").read_text())
+    assert best["behaviors"]["Reach"]["hyperparameters"]["learning_rate"] == 1e-3
+    check = arl_learn_here([folder / "best.yaml", "--check"], tmp_path)  # a complete config arl-learn runs
+    assert check.returncode == 0, check.stderr
+    assert (folder / "history.png").stat().st_size > 1000
+    for number in range(4):  # every trial an ordinary run folder with its config beside
+        assert (folder / f"trial-{number:04d}" / "Reach").is_dir()
+        assert (folder / "configs" / f"trial-{number:04d}.yaml").is_file()
+
+
+@pytest.mark.slow
+def test_seeds_study_reports_mean_iqm_and_intervals_and_refuses_misuse(tmp_path: Path) -> None:
+    study = write(tmp_path, "config: base.yaml\nparallel: 2\nseeds: [0, 1, 2]\nmetric: {reduce: mean_last_3}\n")
+    results = tmp_path / "results"
+    result = arl_study_here([study, "--run-id", "seeds", "--results-dir", results], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = results / "seeds"
+    stats = json.loads((folder / "statistics.json").read_text())
+    assert stats["runs"] == 3 and stats["seeds"] == [0, 1, 2]
+    assert stats["iqm"]["low"] <= stats["iqm"]["value"] <= stats["iqm"]["high"]
+    assert stats["mean"]["value"] == pytest.approx(sum(stats["values"]) / 3)
+    assert "Over 3 seeds: mean" in result.stdout and "IQM" in result.stdout and "95% CI" in result.stdout
+    assert (folder / "seeds.png").stat().st_size > 1000
+    assert sorted(p.name for p in folder.glob("trial-0000-seed*")) == ["trial-0000-seed0", "trial-0000-seed1", "trial-0000-seed2"]
+    os.remove(folder / "seeds.png")
+    from ml_arl.report import main as report_main
+
+    assert report_main([str(folder)]) == 0
+    assert (folder / "seeds.png").is_file()
+
+    again = arl_study_here([study, "--run-id", "seeds", "--results-dir", results], tmp_path)
+    assert again.returncode == 2 and "use --resume to continue it, --force to start over" in again.stderr, again
+    shutil.copytree(folder, results / "copy")
+    other = arl_study_here([study, "--run-id", "copy", "--results-dir", results, "--resume"], tmp_path)
+    assert other.returncode == 2 and "holds the study 'seeds', not 'copy': it belongs to another study" in other.stderr, other
+    changed = write(tmp_path, "config: base.yaml\nparallel: 2\nseeds: [0, 1, 2, 3]\nmetric: {reduce: mean_last_3}\n")
+    moved = arl_study_here([changed, "--run-id", "seeds", "--results-dir", results, "--resume"], tmp_path)
+    assert moved.returncode == 2 and "was started with another seeds" in moved.stderr, moved
+    with open(folder / "study.lock", "a+") as held:  # as another arl-study holds it
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        locked = arl_study_here([study, "--run-id", "seeds", "--results-dir", results, "--resume"], tmp_path)
+    assert locked.returncode == 2 and "the study is being run by another arl-study" in locked.stderr, locked
+    (results / "mine").mkdir()
+    (results / "mine" / "notes.txt").write_text("mine")
+    forced = arl_study_here([study, "--run-id", "mine", "--results-dir", results, "--force"], tmp_path)
+    assert forced.returncode == 2 and "not a folder arl-study wrote" in forced.stderr, forced
+    assert (results / "mine" / "notes.txt").is_file()
+    for r in (again, other, moved, locked, forced):
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_a_failing_trial_is_recorded_with_its_reason_and_the_study_goes_on(tmp_path: Path) -> None:
+    env = "tests.support.fault_envs:make_env"
+    study = write(tmp_path, f"""\
+config: base.yaml
+trials: 2
+search:
+  {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-4, max_value: 1.0e-2}}}}
+""", env=env)
+    base = (tmp_path / "base.yaml").read_text().replace("manager: inprocess}", "manager: inprocess, env_args: [fault=value_error, at_step=20]}")
+    (tmp_path / "base.yaml").write_text(base)
+    result = arl_study_here([study, "--run-id", "fail", "--results-dir", tmp_path / "results"], ROOT)
+    assert result.returncode == 1, result.stdout + result.stderr
+    table = rows(tmp_path / "results" / "fail")
+    assert [r["state"] for r in table] == ["FAIL", "FAIL"]
+    assert all("ValueError" in r["reason"] and "\n" not in r["reason"] for r in table), table
+    assert "Trial 0 failed: run trial-0000:" in result.stdout and "Trial 1 failed" in result.stdout
+    assert "No trial completed" in result.stdout
+    assert "Traceback" not in result.stdout + result.stderr
+
+
+def _wait_for(predicate, what: str) -> None:  # noqa: ANN001
+    deadline = time.monotonic() + WAIT_S
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def _runs_alive(run_id: str) -> bool:
+    out = subprocess.run(["pgrep", "-f", f"--run-id {run_id} "], capture_output=True, text=True)
+    return bool(out.stdout.strip())
+
+
+@pytest.mark.slow
+def test_a_killed_study_resumes_its_trials_from_their_checkpoints(tmp_path: Path) -> None:
+    env = "tests.support.fault_envs:make_env"
+    study = write(tmp_path, f"""\
+config: base.yaml
+trials: 2
+search:
+  {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-4, max_value: 1.0e-2}}}}
+""", env=env, max_steps=3000)
+    base = (tmp_path / "base.yaml").read_text().replace("manager: inprocess}", "manager: inprocess, env_args: [step_sleep=0.004]}")
+    (tmp_path / "base.yaml").write_text(base)
+    folder = tmp_path / "results" / "killed"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ml_arl.study.cli", str(study), "--run-id", "killed", "--results-dir", str(tmp_path / "results")],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        _wait_for(lambda: (folder / "trial-0000" / "Reach" / "checkpoint.pt").is_file(), "the first checkpoint")
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    _wait_for(lambda: not _runs_alive("trial-0000"), "the orphaned run to save and stop")  # it got SIGTERM
+
+    result = arl_study_here([study, "--run-id", "killed", "--results-dir", tmp_path / "results", "--resume"], ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 interrupted trial(s) run again" in result.stdout
+    table = rows(folder)
+    assert [r["state"] for r in table] == ["FAIL", "COMPLETE", "COMPLETE"], table
+    assert table[0]["reason"] == "interrupted; arl-study --resume runs it again"
+    assert table[1][LR] == table[0][LR] and table[1]["runs"] == "trial-0000"  # run again with its values ...
+    log = (folder / "logs" / "trial-0000.log").read_text()
+    assert "Resum" in log  # ... continuing its run from the checkpoint
+    assert table[2][LR] != table[0][LR] and table[2]["runs"] == "trial-0002"  # the resumed sampler draws anew
+    assert not (folder / "trial-0001").exists()
