@@ -32,6 +32,8 @@ setup(
         "pettingzoo": ["pettingzoo>=1.25,<2", "mpe2>=1.0"],
         # plain ray (the actors); ray[default] (dashboard, metrics) installs beside it too
         "ray": ["ray>=2.60"],
+        # --mlflow-uri and --wandb-project (ml_arl.trackers); the tests start a real mlflow server
+        "trackers": ["mlflow>=3.0", "wandb>=0.18"],
     },
     entry_points={
         "console_scripts": ["arl-learn=ml_arl.cli:run", "arl-report=ml_arl.report:main", "arl-study=ml_arl.study.cli:run"],

@@ -83,3 +83,10 @@ class TrainerThreadError(ArlError):
         self.behavior = behavior
         self.thread_traceback = tb
         super().__init__(message)
+
+
+class TrackerError(ArlError):
+    """An experiment tracker could not start (not installed, its server not answering, a broken
+    stats-writer plugin): one line, before training."""
+
+    exit_code = 2

@@ -27,6 +27,7 @@ class StatsSummary(NamedTuple):
     std: float
     n: int
     histogram: Optional[np.ndarray] = None  # every value of the period, for "histogram" stats
+    aggregation: str = "average"  # how the period's values became ``mean``: average, sum or histogram
 
 
 class StatsWriter(Protocol):
@@ -262,8 +263,10 @@ class StatsReporter:
         arr = np.asarray(values, np.float64)
         aggregation = self._aggregation.get(key, "average")
         if aggregation == "sum":
-            return StatsSummary(float(arr.sum()), 0.0, len(arr))
-        return StatsSummary(float(arr.mean()), float(arr.std()), len(arr), arr if aggregation == "histogram" else None)
+            return StatsSummary(float(arr.sum()), 0.0, len(arr), None, "sum")
+        if aggregation == "histogram":
+            return StatsSummary(float(arr.mean()), float(arr.std()), len(arr), arr, "histogram")
+        return StatsSummary(float(arr.mean()), float(arr.std()), len(arr))
 
     def write_stats(self, step: int) -> None:
         if self.env_steps is not None:

@@ -46,6 +46,7 @@ class RunOutputs:
         self.timers = timers
         self.run_path = cp.write_path
         self.writers: list[StatsWriter] = []  # reporters hold this list: it is replaced in place
+        self.trackers: list[StatsWriter] = []  # MLflow, W&B, entry-point plugins: one run for all phases
         self.status = TrainingStatus(os.path.join(cp.run_logs_dir, "training_status.json"))
         self.store: Optional[ResultsStore] = None
         self.env_steps = StepCounter()
@@ -56,6 +57,12 @@ class RunOutputs:
         self.ready = False  # the results folder is prepared: run logs may be written
 
     def reporter(self, brain: str) -> StatsReporter:
+        """The behavior's stats reporter; trackers that take properties get its settings, as
+        ML-Agents gives a new trainer's hyperparameters to its stats writers."""
+        for tracker in self.trackers:
+            add_property = getattr(tracker, "add_property", None)
+            if add_property is not None:
+                add_property(brain, "hyperparameters", self.options.settings_for(brain).model_dump(mode="json"))
         return StatsReporter(brain, self.writers, self.env_steps)
 
     # ------------------------------------------------------------------ the results folder
@@ -76,6 +83,9 @@ class RunOutputs:
             ) from None
         write_yaml(os.path.join(self.run_path, "configuration.yaml"), self.options.as_dict())
         self.ready = True
+        from ml_arl.trackers import tracker_writers
+
+        self.trackers = tracker_writers(self.options)  # they get every summary, in every phase
         store = self.options.results_store
         if store.enabled:
             self.store = ResultsStore(os.path.join(self.run_path, STORE_FILENAME), cp.run_id, store.batch_size, store.record_steps)
@@ -88,11 +98,13 @@ class RunOutputs:
         """TensorBoard and training_status of a phase (its own folder)."""
         cp = self.options.checkpoint_settings
         for writer in self.writers:
-            writer.close()
+            if writer not in self.trackers:
+                writer.close()
         self.writers[:] = [
             TensorboardWriter(write_path, clear_past_data=not cp.resume and not cp.inference),
             GaugeWriter(self.timers),
             ConsoleWriter(),
+            *self.trackers,
         ]
         self.status = TrainingStatus(os.path.join(run_logs, "training_status.json"))
         if cp.resume:
@@ -165,7 +177,10 @@ class RunOutputs:
 
     def close(self) -> None:
         for writer in self.writers:
-            writer.close()
+            if writer not in self.trackers:
+                writer.close()
+        for tracker in self.trackers:  # after the models are exported: they upload them
+            tracker.close()
         if self.store is not None:
             self.store.close()
 

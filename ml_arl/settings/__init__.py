@@ -36,6 +36,7 @@ from ml_arl.settings.run import (
     ResultsStoreSettings,
     RunOptions,
     TorchSettings,
+    TrackerSettings,
 )
 from ml_arl.settings.samplers import (
     ConstantSampler,
@@ -82,6 +83,7 @@ __all__ = [
     "GaussianSampler",
     "Int",
     "LoadSettings",
+    "TrackerSettings",
     "MemorySettings",
     "MultiRangeUniformSampler",
     "NetworkSettings",

@@ -155,6 +155,33 @@ class ResultsStoreSettings(Strict):
     batch_size: Int = Field(256, gt=0)  # rows buffered before one write
 
 
+class TrackerSettings(Strict):
+    """ml_arl: experiment trackers besides TensorBoard (ml_arl.trackers). Stats writers from Python
+    entry points (``ml_arl.stats_writer`` and ML-Agents' ``mlagents.stats_writer``) load always."""
+
+    mlflow_uri: Optional[str] = setting(
+        None, flag="--mlflow-uri", metavar="URI",
+        help="log the run to MLflow at URI (http://host:port, or sqlite:///FILE.db): the config as params, every summary as "
+        "metrics, the .onnx models and the report as artifacts",
+    )
+    mlflow_experiment: str = setting("ml_arl", flag="--mlflow-experiment", metavar="NAME", help="the MLflow experiment")
+    wandb_project: Optional[str] = setting(
+        None, flag="--wandb-project", metavar="PROJECT",
+        help="log the run to Weights & Biases project PROJECT (offline unless WANDB_MODE=online or an API key is set)",
+    )
+    wandb_mode: Optional[str] = setting(
+        None, flag="--wandb-mode", metavar="MODE", help="online or offline (default: online with an API key, else offline)"
+    )
+    plugins: bool = True  # load the stats writers that installed packages declare as entry points
+
+    @field_validator("wandb_mode")
+    @classmethod
+    def _mode(cls, value: Optional[str]) -> Optional[str]:
+        if value is not None and value not in ("online", "offline"):
+            raise ValueError("is not a W&B mode; use online or offline")
+        return value
+
+
 class LoadSettings(Strict):
     """Where a phase takes a brain from: results/<run>/<phase>/<behavior>/checkpoint.pt."""
 
@@ -186,6 +213,7 @@ class RunOptions(Strict):
     environment_parameters: Optional[EnvironmentParameters] = None
     checkpoint_settings: CheckpointSettings = section(lambda: CheckpointSettings())
     torch_settings: TorchSettings = section(lambda: TorchSettings(), flag_group="torch configuration")
+    tracker_settings: TrackerSettings = section(lambda: TrackerSettings(), flag_group="experiment trackers")
     debug: bool = setting(False, flag="--debug", help="debug logging")
     # ml_arl: phases (train, then test, ...) run in order within one arl-learn call
     phases: Optional[list[PhaseSettings]] = None

@@ -1,0 +1,125 @@
+"""The run in MLflow (``--mlflow-uri``): one MLflow run per arl-learn run, in the experiment
+``--mlflow-experiment``. Params: the merged configuration (configuration.yaml), flattened to dotted
+keys. Metrics: every summary, as ``<behavior>/<tag>`` at the trainer's step. Artifacts, when the
+run ends: the .onnx models, configuration.yaml and the arl-report picture (report.png). A resumed
+run (``--resume``) continues its MLflow run (its id is kept in run_logs/mlflow.json).
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import math
+import os
+import re
+import time
+from typing import Any
+
+from ml_arl.atomic_files import write_json
+from ml_arl.exceptions import TrackerError
+from ml_arl.settings import RunOptions
+from ml_arl.stats import StatsSummary
+from ml_arl.text import squeeze
+
+logger = logging.getLogger(__name__)
+
+RUN_FILE = "mlflow.json"  # in run_logs/: the MLflow run this run logs to
+PARAM_BATCH = 100  # MLflow takes at most 100 params per log_batch
+PARAM_VALUE_LIMIT = 6000  # characters of a param value MLflow keeps
+_NOT_IN_A_KEY = re.compile(r"[^A-Za-z0-9_\-. :/]")  # what MLflow refuses in a metric or param name
+
+
+def mlflow_key(text: str) -> str:
+    return _NOT_IN_A_KEY.sub("_", text)
+
+
+def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
+    if isinstance(tree, dict) and tree:
+        out: dict[str, str] = {}
+        for key, child in tree.items():
+            out.update(flatten(child, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {mlflow_key(prefix): json.dumps(tree)[:PARAM_VALUE_LIMIT] if not isinstance(tree, str) else tree[:PARAM_VALUE_LIMIT]}
+
+
+class MLflowWriter:
+    def __init__(self, options: RunOptions):
+        try:
+            from mlflow.entities import Param
+            from mlflow.tracking import MlflowClient
+        except ImportError:
+            raise TrackerError("--mlflow-uri needs MLflow: pip install 'ml_arl[trackers]' (or mlflow)") from None
+        settings, cp = options.tracker_settings, options.checkpoint_settings
+        self.write_path = cp.write_path
+        uri = settings.mlflow_uri
+        assert uri is not None
+        run_file = os.path.join(cp.run_logs_dir, RUN_FILE)
+        # MLflow retries a request up to 7 times with growing waits (minutes for a server that is down)
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+        try:
+            self.client = MlflowClient(tracking_uri=uri)
+            experiment = self.client.get_experiment_by_name(settings.mlflow_experiment)
+            experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(settings.mlflow_experiment)
+            known = self._known_run(run_file) if cp.resume else None
+            if known is not None:
+                self.run_id = known
+                self.client.update_run(known, status="RUNNING")
+                logger.info("MLflow: continuing run %s at %s", known, uri)
+                return
+            import ml_arl
+
+            run = self.client.create_run(
+                experiment_id, run_name=cp.run_id, tags={"ml_arl.run_id": cp.run_id, "ml_arl.version": ml_arl.__version__}
+            )
+            self.run_id = run.info.run_id
+            params = [Param(k, v) for k, v in flatten(options.as_dict()).items()]
+            for start in range(0, len(params), PARAM_BATCH):
+                self.client.log_batch(self.run_id, params=params[start : start + PARAM_BATCH])
+        except Exception as err:  # noqa: BLE001 - MLflow raises many kinds (connection, REST); each is one line
+            raise TrackerError(f"--mlflow-uri {uri}: cannot start an MLflow run ({type(err).__name__}: {squeeze(str(err), 300)})") from None
+        write_json(run_file, {"run_id": self.run_id, "tracking_uri": uri})
+        logger.info("MLflow: run %s at %s", self.run_id, uri)
+
+    @staticmethod
+    def _known_run(path: str) -> Any:
+        try:
+            with open(path, encoding="utf-8") as f:
+                return json.load(f).get("run_id")
+        except (OSError, ValueError):
+            return None
+
+    def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
+        from mlflow.entities import Metric
+
+        stamp = int(time.time() * 1000)
+        metrics = [Metric(mlflow_key(f"{category}/{tag}"), float(v.mean), stamp, int(step))
+                   for tag, v in values.items() if math.isfinite(v.mean)]
+        if metrics:
+            self.client.log_batch(self.run_id, metrics=metrics)
+
+    def _report(self) -> list[str]:
+        """report.png of the run (arl-report's picture), drawn now; [] without a results store."""
+        from ml_arl.report import PNG_FILENAME, plot
+        from ml_arl.store import STORE_FILENAME, read_results
+
+        store = os.path.join(self.write_path, STORE_FILENAME)
+        if not os.path.isfile(store):
+            return []
+        results = read_results(store)
+        if not results.series:
+            return []
+        path = os.path.join(self.write_path, PNG_FILENAME)
+        plot(results, path)
+        return [path]
+
+    def close(self) -> None:
+        models = sorted(glob.glob(os.path.join(self.write_path, "**", "*.onnx"), recursive=True))
+        config = os.path.join(self.write_path, "configuration.yaml")
+        for path in models:
+            folder = os.path.relpath(os.path.dirname(path), self.write_path)
+            self.client.log_artifact(self.run_id, path, artifact_path="models" if folder == "." else f"models/{folder}")
+        for path in ([config] if os.path.isfile(config) else []) + self._report():
+            self.client.log_artifact(self.run_id, path)
+        self.client.set_terminated(self.run_id, "FINISHED")
