@@ -53,7 +53,12 @@ def _sigterm(signum: int, frame: Optional[FrameType]) -> None:
 def _check_lines(plan: Any) -> list[str]:
     s = plan.settings
     lines = [f"{plan.path}: valid; base config {plan.base_path}"]
-    lines.append(f"trials {s.n_trials}, {s.parallel} at once, seeds {s.seeds}, sampler {s.sampler}, pruner {s.pruner}")
+    if s.mode == "grid":
+        from ml_arl.study.design import combinations
+
+        lines.append(f"mode grid: {len(combinations(plan))} combinations, {s.parallel} at once, seeds {s.seeds}, pruner {s.pruning}")
+    else:
+        lines.append(f"trials {s.n_trials}, {s.parallel} at once, seeds {s.seeds}, sampler {s.sampler}, pruner {s.pruning}")
     lines.append(f"metric {s.metric.tag} ({s.metric.reduce}, {s.metric.direction}) of {plan.behavior or 'the only behavior'}; "
                  f"{plan.span} steps per run")
     lines += [f"search {key}: {sampler.sampler_type} {sampler.sampler_parameters.model_dump()}" for key, sampler in s.search.items()]
@@ -109,6 +114,12 @@ def _run(args: argparse.Namespace, plan: Any) -> int:
         study = st.load_or_create(storage, plan, args.run_id, args.resume, shared, make_sampler(plan), make_pruner(plan))
         if args.resume:
             study.sampler = make_sampler(plan, len(study.get_trials(deepcopy=False)))
+        elif plan.settings.mode == "grid":
+            from ml_arl.study.design import RUNS_FILE, write_design
+
+            count = write_design(plan, folder.path, study)
+            logger.info("Wrote the %d run files of the grid to %s, and the commands to %s", count,
+                        os.path.join(folder.path, "configs"), os.path.join(folder.path, RUNS_FILE))
         shutil.copyfile(plan.path, os.path.join(folder.path, "study.yaml"))
         if args.resume:
             again = st.requeue_interrupted(study, storage, shared)

@@ -1,5 +1,6 @@
-"""A run's metric: one TensorBoard tag of one behavior, read from the run's event files, and
-reduced to one number (last, max, min, or the mean of the last K summaries).
+"""A run's metric: one TensorBoard tag of one behavior, read from the run's event files (or its
+episodes from the results store: ``episodes/env_reward``, ``episodes/objective``), and reduced to
+one number (last, max, min, or the mean of the last K summaries or episodes).
 
 ``ScalarReader`` reads a run folder's event files as they grow (each file's reader keeps its place,
 so a read costs what was written since the last one); a resumed run's new event file adds the
@@ -16,11 +17,19 @@ from typing import Any, Optional
 from ml_arl.study.settings import MetricSettings
 
 EVENT_GLOB = "events.out.tfevents.*"
+# the run's episodes in its results store (results.sqlite), one point per episode: for phases
+# that write no summaries (a short test phase) and for palaestrAI's view of a run
+EPISODE_TAGS = ("episodes/env_reward", "episodes/objective")
 
 
 class ScalarReader:
-    def __init__(self, run_dir: str, tag: str, behavior: Optional[str]):
-        self.run_dir = run_dir
+    """``tag`` of ``behavior`` (None: the run's only behavior) in ``run_dir``, or with phases in its
+    folder ``phase``."""
+
+    def __init__(self, run_dir: str, tag: str, behavior: Optional[str], phase: Optional[str] = None):
+        self.root = run_dir
+        self.phase = phase
+        self.run_dir = os.path.join(run_dir, phase) if phase else run_dir
         self.tag = tag
         self.behavior = behavior
         self._readers: dict[str, Any] = {}  # event file -> its EventAccumulator
@@ -31,9 +40,36 @@ class ScalarReader:
         folders = sorted(os.path.dirname(p) for p in glob.glob(os.path.join(self.run_dir, "*", EVENT_GLOB)))
         return folders[0] if folders else None  # the runs' only behavior
 
+    def _episodes(self) -> list[tuple[int, float]]:
+        from ml_arl.exceptions import ArlError
+        from ml_arl.store import STORE_FILENAME, read_results
+
+        path = os.path.join(self.root, STORE_FILENAME)
+        if not os.path.isfile(path):
+            return []
+        try:
+            results = read_results(path)
+        except ArlError:  # not written yet
+            return []
+        field = self.tag.split("/", 1)[1]
+        values: list[float] = []
+        for series in results.series:
+            if (self.behavior is None or series.behavior == self.behavior) and (self.phase is None or series.phase == self.phase):
+                values += getattr(series, field)
+        return list(enumerate(values))
+
+    def tags(self) -> list[str]:
+        """The scalar tags read so far (for a message when ``tag`` is not among them)."""
+        found: set[str] = set()
+        for reader in self._readers.values():
+            found.update(reader.Tags().get("scalars", []))
+        return sorted(found)
+
     def read(self) -> list[tuple[int, float]]:
         """(step, value) of every summary of the tag so far, by step (a step written twice, by a
-        run and by its resumption: the later value)."""
+        run and by its resumption: the later value); for an ``episodes/`` tag, (episode, value)."""
+        if self.tag in EPISODE_TAGS:
+            return self._episodes()
         from tensorboard.backend.event_processing.event_accumulator import SCALARS, EventAccumulator
 
         folder = self._folder()

@@ -33,6 +33,7 @@ class StudyPlan:
     base: dict[str, Any]  # its contents, with the study's max_steps applied
     options: RunOptions  # the base config validated
     behavior: Optional[str]  # whose metric counts (None: the runs' only behavior)
+    phase: Optional[str]  # with phases: the phase whose summaries count
     span: int  # a run's max_steps: one seed's share of a trial's report steps
     warnings: list[str] = field(default_factory=list)
 
@@ -63,8 +64,8 @@ def _search_problems(plan_settings: StudySettings, base: dict[str, Any], options
     valid = space.dotted_keys(options.as_dict())
     for key, sampler in plan_settings.search.items():
         where = f"search.{key}"
-        if plan_settings.sampler == "grid" and sampler.sampler_type not in GRID_SAMPLERS:
-            problems.append(f"{where}: the grid sampler needs a finite set of values (int_uniform or choice), not {sampler.sampler_type}")
+        if (plan_settings.sampler == "grid" or plan_settings.mode == "grid") and sampler.sampler_type not in GRID_SAMPLERS:
+            problems.append(f"{where}: a grid needs a finite set of values (int_uniform or choice), not {sampler.sampler_type}")
         for value in space.ends(sampler):
             _, errs = _build(space.set_key(base, key, value), source)
             if not errs:
@@ -132,6 +133,17 @@ def _validate(data: dict[str, Any]) -> tuple[Optional[StudySettings], list[str]]
     return settings, problems
 
 
+def _metric_phase(settings: StudySettings, options: RunOptions, problems: list[str]) -> Optional[str]:
+    names = [p.name for p in options.phases or []]
+    wanted = settings.metric.phase
+    if wanted is None:
+        return names[-1] if names else None
+    if wanted not in names:
+        valid = f"; the config's phases: {', '.join(names)}" if names else "; the config has no phases"
+        problems.append(f"metric.phase: {wanted!r} is not a phase of the config{space.closest_key(wanted, names) or valid}")
+    return wanted
+
+
 def load_plan(path: str) -> StudyPlan:
     """The checked study; ``ConfigError`` with every problem, each line starting with its file."""
     data, warnings = load_config_file(path)
@@ -140,8 +152,14 @@ def load_plan(path: str) -> StudyPlan:
         raise ConfigError([f"{path}: {p}" for p in problems])
     if not settings.search and settings.trials not in (None, 1):
         problems.append(f"trials: {settings.trials} trials with no search would run one config {settings.trials} times; give seeds instead")
-    if settings.sampler == "grid" and not settings.search:
-        problems.append("sampler: grid needs a search")
+    if (settings.sampler == "grid" or settings.mode == "grid") and not settings.search:
+        problems.append("sampler: a grid needs a search" if settings.mode != "grid" else "mode: grid needs a search")
+    if settings.mode == "grid":
+        given = settings.model_fields_set
+        if "trials" in given:
+            problems.append("trials: mode grid runs every combination of the search; leave trials out")
+        if "sampler" in given and settings.sampler != "grid":
+            problems.append(f"sampler: mode grid walks every combination in order; leave sampler ({settings.sampler}) out")
     base_path = os.path.join(os.path.dirname(os.path.abspath(path)), settings.config)
     if not os.path.isfile(base_path):
         raise ConfigError([f"{path}: config: {settings.config} is not a file (the path is relative to the study file)", *[f"{path}: {p}" for p in problems]])
@@ -156,10 +174,11 @@ def load_plan(path: str) -> StudyPlan:
         raise ConfigError([*errs, *[f"{path}: {p}" for p in problems]])
     problems += _search_problems(settings, base, options, base_path)
     behavior = _metric_behavior(settings, options, problems)
+    phase = _metric_phase(settings, options, problems)
     if problems:
         raise ConfigError([f"{path}: {p}" for p in problems])
     trainer = options.behaviors.get(behavior) if behavior else None
     if trainer is None:
         trainer = options.default_settings or next(iter(options.behaviors.values()), None)
     span = trainer.max_steps if trainer is not None else (settings.max_steps or 500_000)
-    return StudyPlan(os.path.abspath(path), settings, base_path, base, options, behavior, span, warnings + base_warnings)
+    return StudyPlan(os.path.abspath(path), settings, base_path, base, options, behavior, phase, span, warnings + base_warnings)

@@ -79,7 +79,7 @@ def seed_band(curves: list[tuple[np.ndarray, np.ndarray]], seed: int = 0) -> tup
     return grid, mean, np.percentile(means, tail, axis=0), np.percentile(means, 100 - tail, axis=0)
 
 
-def plot_seeds(folder: str, runs: dict[int, str], tag: str, behavior: str | None) -> list[str]:
+def plot_seeds(folder: str, runs: dict[int, str], tag: str, behavior: str | None, phase: str | None = None) -> list[str]:
     """seeds.png: ``runs`` (seed -> run id) under ``folder``, one faint line each, their mean and band."""
     import matplotlib
 
@@ -88,7 +88,7 @@ def plot_seeds(folder: str, runs: dict[int, str], tag: str, behavior: str | None
 
     curves = {}
     for seed, run_id in runs.items():
-        points = ScalarReader(os.path.join(folder, run_id), tag, behavior).read()
+        points = ScalarReader(os.path.join(folder, run_id), tag, behavior, phase).read()
         if len(points) >= 1:
             curves[seed] = (np.array([p[0] for p in points], float), np.array([p[1] for p in points], float))
     if not curves:

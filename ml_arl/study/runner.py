@@ -34,6 +34,7 @@ from optuna.trial import TrialState
 from ml_arl.atomic_files import write_yaml
 from ml_arl.results_dir import is_run_folder
 from ml_arl.study import outputs
+from ml_arl.study.design import combinations, run_ids
 from ml_arl.study.metric import ScalarReader, reduce
 from ml_arl.study.outputs import INTERRUPTED_ATTR
 from ml_arl.study.plan import StudyPlan
@@ -111,7 +112,9 @@ class StudyRunner:
         self.ended: queue.SimpleQueue[RunProcess] = queue.SimpleQueue()
         self.by_process: dict[RunProcess, tuple[TrialJob, SeedRun]] = {}
         self.n_trials = self.settings.n_trials
-        if self.settings.sampler == "grid":
+        if self.settings.mode == "grid":
+            self.n_trials = len(combinations(plan))
+        elif self.settings.sampler == "grid":
             size = 1
             for sampler in self.settings.search.values():
                 size *= len(grid_values(sampler))
@@ -158,12 +161,9 @@ class StudyRunner:
         config_path = os.path.join(self.folder.path, "configs", f"{run_name}.yaml")
         os.makedirs(os.path.dirname(config_path), exist_ok=True)
         write_yaml(config_path, self.plan.trial_config(values))
-        seeds = self.settings.seeds
         runs = deque(
-            SeedRun(seed, i, run_name if len(seeds) == 1 else f"{run_name}-seed{seed}",
-                    ScalarReader(os.path.join(self.folder.path, run_name if len(seeds) == 1 else f"{run_name}-seed{seed}"),
-                                 self.settings.metric.tag, self.plan.behavior))
-            for i, seed in enumerate(seeds)
+            SeedRun(seed, i, run_id, ScalarReader(os.path.join(self.folder.path, run_id), self.settings.metric.tag, self.plan.behavior, self.plan.phase))
+            for i, (seed, run_id) in enumerate(run_ids(run_name, self.settings.seeds))
         )
         job = TrialJob(trial, values, run_name, config_path, runs)
         if self.settings.search:
@@ -251,7 +251,10 @@ class StudyRunner:
             value = reduce(run.reader.read(), self.settings.metric)
             if value is None:
                 who = f" of behavior {self.plan.behavior}" if self.plan.behavior else ""
-                job.failure = f"run {run.run_id} wrote no {self.settings.metric.tag!r} summaries{who}; check metric.tag"
+                where = f" in phase {self.plan.phase}" if self.plan.phase else ""
+                tags = run.reader.tags()
+                written = f" (it wrote {', '.join(tags[:6])}{', ...' if len(tags) > 6 else ''})" if tags else ""
+                job.failure = f"run {run.run_id} wrote no {self.settings.metric.tag!r} summaries{who}{where}{written}; check metric"
             else:
                 job.results[run.seed] = value
         if job.failure is not None:

@@ -19,7 +19,7 @@ def make_sampler(plan: StudyPlan, trials_so_far: int = 0) -> optuna.samplers.Bas
     (the same one for the same history), or it would draw the first study's values again."""
     s = plan.settings
     seed = s.sampler_seed + trials_so_far
-    if s.sampler == "grid":
+    if s.sampler == "grid" or s.mode == "grid":
         return optuna.samplers.GridSampler({key: grid_values(sampler) for key, sampler in s.search.items()}, seed=seed)
     if s.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
@@ -29,8 +29,8 @@ def make_sampler(plan: StudyPlan, trials_so_far: int = 0) -> optuna.samplers.Bas
 def make_pruner(plan: StudyPlan) -> optuna.pruners.BasePruner:
     s = plan.settings
     warmup = s.warmup_steps if s.warmup_steps is not None else plan.span // 4
-    if s.pruner == "median":
+    if s.pruning == "median":
         return optuna.pruners.MedianPruner(n_startup_trials=s.startup_trials, n_warmup_steps=warmup)
-    if s.pruner == "hyperband":
+    if s.pruning == "hyperband":
         return optuna.pruners.HyperbandPruner(min_resource=max(1, warmup), max_resource=plan.span * len(s.seeds))
     return optuna.pruners.NopPruner()

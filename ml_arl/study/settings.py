@@ -119,6 +119,7 @@ class MetricSettings(Strict):
     reduce: str = "last"  # last | max | min | mean_last_<K>
     direction: Literal["maximize", "minimize"] = "maximize"
     behavior: Optional[str] = None  # whose tag; needed when the config has several behaviors
+    phase: Optional[str] = None  # with phases: whose summaries (default: the last phase)
 
     @field_validator("reduce")
     @classmethod
@@ -135,6 +136,7 @@ class MetricSettings(Strict):
 
 class StudySettings(Strict):
     config: str  # the base arl-learn config, relative to the study file
+    mode: Literal["optimize", "grid"] = "optimize"  # grid: every combination, its run files written first
     trials: Optional[Int] = Field(None, ge=1, le=100_000)  # default: 20 with a search, 1 without
     parallel: Int = Field(1, ge=1, le=256)  # trials at once on this machine
     seeds: list[Int] = Field(default_factory=lambda: [0], min_length=1, max_length=1000)
@@ -171,3 +173,10 @@ class StudySettings(Strict):
         if self.trials is not None:
             return self.trials
         return 20 if self.search else 1
+
+    @property
+    def pruning(self) -> str:
+        """The pruner: as given; a grid study (mode: grid) prunes nothing unless it says so."""
+        if self.mode == "grid" and "pruner" not in self.model_fields_set:
+            return "none"
+        return self.pruner

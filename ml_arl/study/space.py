@@ -83,16 +83,24 @@ def ends(sampler: Any) -> list[Any]:
 
 
 def set_key(config: dict[str, Any], key: str, value: Any) -> dict[str, Any]:
-    """A copy of ``config`` with the dotted ``key`` set to ``value`` (mappings made on the way)."""
+    """A copy of ``config`` with the dotted ``key`` set to ``value`` (mappings made on the way). A
+    number indexes a list: ``phases.1.max_steps`` is the second phase's max_steps."""
     out = copy.deepcopy(config)
-    node = out
+    node: Any = out
     parts = key.split(".")
     for part in parts[:-1]:
-        child = node.get(part)
-        if not isinstance(child, dict):
+        if isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+            continue
+        child = node.get(part) if isinstance(node, dict) else None
+        if not isinstance(child, (dict, list)):
             child = node[part] = {}
         node = child
-    node[parts[-1]] = value
+    last = parts[-1]
+    if isinstance(node, list) and last.isdigit() and int(last) < len(node):
+        node[int(last)] = value
+    else:
+        node[last] = value
     return out
 
 
@@ -103,11 +111,15 @@ def with_values(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any
 
 
 def dotted_keys(tree: Any, prefix: str = "") -> list[str]:
-    """Every leaf of a nested mapping as a dotted key."""
-    if not isinstance(tree, dict) or not tree:
+    """Every leaf of nested mappings and lists as a dotted key (list items by their index)."""
+    if isinstance(tree, list) and tree:
+        items: Any = enumerate(tree)
+    elif isinstance(tree, dict) and tree:
+        items = tree.items()
+    else:
         return [prefix] if prefix else []
     keys: list[str] = []
-    for name, child in tree.items():
+    for name, child in items:
         keys += dotted_keys(child, f"{prefix}.{name}" if prefix else str(name))
     return keys
 

@@ -47,6 +47,8 @@ def fingerprint(plan: StudyPlan) -> dict[str, Any]:
         "metric": s.metric.model_dump(),
         "sampler": s.sampler,
         "config": os.path.basename(plan.base_path),
+        "phase": plan.phase,
+        "behavior": plan.behavior,
     }
 
 

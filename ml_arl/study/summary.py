@@ -13,6 +13,7 @@ from optuna.trial import TrialState
 
 from ml_arl.exceptions import ArlError
 from ml_arl.study import STORAGE_FILE, plots
+from ml_arl.study.design import run_ids
 from ml_arl.study.outputs import SEED_VALUES_ATTR, STATISTICS_JSON, best_trial
 from ml_arl.study.space import VALUES_ATTR
 from ml_arl.study.stats import format_estimate, seed_statistics
@@ -59,9 +60,10 @@ def draw(folder: str, study: optuna.Study) -> list[str]:
         return []
     seeds = [int(s) for s in fp.get("seeds", [])]
     name = best.user_attrs.get(RUN_NAME_ATTR, f"trial-{best.number:04d}")
-    runs = {s: name if len(seeds) == 1 else f"{name}-seed{s}" for s in seeds}
+    runs = dict(run_ids(name, seeds))
     metric = fp.get("metric", {})
-    return plots.plot_seeds(folder, runs, metric.get("tag", "Environment/Cumulative Reward"), metric.get("behavior"))
+    return plots.plot_seeds(folder, runs, metric.get("tag", "Environment/Cumulative Reward"), metric.get("behavior"),
+                            fp.get("phase"))
 
 
 def report(folder: str, plot: bool = True) -> tuple[list[str], list[str]]:

@@ -195,3 +195,44 @@ search:
     assert "Resum" in log  # ... continuing its run from the checkpoint
     assert table[2][LR] != table[0][LR] and table[2]["runs"] == "trial-0002"  # the resumed sampler draws anew
     assert not (folder / "trial-0001").exists()
+
+
+@pytest.mark.slow
+def test_grid_mode_writes_every_run_file_first_and_each_reruns_alone(tmp_path: Path) -> None:
+    """palaestrAI's design of experiments: attacker settings x phase lengths on GridDefense, every
+    concrete run file written before anything runs; the metric is the defender's test episodes."""
+    base = yaml.safe_load((ROOT / "config" / "arl" / "GridDefense.yaml").read_text())
+    base["env_settings"]["num_envs"] = 1
+    base["default_settings"]["summary_freq"] = 1000
+    for phase in base["phases"]:
+        phase.update({"max_steps": 1000} if phase["mode"] == "train" else {"episodes": 8})
+    (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
+    study = tmp_path / "doe.yaml"
+    study.write_text("""\
+config: base.yaml
+mode: grid
+parallel: 2
+metric: {tag: episodes/env_reward, behavior: Defender, reduce: mean_last_8}
+search:
+  behaviors.Attacker.hyperparameters.learning_rate: {sampler_type: choice, sampler_parameters: {values: [1.0e-4, 3.0e-3]}}
+  phases.1.max_steps: {sampler_type: int_uniform, sampler_parameters: {min_value: 1000, max_value: 2000, step: 1000}}
+""")
+    check = arl_study_here([study, "--run-id", "doe", "--check"], tmp_path)
+    assert "mode grid: 4 combinations, 2 at once, seeds [0], pruner none" in check.stdout, check
+    result = arl_study_here([study, "--run-id", "doe", "--results-dir", tmp_path / "results"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = tmp_path / "results" / "doe"
+    commands = [line for line in (folder / "runs.txt").read_text().splitlines() if line.startswith("arl-learn ")]
+    assert len(commands) == 4
+    table = rows(folder)
+    assert [(float(r["behaviors.Attacker.hyperparameters.learning_rate"]), int(r["phases.1.max_steps"])) for r in table] == [
+        (1e-4, 1000), (1e-4, 2000), (3e-3, 1000), (3e-3, 2000)]  # in order, the last key fastest
+    assert all(r["state"] == "COMPLETE" and float(r["metric"]) > 0 for r in table), table
+    written = yaml.safe_load((folder / "configs" / "trial-0003.yaml").read_text())
+    assert written["phases"][1]["max_steps"] == 2000 and written["behaviors"]["Attacker"]["hyperparameters"]["learning_rate"] == 3e-3
+    # any one run again, alone, from its line in runs.txt
+    args = commands[3].split()[1:]
+    args[args.index("--run-id") + 1] = "again"
+    again = arl_learn_here(args, tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert (folder / "again" / "attack" / "Attacker").is_dir()

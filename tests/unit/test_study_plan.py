@@ -96,7 +96,7 @@ search:
     ("config: nope.yaml\n", "config: nope.yaml is not a file (the path is relative to the study file)"),
     ("config: base.yaml\ntrials: 3\n", "trials: 3 trials with no search would run one config 3 times; give seeds instead"),
     ("config: base.yaml\nsampler: grid\nsearch: {x.y: {sampler_type: uniform, sampler_parameters: {}}}\n",
-     "search.x.y: the grid sampler needs a finite set of values (int_uniform or choice), not uniform"),
+     "search.x.y: a grid needs a finite set of values (int_uniform or choice), not uniform"),
     ("config: base.yaml\nmetric: {behavior: Rech}\n", "metric.behavior: 'Rech' is not a behavior of the config; did you mean 'Reach'?"),
     ("config: base.yaml\nsearch: {" + LR + ": {sampler_type: log_uniform, sampler_parameters: {min_value: 0, max_value: 1}}}\n",
      "min_value 0.0 must be above 0 for a log_uniform sampler"),
@@ -173,3 +173,23 @@ def test_seed_band_is_the_mean_with_an_interval_that_holds_it() -> None:
     assert mean[-1] == pytest.approx(2.0) and mean[0] == 0.0
     assert low[-1] <= 2.0 <= high[-1] and 1.0 <= low[-1] and high[-1] <= 3.0
     assert math.isclose(grid[-1], 100.0)
+
+
+def test_keys_index_lists_and_grid_mode_checks(tmp_path: Path) -> None:
+    config = {"phases": [{"name": "a", "max_steps": 1}, {"name": "b", "max_steps": 2}]}
+    assert space.set_key(config, "phases.1.max_steps", 5)["phases"] == [{"name": "a", "max_steps": 1}, {"name": "b", "max_steps": 5}]
+    assert space.dotted_keys(config) == ["phases.0.name", "phases.0.max_steps", "phases.1.name", "phases.1.max_steps"]
+    lines = problems(tmp_path, f"""\
+config: base.yaml
+mode: grid
+trials: 3
+sampler: tpe
+search:
+  {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-4, max_value: 1.0e-2}}}}
+metric: {{phase: test}}
+""")
+    text = "\n".join(lines)
+    assert "trials: mode grid runs every combination of the search; leave trials out" in text
+    assert "sampler: mode grid walks every combination in order; leave sampler (tpe) out" in text
+    assert f"search.{LR}: a grid needs a finite set of values (int_uniform or choice), not log_uniform" in text
+    assert "metric.phase: 'test' is not a phase of the config; the config has no phases" in text
