@@ -160,7 +160,7 @@ def load_plan(path: str) -> StudyPlan:
             problems.append("trials: mode grid runs every combination of the search; leave trials out")
         if "sampler" in given and settings.sampler != "grid":
             problems.append(f"sampler: mode grid walks every combination in order; leave sampler ({settings.sampler}) out")
-    base_path = os.path.join(os.path.dirname(os.path.abspath(path)), settings.config)
+    base_path = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(path)), settings.config))
     if not os.path.isfile(base_path):
         raise ConfigError([f"{path}: config: {settings.config} is not a file (the path is relative to the study file)", *[f"{path}: {p}" for p in problems]])
     try:

@@ -20,7 +20,7 @@ from ml_arl.exceptions import TrackerError
 from ml_arl.settings import RunOptions
 from ml_arl.stats import StatsSummary
 from ml_arl.text import squeeze
-from ml_arl.trackers import mlagents_types
+from ml_arl.trackers.mlagents_types import property_type, provide_mlagents_names, summary
 
 logger = logging.getLogger(__name__)
 
@@ -35,11 +35,11 @@ class MLAgentsWriter:
         self._properties_sent: set[str] = set()
 
     def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
-        self.writer.write_stats(category, {k: mlagents_types.summary(v) for k, v in values.items()}, step)
+        self.writer.write_stats(category, {k: summary(v) for k, v in values.items()}, step)
 
-    def add_property(self, category: str, property_type: Any, value: Any) -> None:
+    def add_property(self, category: str, kind: Any, value: Any) -> None:
         if hasattr(self.writer, "add_property"):
-            self.writer.add_property(category, mlagents_types.property_type(property_type), value)
+            self.writer.add_property(category, property_type(kind), value)
 
     def close(self) -> None:
         if hasattr(self.writer, "close"):
@@ -52,7 +52,7 @@ def plugin_writers(options: RunOptions) -> list[tuple[str, Any]]:
     for group in GROUPS:
         points = list(entry_points(group=group))
         if points and group == "mlagents.stats_writer":
-            mlagents_types.provide_mlagents_names()
+            provide_mlagents_names()
         for point in points:
             where = f"stats writer plugin {point.name!r} ({point.value}, group {group})"
             try:
