@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--storage", metavar="URL", help="an SQLAlchemy URL for the Optuna storage, e.g. postgresql://... for a study "
                    "several machines share (default: sqlite in the study's folder)")
     p.add_argument("--base-port", type=int, help="first port of the runs' Unity workers (default: the config's)")
+    p.add_argument("--ray-address", metavar="ADDRESS", help="run the trials' runs as Ray tasks on the Ray cluster at ADDRESS "
+                   "(auto: the cluster this machine belongs to; local: a Ray instance on this machine); --results-dir "
+                   "must be a folder every node sees at the same path")
     p.add_argument("--check", action="store_true", help="check the study file and its config, print the plan and exit")
     p.add_argument("--debug", action="store_true", help="debug logging")
     return p
@@ -125,7 +128,12 @@ def _run(args: argparse.Namespace, plan: Any) -> int:
             again = st.requeue_interrupted(study, storage, shared)
             if again:
                 logger.info("%d interrupted trial(s) run again, from their checkpoints", again)
-        runner = StudyRunner(plan, folder, study, storage, args.base_port)
+        owns_ray = False
+        if args.ray_address:
+            from ml_arl.study.ray_runs import connect
+
+            owns_ray = connect(args.ray_address, plan.settings.parallel)
+        runner = StudyRunner(plan, folder, study, storage, args.base_port, ray=bool(args.ray_address))
         logger.info("Study %s: %d trial(s), %d at once, in %s", args.run_id, runner.n_trials, plan.settings.parallel, folder.path)
         code = runner.run()
         runner.write_outputs()
@@ -141,6 +149,10 @@ def _run(args: argparse.Namespace, plan: Any) -> int:
             logger.warning("could not draw the study's plots: %s", one_line(str(err)))
         if code == 1:
             logger.error("No trial completed; their reasons are in %s", os.path.join(folder.path, "trials.csv"))
+        if owns_ray:
+            import ray
+
+            ray.shutdown()
         return code
     except KeyboardInterrupt:
         logger.info("Interrupted before the study started")

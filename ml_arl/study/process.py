@@ -18,15 +18,36 @@ import subprocess
 import sys
 import threading
 import time
-from typing import IO, Optional
+from typing import IO, Optional, Protocol
 
 STOP_GRACE_S = 120.0  # after SIGINT: saving a checkpoint of a large model on a busy machine
 TERM_GRACE_S = 30.0  # after SIGTERM, before the process group is killed
 _TAIL_BYTES = 64 * 1024  # how much of a run's log is read for its failure reason
 
 
+class StudyRun(Protocol):
+    """What the study's loop uses of a run, here (RunProcess) or on a Ray cluster (RayRun)."""
+
+    started: float
+    stop_reason: Optional[str]
+    log_path: str
+
+    @property
+    def returncode(self) -> Optional[int]: ...
+
+    def stop(self, reason: str) -> None: ...
+
+    def escalate(self, now: float) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def next_deadline(self) -> Optional[float]: ...
+
+    def failure_reason(self) -> str: ...
+
+
 class RunProcess:
-    def __init__(self, argv: list[str], log_path: str, ended: queue.SimpleQueue[RunProcess], cwd: Optional[str] = None):
+    def __init__(self, argv: list[str], log_path: str, ended: queue.SimpleQueue[StudyRun], cwd: Optional[str] = None):
         self.argv = argv
         self.log_path = log_path
         os.makedirs(os.path.dirname(log_path), exist_ok=True)

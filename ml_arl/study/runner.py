@@ -38,7 +38,7 @@ from ml_arl.study.design import combinations, run_ids
 from ml_arl.study.metric import ScalarReader, reduce
 from ml_arl.study.outputs import INTERRUPTED_ATTR
 from ml_arl.study.plan import StudyPlan
-from ml_arl.study.process import RunProcess
+from ml_arl.study.process import RunProcess, StudyRun
 from ml_arl.study.space import VALUES_ATTR, grid_values, suggest
 from ml_arl.study.storage import RUN_NAME_ATTR, StudyFolder
 
@@ -53,7 +53,7 @@ class SeedRun:
     index: int  # the seed's position in the study's seeds
     run_id: str
     reader: ScalarReader
-    process: Optional[RunProcess] = None
+    process: Optional[StudyRun] = None
     slot: int = -1
     reported_step: int = -1
 
@@ -97,7 +97,7 @@ def ended_trials(study: optuna.Study) -> int:
 class StudyRunner:
     def __init__(
         self, plan: StudyPlan, folder: StudyFolder, study: optuna.Study, storage: optuna.storages.RDBStorage,
-        base_port: Optional[int] = None,
+        base_port: Optional[int] = None, ray: bool = False,
     ):
         self.plan = plan
         self.settings = plan.settings
@@ -107,10 +107,11 @@ class StudyRunner:
         env = plan.options.env_settings
         self.base_port = env.base_port if base_port is None else base_port
         self.port_stride = env.num_envs + 1
+        self.ray = ray  # runs as Ray tasks (ml_arl.study.ray_runs), each asking for num_envs + 1 CPUs
         self.free_slots = list(range(self.settings.parallel))
         self.jobs: list[TrialJob] = []
-        self.ended: queue.SimpleQueue[RunProcess] = queue.SimpleQueue()
-        self.by_process: dict[RunProcess, tuple[TrialJob, SeedRun]] = {}
+        self.ended: queue.SimpleQueue[StudyRun] = queue.SimpleQueue()
+        self.by_process: dict[StudyRun, tuple[TrialJob, SeedRun]] = {}
         self.n_trials = self.settings.n_trials
         if self.settings.mode == "grid":
             self.n_trials = len(combinations(plan))
@@ -173,11 +174,20 @@ class StudyRunner:
     def _start_run(self, job: TrialJob, run: SeedRun) -> None:
         run.slot = self.free_slots.pop(0)
         run_dir = os.path.join(self.folder.path, run.run_id)
-        argv = [job.config_path, "--run-id", run.run_id, "--results-dir", self.folder.path, "--seed", str(run.seed),
+        config, results = job.config_path, self.folder.path
+        if self.ray:  # the run's node: the same paths, from wherever its worker starts
+            config, results = os.path.abspath(config), os.path.abspath(results)
+        argv = [config, "--run-id", run.run_id, "--results-dir", results, "--seed", str(run.seed),
                 "--base-port", str(self.base_port + run.slot * self.port_stride)]
         if is_run_folder(run_dir):  # a trial run again after an interruption: continue where it stopped
             argv.append("--resume" if glob.glob(os.path.join(run_dir, "*", "checkpoint.pt")) else "--force")
-        run.process = RunProcess(argv, os.path.join(self.folder.path, "logs", f"{run.run_id}.log"), self.ended)
+        log = os.path.join(self.folder.path, "logs", f"{run.run_id}.log")
+        if self.ray:
+            from ml_arl.study.ray_runs import RayRun
+
+            run.process = RayRun(argv, log, self.ended, cpus=self.port_stride)
+        else:
+            run.process = RunProcess(argv, log, self.ended)
         self.by_process[run.process] = (job, run)
         job.running.append(run)
 
@@ -209,7 +219,7 @@ class StudyRunner:
         for process in ended:
             self._run_ended(process)
 
-    def _check_running(self, process: RunProcess, now: float) -> None:
+    def _check_running(self, process: StudyRun, now: float) -> None:
         job, run = self.by_process[process]
         if self.storage.get_heartbeat_interval() is not None:  # a shared storage
             self.storage.record_heartbeat(job.trial._trial_id)
@@ -238,7 +248,7 @@ class StudyRunner:
             if other.process is not None:
                 other.process.stop(reason)
 
-    def _run_ended(self, process: RunProcess) -> None:
+    def _run_ended(self, process: StudyRun) -> None:
         job, run = self.by_process.pop(process)
         job.running.remove(run)
         self.free_slots.append(run.slot)

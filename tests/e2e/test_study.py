@@ -236,3 +236,27 @@ search:
     again = arl_learn_here(args, tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert (folder / "again" / "attack" / "Attacker").is_dir()
+
+
+@pytest.mark.slow
+def test_runs_as_ray_tasks_give_the_same_trials(tmp_path: Path) -> None:
+    """--ray-address local: each run a Ray task on a Ray instance the study starts; the trials and
+    their metrics are those of the same study run here (same seeds, same sampler)."""
+    pytest.importorskip("ray")
+    study = write(tmp_path, f"""\
+config: base.yaml
+trials: 2
+parallel: 2
+sampler: random
+search:
+  {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-4, max_value: 1.0e-2}}}}
+""")
+    tables = {}
+    for name, extra in (("here", []), ("ray", ["--ray-address", "local"])):
+        done = subprocess.run(
+            [sys.executable, "-m", "ml_arl.study.cli", str(study), "--run-id", name, "--results-dir", str(tmp_path / "results"), *extra],
+            cwd=tmp_path, capture_output=True, text=True, timeout=300,
+        )
+        assert done.returncode == 0, done.stdout + done.stderr
+        tables[name] = [(r["state"], r[LR], r["metric"]) for r in rows(tmp_path / "results" / name)]
+    assert tables["ray"] == tables["here"] and all(state == "COMPLETE" for state, _, _ in tables["ray"])
