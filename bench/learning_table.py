@@ -180,7 +180,7 @@ def _run(task: Task, seed: int, queue: Any) -> None:
 
     from ml_arl.settings import build_run_options
     from ml_arl.trainer_controller import TrainerController
-    from tests import simple_envs
+    from tests.support import simple_envs
 
     with tempfile.TemporaryDirectory() as tmp:
         config = _config(task, tmp, seed)
