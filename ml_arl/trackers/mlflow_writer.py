@@ -16,11 +16,11 @@ import re
 import time
 from typing import Any
 
-from ml_arl.atomic_files import write_json
 from ml_arl.exceptions import TrackerError
 from ml_arl.settings import RunOptions
 from ml_arl.stats import StatsSummary
 from ml_arl.text import squeeze
+from ml_arl.trackers.run_file import known, remember
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +62,11 @@ class MLflowWriter:
             self.client = MlflowClient(tracking_uri=uri)
             experiment = self.client.get_experiment_by_name(settings.mlflow_experiment)
             experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(settings.mlflow_experiment)
-            known = self._known_run(run_file) if cp.resume else None
-            if known is not None:
-                self.run_id = known
-                self.client.update_run(known, status="RUNNING")
-                logger.info("MLflow: continuing run %s at %s", known, uri)
+            earlier = known(run_file, "run_id") if cp.resume else None
+            if earlier is not None:
+                self.run_id = earlier
+                self.client.update_run(earlier, status="RUNNING")
+                logger.info("MLflow: continuing run %s at %s", earlier, uri)
                 return
             import ml_arl
 
@@ -79,16 +79,8 @@ class MLflowWriter:
                 self.client.log_batch(self.run_id, params=params[start : start + PARAM_BATCH])
         except Exception as err:  # noqa: BLE001 - MLflow raises many kinds (connection, REST); each is one line
             raise TrackerError(f"--mlflow-uri {uri}: cannot start an MLflow run ({type(err).__name__}: {squeeze(str(err), 300)})") from None
-        write_json(run_file, {"run_id": self.run_id, "tracking_uri": uri})
+        remember(run_file, {"run_id": self.run_id, "tracking_uri": uri})
         logger.info("MLflow: run %s at %s", self.run_id, uri)
-
-    @staticmethod
-    def _known_run(path: str) -> Any:
-        try:
-            with open(path, encoding="utf-8") as f:
-                return json.load(f).get("run_id")
-        except (OSError, ValueError):
-            return None
 
     def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
         from mlflow.entities import Metric

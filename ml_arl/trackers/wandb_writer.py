@@ -9,7 +9,6 @@ uploads them later) unless ``--wandb-mode online``, ``WANDB_MODE=online`` or an 
 from __future__ import annotations
 
 import glob
-import json
 import logging
 import math
 import os
@@ -17,11 +16,11 @@ import secrets
 import string
 from typing import Any
 
-from ml_arl.atomic_files import write_json
 from ml_arl.exceptions import TrackerError
 from ml_arl.settings import RunOptions
 from ml_arl.stats import StatsSummary
 from ml_arl.text import squeeze
+from ml_arl.trackers.run_file import known, remember
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +45,7 @@ class WandbWriter:
         settings, cp = options.tracker_settings, options.checkpoint_settings
         self.write_path = cp.write_path
         run_file = os.path.join(cp.run_logs_dir, RUN_FILE)
-        run_id = self._known_id(run_file) if cp.resume else None
+        run_id = known(run_file, "id") if cp.resume else None
         run_id = run_id or "".join(secrets.choice(string.ascii_lowercase + string.digits) for _ in range(8))
         mode: Any = wandb_mode(settings.wandb_mode)
         try:
@@ -59,16 +58,8 @@ class WandbWriter:
                                f"({type(err).__name__}: {squeeze(str(err), 300)})") from None
         self._wandb = wandb
         self._defined: set[str] = set()
-        write_json(run_file, {"id": run_id, "project": settings.wandb_project, "mode": mode})
+        remember(run_file, {"id": run_id, "project": settings.wandb_project, "mode": mode})
         logger.info("W&B: run %s (%s, %s)", run_id, settings.wandb_project, mode)
-
-    @staticmethod
-    def _known_id(path: str) -> Any:
-        try:
-            with open(path, encoding="utf-8") as f:
-                return json.load(f).get("id")
-        except (OSError, ValueError):
-            return None
 
     def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
         if category not in self._defined:

@@ -44,6 +44,19 @@ def write(folder: Path, study: str, env: str = "builtin:Reach", max_steps: int =
     return path
 
 
+def write_fault_study(folder: Path, env_args: str, max_steps: int = 2000) -> Path:
+    """Two trials over the learning rate, each a run of tests/support/fault_envs.py with ``env_args``."""
+    study = write(folder, f"""\
+config: base.yaml
+trials: 2
+search:
+  {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-4, max_value: 1.0e-2}}}}
+""", env="tests.support.fault_envs:make_env", max_steps=max_steps)
+    base = (folder / "base.yaml").read_text().replace("manager: inprocess}", f"manager: inprocess, env_args: [{env_args}]}}")
+    (folder / "base.yaml").write_text(base)
+    return study
+
+
 def rows(folder: Path) -> list[dict[str, str]]:
     with open(folder / "trials.csv", newline="") as f:
         return list(csv.DictReader(f))
@@ -129,15 +142,7 @@ def test_seeds_study_reports_mean_iqm_and_intervals_and_refuses_misuse(tmp_path:
 
 @pytest.mark.slow
 def test_a_failing_trial_is_recorded_with_its_reason_and_the_study_goes_on(tmp_path: Path) -> None:
-    env = "tests.support.fault_envs:make_env"
-    study = write(tmp_path, f"""\
-config: base.yaml
-trials: 2
-search:
-  {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-4, max_value: 1.0e-2}}}}
-""", env=env)
-    base = (tmp_path / "base.yaml").read_text().replace("manager: inprocess}", "manager: inprocess, env_args: [fault=value_error, at_step=20]}")
-    (tmp_path / "base.yaml").write_text(base)
+    study = write_fault_study(tmp_path, "fault=value_error, at_step=20")
     result = arl_study_here([study, "--run-id", "fail", "--results-dir", tmp_path / "results"], ROOT)
     assert result.returncode == 1, result.stdout + result.stderr
     table = rows(tmp_path / "results" / "fail")
@@ -163,15 +168,7 @@ def _runs_alive(run_id: str) -> bool:
 
 @pytest.mark.slow
 def test_a_killed_study_resumes_its_trials_from_their_checkpoints(tmp_path: Path) -> None:
-    env = "tests.support.fault_envs:make_env"
-    study = write(tmp_path, f"""\
-config: base.yaml
-trials: 2
-search:
-  {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-4, max_value: 1.0e-2}}}}
-""", env=env, max_steps=3000)
-    base = (tmp_path / "base.yaml").read_text().replace("manager: inprocess}", "manager: inprocess, env_args: [step_sleep=0.004]}")
-    (tmp_path / "base.yaml").write_text(base)
+    study = write_fault_study(tmp_path, "step_sleep=0.004", max_steps=3000)
     folder = tmp_path / "results" / "killed"
     proc = subprocess.Popen(
         [sys.executable, "-m", "ml_arl.study.cli", str(study), "--run-id", "killed", "--results-dir", str(tmp_path / "results")],

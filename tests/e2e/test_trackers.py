@@ -121,6 +121,11 @@ def test_mlflow_gets_params_metrics_and_artifacts(tmp_path: Path, mlflow_server:
     assert "models/Reach.onnx" in {a.path for a in client.list_artifacts(found.info.run_id, "models")}
     saved = json.loads((tmp_path / "results" / "tracked" / "run_logs" / "mlflow.json").read_text())
     assert saved["run_id"] == found.info.run_id
+    resumed = arl_learn_here([_config(tmp_path), "--run-id", "tracked", "--resume", "--mlflow-uri", mlflow_server,
+                              "--mlflow-experiment", "tests"], tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    (again,) = client.search_runs([experiment.experiment_id])  # the same MLflow run, continued
+    assert again.info.run_id == found.info.run_id and again.info.status == "FINISHED"
 
 
 def test_an_mlflow_server_that_does_not_answer_is_one_line_before_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
