@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import queue
+import shlex
 import signal
 import subprocess
 import sys
@@ -52,6 +53,8 @@ class RunProcess:
         self.log_path = log_path
         os.makedirs(os.path.dirname(log_path), exist_ok=True)
         self._log: IO[bytes] = open(log_path, "ab")
+        self._log.write(("$ arl-learn " + " ".join(shlex.quote(a) for a in argv) + "\n").encode())
+        self._log.flush()
         env = {**os.environ, "ARL_STUDY_PID": str(os.getpid())}  # the run stops if the study dies (ml_arl.study.child)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "ml_arl.study.child", *argv], stdin=subprocess.DEVNULL, stdout=self._log,

@@ -98,6 +98,11 @@ class Trainer(ABC, Generic[HP]):
         self.trajectory_queues: list[AgentManagerQueue[Trajectory]] = []
         self.policy_queues: list[AgentManagerQueue[PolicySnapshot]] = []
         self.rng = np.random.default_rng(seed)
+        self.build()
+
+    def build(self) -> None:  # noqa: B027 - optional: a trainer with its own __init__ builds there
+        """Make the networks, optimizers and buffers; the last step of ``__init__``, once every
+        attribute above is set (``self.settings``, ``self.spec``, ``self.device``, ``self.rng``, ...)."""
 
     # ------------------------------------------------------------------ to implement
     @abstractmethod

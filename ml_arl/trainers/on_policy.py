@@ -6,20 +6,18 @@ trainer keeps its buffer, its batch, its loss and its advantages."""
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, Optional, TypeVar
 
 import torch
-from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.behavior_id import brain_name
-from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot, Trajectory
+from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
-from ml_arl.settings import TrainerSettings
 from ml_arl.settings.trainer import _ClippedPolicySettings
-from ml_arl.stats import StatsReporter
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.behavioral_cloning import BehavioralCloning, make_behavioral_cloning
 from ml_arl.trainers.optim import Adam
@@ -36,23 +34,18 @@ class OnPolicyTrainer(Trainer[HP]):
     network: ActorCritic
     optimizer: Adam
 
-    def __init__(
-        self,
-        behavior: str,
-        settings: TrainerSettings,
-        spec: BehaviorSpec,
-        stats: StatsReporter,
-        checkpoints: Optional[CheckpointManager],
-        device: torch.device,
-        training: bool,
-        seed: int,
-        env_actions: Actions,
-    ):
-        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
-        self.streams = RewardStreams(behavior, settings, spec, env_actions, device)
-        memory = settings.network_settings.memory
+    env_actions: Actions = staticmethod(env_continuous)  # what a stored action becomes as the env got it
+
+    def build(self) -> None:
+        self.streams = RewardStreams(self.behavior, self.settings, self.spec, self.env_actions, self.device)
+        memory = self.settings.network_settings.memory
         self.sequence_length = memory.sequence_length if memory is not None else 1
         self.bc: Optional[BehavioralCloning] = None
+        self.build_networks()
+
+    @abstractmethod
+    def build_networks(self) -> None:
+        """The trainer's networks (``self.network``: the actor), then ``_train`` with their parameters."""
 
     def _networks(self, build: Callable[[], T]) -> T:
         """``build()``, with a behavior whose observations do not fit network_settings as a config error."""

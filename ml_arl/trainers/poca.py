@@ -41,12 +41,9 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.checkpoints import CheckpointManager
 from ml_arl.messages import Groupmates, Trajectory
-from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
-from ml_arl.settings import POCASettings, TrainerSettings
-from ml_arl.stats import StatsReporter
+from ml_arl.settings import POCASettings
 from ml_arl.trainers.batches import select_rows
 from ml_arl.trainers.common import ADVANTAGE_EPSILON, lambda_returns
 from ml_arl.trainers.on_policy import OnPolicyTrainer
@@ -159,24 +156,10 @@ def poca_loss(
 
 
 class POCATrainer(OnPolicyTrainer[POCASettings]):
-    def __init__(
-        self,
-        behavior: str,
-        settings: TrainerSettings,
-        spec: BehaviorSpec,
-        stats: StatsReporter,
-        checkpoints: Optional[CheckpointManager],
-        device: torch.device,
-        training: bool = True,
-        seed: int = 0,
-    ):
-        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed, env_continuous)
-        self.network = self._networks(
-            lambda: ActorCritic(spec, settings.network_settings, streams=self.streams.names, critic=False).to(device)
-        )
-        self.critic = self._networks(
-            lambda: POCACritic(spec, settings.network_settings, self.network.normalizer, self.streams.names).to(device)
-        )
+    def build_networks(self) -> None:
+        spec, net, device = self.spec, self.settings.network_settings, self.device
+        self.network = self._networks(lambda: ActorCritic(spec, net, streams=self.streams.names, critic=False).to(device))
+        self.critic = self._networks(lambda: POCACritic(spec, net, self.network.normalizer, self.streams.names).to(device))
         self._train(list(self.network.parameters()) + list(self.critic.parameters()))
         self.trajectories: list[Trajectory] = []
         self.stream_rewards: list[np.ndarray] = []

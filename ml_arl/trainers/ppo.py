@@ -27,14 +27,10 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import torch
-from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.checkpoints import CheckpointManager
 from ml_arl.messages import Trajectory
-from ml_arl.policy.muscle import env_continuous
 from ml_arl.policy.networks import ActorCritic
-from ml_arl.settings import PPOSettings, TrainerSettings
-from ml_arl.stats import StatsReporter
+from ml_arl.settings import PPOSettings
 from ml_arl.trainers.batches import select_rows
 from ml_arl.trainers.common import ADVANTAGE_EPSILON, gae
 from ml_arl.trainers.on_policy import OnPolicyTrainer
@@ -186,20 +182,10 @@ def ppo_loss(
 
 
 class PPOTrainer(OnPolicyTrainer[PPOSettings]):
-    def __init__(
-        self,
-        behavior: str,
-        settings: TrainerSettings,
-        spec: BehaviorSpec,
-        stats: StatsReporter,
-        checkpoints: Optional[CheckpointManager],
-        device: torch.device,
-        training: bool = True,
-        seed: int = 0,
-    ):
-        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed, env_continuous)
+    def build_networks(self) -> None:
+        spec, net, device = self.spec, self.settings.network_settings, self.device
         self.network = self._networks(
-            lambda: ActorCritic(spec, settings.network_settings, self.hp.shared_critic, streams=self.streams.names).to(device)
+            lambda: ActorCritic(spec, net, self.hp.shared_critic, streams=self.streams.names).to(device)
         )
         self._train(list(self.network.parameters()))
         self.buffer = PPOBuffer()

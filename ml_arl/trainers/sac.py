@@ -36,15 +36,12 @@ from typing import Any, NamedTuple, Optional
 
 import numpy as np
 import torch
-from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.behavior_id import brain_name
-from ml_arl.checkpoints import CheckpointManager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.policy.networks import ActorCritic
-from ml_arl.settings import SACSettings, TrainerSettings
-from ml_arl.stats import StatsReporter
+from ml_arl.settings import SACSettings
 from ml_arl.trainers.base import Trainer
 from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.optim import Adam
@@ -209,18 +206,8 @@ def condense_q(q: torch.Tensor, discrete: torch.Tensor, branches: tuple[int, ...
 
 
 class SACTrainer(Trainer[SACSettings]):
-    def __init__(
-        self,
-        behavior: str,
-        settings: TrainerSettings,
-        spec: BehaviorSpec,
-        stats: StatsReporter,
-        checkpoints: Optional[CheckpointManager],
-        device: torch.device,
-        training: bool = True,
-        seed: int = 0,
-    ):
-        super().__init__(behavior, settings, spec, stats, checkpoints, device, training, seed)
+    def build(self) -> None:
+        behavior, settings, spec, device = self.behavior, self.settings, self.spec, self.device
         self.streams = RewardStreams(behavior, settings, spec, lambda actions: actions, device)  # stored = sent, tanh-squashed
         net = settings.network_settings
         try:
