@@ -10,6 +10,7 @@ from abc import abstractmethod
 from collections.abc import Callable
 from typing import Any, Optional, TypeVar
 
+import numpy as np
 import torch
 
 from ml_arl.behavior_id import brain_name
@@ -46,6 +47,25 @@ class OnPolicyTrainer(Trainer[HP]):
     @abstractmethod
     def build_networks(self) -> None:
         """The trainer's networks (``self.network``: the actor), then ``_train`` with their parameters."""
+
+    def stream_targets(
+        self, trajs: list[Trajectory], stream_rewards: list[np.ndarray], values: np.ndarray, next_values: np.ndarray,
+        terminal: Callable[[Trajectory], bool], estimate: Callable[..., np.ndarray], lambd: float,
+    ) -> np.ndarray:
+        """[steps, streams]: ``estimate(rewards, values, value_next, gamma, lambd)`` (GAE, lambda returns)
+        for every trajectory and reward stream, bootstrapped from the value after its last step
+        unless it ended ``terminal`` (a stream that ignores dones bootstraps always)."""
+        streams = self.streams
+        out = np.empty_like(values)
+        start = 0
+        for i, (traj, rewards) in enumerate(zip(trajs, stream_rewards)):
+            end = start + len(traj)
+            ended = terminal(traj)
+            for k in range(len(streams.names)):
+                value_next = 0.0 if ended and not streams.ignore_done[k] else float(next_values[i, k])
+                out[start:end, k] = estimate(rewards[:, k], values[start:end, k], value_next, streams.gammas[k], lambd)
+            start = end
+        return out
 
     def _networks(self, build: Callable[[], T]) -> T:
         """``build()``, with a behavior whose observations do not fit network_settings as a config error."""

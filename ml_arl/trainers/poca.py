@@ -327,15 +327,7 @@ class POCATrainer(OnPolicyTrainer[POCASettings]):
                 data = data.select(tensor(np.maximum(slots, 0), torch.int64))  # laid out in sequences
                 values, baselines, next_values = self._recurrent_estimates(data, slots, next_obs, next_mates_t, next_present_t)
         streams = self.streams
-        returns = np.empty_like(values)
-        start = 0
-        for i, (traj, rewards) in enumerate(zip(trajs, self.stream_rewards)):
-            end = start + len(traj)
-            done = group_done(traj)
-            for k in range(len(streams.names)):
-                value_next = 0.0 if done and not streams.ignore_done[k] else float(next_values[i, k])
-                returns[start:end, k] = lambda_returns(rewards[:, k], values[start:end, k], value_next, streams.gammas[k], self.hp.lambd)
-            start = end
+        returns = self.stream_targets(trajs, self.stream_rewards, values, next_values, group_done, lambda_returns, self.hp.lambd)
         for k, tag in enumerate(streams.tags):
             self.stats.add_stat(f"Policy/{tag} Value Estimate", float(values[:, k].mean()))
             self.stats.add_stat(f"Policy/{tag} Baseline Estimate", float(baselines[:, k].mean()))

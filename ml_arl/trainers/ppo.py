@@ -299,15 +299,10 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
                 values = self.network.values(data.obs).cpu().numpy()
                 next_values = self.network.values(next_obs).cpu().numpy()
         streams = self.streams
-        advantages = np.empty_like(values)
-        start = 0
-        for i, (traj, rewards) in enumerate(zip(self.buffer.trajectories, self.buffer.stream_rewards)):
-            end = start + len(traj)
-            terminal = traj.done and not traj.interrupted
-            for k in range(len(streams.names)):
-                value_next = 0.0 if terminal and not streams.ignore_done[k] else float(next_values[i, k])
-                advantages[start:end, k] = gae(rewards[:, k], values[start:end, k], value_next, streams.gammas[k], self.hp.lambd)
-            start = end
+        advantages = self.stream_targets(
+            self.buffer.trajectories, self.buffer.stream_rewards, values, next_values,
+            lambda traj: traj.done and not traj.interrupted, gae, self.hp.lambd,
+        )
         for k, tag in enumerate(streams.tags):
             self.stats.add_stat(f"Policy/{tag} Value Estimate", float(values[:, k].mean()))
         data.values = torch.as_tensor(values, device=self.device)
