@@ -113,6 +113,8 @@ def test_seeds_study_reports_mean_iqm_and_intervals_and_refuses_misuse(tmp_path:
     assert "Over 3 seeds: mean" in result.stdout and "IQM" in result.stdout and "95% CI" in result.stdout
     assert (folder / "seeds.png").stat().st_size > 1000
     assert sorted(p.name for p in folder.glob("trial-0000-seed*")) == ["trial-0000-seed0", "trial-0000-seed1", "trial-0000-seed2"]
+    ports = {(folder / "logs" / f"trial-0000-seed{s}.log").read_text().splitlines()[0].split("--base-port ")[1].split()[0] for s in (0, 1)}
+    assert ports == {"5005", "5007"}  # the two runs at once: slots 0 and 1, num_envs + 1 ports apart
     os.remove(folder / "seeds.png")
     from ml_arl.report import main as report_main
 
@@ -162,8 +164,15 @@ def _wait_for(predicate, what: str) -> None:  # noqa: ANN001
 
 
 def _runs_alive(run_id: str) -> bool:
-    out = subprocess.run(["pgrep", "-f", f"--run-id {run_id} "], capture_output=True, text=True)
-    return bool(out.stdout.strip())
+    """A process whose command line has ``--run-id run_id`` (from /proc: no pgrep needed)."""
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if any(a == b"--run-id" and b == run_id.encode() for a, b in zip(args, args[1:])):
+            return True
+    return False
 
 
 @pytest.mark.slow
