@@ -8,6 +8,8 @@ a trial resources from a quarter of a run up to all of its runs.
 
 from __future__ import annotations
 
+import warnings
+
 import optuna
 
 from ml_arl.study.plan import StudyPlan
@@ -23,7 +25,11 @@ def make_sampler(plan: StudyPlan, trials_so_far: int = 0) -> optuna.samplers.Bas
         return optuna.samplers.GridSampler({key: grid_values(sampler) for key, sampler in s.search.items()}, seed=seed)
     if s.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)
-    return optuna.samplers.TPESampler(seed=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        # with trials at once, the running ones count as bad guesses until they end (Optuna's advice for
+        # parallel TPE): the next suggestion moves away from them instead of repeating them
+        return optuna.samplers.TPESampler(seed=seed, constant_liar=s.parallel > 1)
 
 
 def make_pruner(plan: StudyPlan) -> optuna.pruners.BasePruner:
