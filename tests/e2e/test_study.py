@@ -80,8 +80,12 @@ report_interval_s: 0.2
 metric: {{tag: "Policy/Learning Rate", reduce: last, direction: maximize}}
 search:
   {LR}: {{sampler_type: choice, sampler_parameters: {{values: [1.0e-3, 1.0e-5]}}}}
-""", max_steps=4000)
-    result = arl_study_here([study, "--run-id", "lr", "--results-dir", tmp_path / "results"], tmp_path)
+""", env="tests.support.fault_envs:make_env", max_steps=4000)
+    # each env step sleeps 2 ms: a run lasts 2 s or more however fast the machine, so the study
+    # reads several of its summaries while it trains
+    base = (tmp_path / "base.yaml").read_text().replace("manager: inprocess}", "manager: inprocess, env_args: [step_sleep=0.002]}")
+    (tmp_path / "base.yaml").write_text(base)
+    result = arl_study_here([study, "--run-id", "lr", "--results-dir", tmp_path / "results"], ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
     folder = tmp_path / "results" / "lr"
     table = rows(folder)
@@ -91,7 +95,7 @@ search:
     assert "Trial 3 pruned at step" in result.stdout
     best = yaml.safe_load((folder / "best.yaml").read_text())
     assert best["behaviors"]["Reach"]["hyperparameters"]["learning_rate"] == 1e-3
-    check = arl_learn_here([folder / "best.yaml", "--check"], tmp_path)  # a complete config arl-learn runs
+    check = arl_learn_here([folder / "best.yaml", "--check"], ROOT)  # a complete config arl-learn runs
     assert check.returncode == 0, check.stderr
     assert (folder / "history.png").stat().st_size > 1000
     for number in range(4):  # every trial an ordinary run folder with its config beside
