@@ -1,6 +1,6 @@
 """A run's metric: one TensorBoard tag of one behavior, read from the run's event files (or its
 episodes from the results store: ``episodes/env_reward``, ``episodes/objective``), and reduced to
-one number (last, max, min, or the mean of the last K summaries or episodes).
+one number (last, max, min, the mean of all, or the mean of the last K summaries or episodes).
 
 ``ScalarReader`` reads a run folder's event files as they grow (each file's reader keeps its place,
 so a read costs what was written since the last one); a resumed run's new event file adds the
@@ -103,4 +103,6 @@ def reduce(points: list[tuple[int, float]], metric: MetricSettings) -> Optional[
         return max(values)
     if metric.reduce == "min":
         return min(values)
+    if metric.reduce == "mean":  # the area under the curve, per summary: rewards learning sooner
+        return sum(values) / len(values)
     return values[-1]

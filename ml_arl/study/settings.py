@@ -116,7 +116,7 @@ GRID_SAMPLERS = ("int_uniform", "choice")  # the ones with a finite set of value
 
 class MetricSettings(Strict):
     tag: str = DEFAULT_TAG  # a TensorBoard tag the runs write
-    reduce: str = "last"  # last | max | min | mean_last_<K>
+    reduce: str = "last"  # last | max | min | mean (of every summary: how soon it learned) | mean_last_<K>
     direction: Literal["maximize", "minimize"] = "maximize"
     behavior: Optional[str] = None  # whose tag; needed when the config has several behaviors
     phase: Optional[str] = None  # with phases: whose summaries (default: the last phase)
@@ -124,8 +124,8 @@ class MetricSettings(Strict):
     @field_validator("reduce")
     @classmethod
     def _reduce(cls, value: str) -> str:
-        if value not in ("last", "max", "min") and not _MEAN_LAST.match(value):
-            raise ValueError(f"{value!r} is not a reduction; use last, max, min or mean_last_<K> (e.g. mean_last_5)")
+        if value not in ("last", "max", "min", "mean") and not _MEAN_LAST.match(value):
+            raise ValueError(f"{value!r} is not a reduction; use last, max, min, mean or mean_last_<K> (e.g. mean_last_5)")
         return value
 
     def last_k(self) -> Optional[int]:

@@ -153,6 +153,7 @@ def test_reductions() -> None:
     assert reduce(points, MetricSettings(reduce="max")) == 5.0
     assert reduce(points, MetricSettings(reduce="min")) == 1.0
     assert reduce(points, MetricSettings(reduce="mean_last_2")) == 4.0
+    assert reduce(points, MetricSettings(reduce="mean")) == 3.0  # nan left out
     assert reduce([], MetricSettings()) is None
 
 
