@@ -25,6 +25,7 @@ from ml_arl.trackers.run_file import known, remember
 logger = logging.getLogger(__name__)
 
 RUN_FILE = "mlflow.json"  # in run_logs/: the MLflow run this run logs to
+PENDING_LIMIT = 50  # summaries queued for MLflow's sender before write_stats waits for the oldest
 PARAM_BATCH = 100  # MLflow takes at most 100 params per log_batch
 PARAM_VALUE_LIMIT = 6000  # characters of a param value MLflow keeps
 _NOT_IN_A_KEY = re.compile(r"[^A-Za-z0-9_\-. :/]")  # what MLflow refuses in a metric or param name
@@ -55,6 +56,7 @@ class MLflowWriter:
         uri = settings.mlflow_uri
         assert uri is not None
         run_file = os.path.join(cp.run_logs_dir, RUN_FILE)
+        self._pending: list[Any] = []  # MLflow's operations for the summaries it has not sent yet
         # MLflow retries a request up to 7 times with growing waits (minutes for a server that is down)
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
@@ -88,8 +90,12 @@ class MLflowWriter:
         stamp = int(time.time() * 1000)
         metrics = [Metric(mlflow_key(f"{category}/{tag}"), float(v.mean), stamp, int(step))
                    for tag, v in values.items() if math.isfinite(v.mean)]
-        if metrics:
-            self.client.log_batch(self.run_id, metrics=metrics)
+        if metrics:  # queued: MLflow's own thread sends them (about 70 ms a summary to a local server)
+            operation = self.client.log_batch(self.run_id, metrics=metrics, synchronous=False)
+            if operation is not None:
+                self._pending.append(operation)
+            while len(self._pending) > PENDING_LIMIT:  # a server that fell behind slows the run, it does not fill memory
+                self._pending.pop(0).wait()
 
     def _report(self) -> list[str]:
         """report.png of the run (arl-report's picture), drawn now; [] without a results store."""
@@ -107,6 +113,9 @@ class MLflowWriter:
         return [path]
 
     def close(self) -> None:
+        for operation in self._pending:  # every summary logged (a failure raises here)
+            operation.wait()
+        self._pending.clear()
         models = sorted(glob.glob(os.path.join(self.write_path, "**", "*.onnx"), recursive=True))
         config = os.path.join(self.write_path, "configuration.yaml")
         for path in models:
