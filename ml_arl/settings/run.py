@@ -170,7 +170,7 @@ class TrackerSettings(Strict):
         help="log the run to Weights & Biases project PROJECT (offline unless WANDB_MODE=online or an API key is set)",
     )
     wandb_mode: Optional[str] = setting(
-        None, flag="--wandb-mode", metavar="MODE", help="online or offline (default: online with an API key, else offline)"
+        None, flag="--wandb-mode", metavar="MODE", help="online or offline; unset: online with an API key in WANDB_API_KEY, else offline"
     )
     plugins: bool = True  # load the stats writers that installed packages declare as entry points
 

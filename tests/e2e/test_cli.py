@@ -229,6 +229,7 @@ def test_every_setting_flag_sets_its_setting() -> None:
     from ml_arl.settings import RunOptions, cli_flags
 
     values = {int: ("3", 3), float: ("3.5", 3.5), str: ("cpu", "cpu")}
+    own_values = {"wandb_mode": ("offline", "offline")}  # a str setting with a fixed set of values
     for flag in cli_flags(RunOptions):
         if flag.name == "env_path":
             continue
@@ -238,7 +239,7 @@ def test_every_setting_flag_sets_its_setting() -> None:
             argv, expected = [flag.option, "a=1", "--not-ours"], ["a=1", "--not-ours"]
         else:
             assert flag.type is not None
-            typed, expected = values[flag.type]
+            typed, expected = own_values.get(flag.name) or values[flag.type]
             argv = [flag.option, typed]
         if flag.name == "deterministic":
             argv += ["--seed", "1"]  # a deterministic run needs a fixed seed
