@@ -46,7 +46,7 @@ test-fast: $(STAMP)
 # build of the same release, CUDA libraries included (about 4.7 GB a venv; the nvidia wheels are
 # shared by every Python through pip's cache). It runs on the CPU all the same.
 SMOKE_PYTHONS ?= 3.10 3.12 3.13
-SMOKE := tests/unit/test_protocol.py tests/unit/test_onnx.py \
+SMOKE := tests/unit/test_protocol.py tests/unit/test_onnx.py tests/unit/test_study_plan.py \
 	tests/integration/test_learning.py::test_ppo_learns_reach \
 	tests/e2e/test_unity.py::test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats \
 	tests/e2e/test_unity.py::test_onnx_from_a_trained_checkpoint_matches_the_muscle \
