@@ -61,7 +61,7 @@ def test_ray_address_implies_the_ray_backend() -> None:
 def test_ray_actors_step_enough_per_call_unless_told() -> None:
     """Without env_settings.steps_per_message an actor makes each call last about CALL_TARGET_S:
     from the cost of a step it measured, within 16 (the setting's default) and MAX_ADAPTIVE_STEPS."""
-    from ml_arl.envs.managers.ray_env_manager import CALL_TARGET_S, MAX_ADAPTIVE_STEPS, EnvActor
+    from ml_arl.envs.managers.ray_actor import CALL_TARGET_S, MAX_ADAPTIVE_STEPS, EnvActor
 
     actor = EnvActor(b"", 0, 0, 16, adaptive=True)
     actor._adapt(CALL_TARGET_S / 40)  # a step costs a fortieth of the target

@@ -16,7 +16,7 @@ from typing import Any
 
 # Workers share the machine's cores: one BLAS thread each (set before the forkserver starts).
 _SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
-PRELOAD = ["ml_arl.envs.managers.subprocess_env_manager", "ml_arl.envs.games.builtin", "ml_arl.envs.adapters.gym_env"]
+PRELOAD = ["ml_arl.envs.managers.subprocess_worker", "ml_arl.envs.games.builtin", "ml_arl.envs.adapters.gym_env"]
 
 
 def worker_context() -> Any:  # a forkserver or spawn context (typeshed types them apart)

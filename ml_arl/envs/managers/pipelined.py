@@ -16,11 +16,13 @@ from mlagents_envs.base_env import BehaviorSpec
 from ml_arl.envs.managers.env_manager import EnvManager, WorkerErrorLog, worker_error
 from ml_arl.exceptions import WorkerError
 from ml_arl.messages import (
+    FailedReply,
     ResetCommand,
     ResetReply,
     SetParametersCommand,
     SpecsReply,
     WorkerCommand,
+    WorkerFailure,
     WorkerReply,
 )
 from ml_arl.settings import EnvSettings
@@ -28,6 +30,12 @@ from ml_arl.settings import EnvSettings
 REPLY_GRACE_S = 2.0  # beyond --timeout-wait: an env that waited that long still has time to answer
 SHUTDOWN_TIMEOUT_S = 10.0  # asked to close, a worker has this long before it is terminated
 PIPELINE_DEPTH = 2  # step requests queued per worker: it steps for the next while the main process reads one
+
+
+def worker_died(worker_id: int, message: str, account: str = "") -> FailedReply:
+    """The reply a worker that died (its process killed, its Ray actor or node lost) never sent:
+    restartable; ``account``: the backend's own words on it, kept with the tracebacks."""
+    return FailedReply(worker_id, WorkerFailure("WorkerDied", message, account, True))
 
 
 class WorkerHandle(Protocol):

@@ -35,10 +35,7 @@ from __future__ import annotations
 
 import logging
 import multiprocessing
-import os
 import queue
-import signal
-import sys
 import threading
 import time
 from collections import deque
@@ -49,68 +46,24 @@ from typing import Any, Optional
 import cloudpickle
 
 from ml_arl.envs.managers.env_manager import WorkerErrorLog
-from ml_arl.envs.managers.env_runner import EnvRunner, answer, failure_of
 from ml_arl.envs.managers.forkserver import worker_context
-from ml_arl.envs.managers.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager
+from ml_arl.envs.managers.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager, worker_died
+from ml_arl.envs.managers.subprocess_worker import worker_main
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import WorkerError
 from ml_arl.messages import (
     CloseCommand,
-    ClosedReply,
-    FailedReply,
     ResetReply,
-    SpecsReply,
     StepBatch,
     StepCommand,
     StepReply,
     WorkerCommand,
-    WorkerFailure,
     WorkerReply,
 )
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
 
-
-
-def worker_main(
-    conn: Connection, factory_bytes: bytes, worker_id: int, seed: int, steps_per_message: int, nice: int = 0
-) -> None:
-    """Entry point of a worker process."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the main process decides when we stop
-    if nice:
-        os.nice(nice)  # lower priority (env_settings.worker_nice): inherited by what the env starts
-    runner: Optional[EnvRunner] = None
-    try:
-        factory: EnvFactory = cloudpickle.loads(factory_bytes)
-        runner = EnvRunner(factory(worker_id, seed), worker_id, seed)
-        conn.send(SpecsReply(worker_id, runner.take_new_specs()))
-        while True:
-            command: WorkerCommand = conn.recv()
-            reply = answer(runner, command, steps_per_message)
-            if reply is None:  # CloseCommand
-                break
-            conn.send(reply)
-    except (EOFError, ConnectionError):  # EOF, a broken or a reset pipe
-        pass  # the main process is gone; nothing to report to
-    except BaseException as exc:  # noqa: BLE001 - shipped to the main process, never swallowed
-        failure = failure_of(exc)
-        try:
-            conn.send(FailedReply(worker_id, failure))
-        except (OSError, EOFError):
-            sys.stderr.write(f"worker {worker_id} failed and could not report it:\n{failure.traceback}")
-    finally:
-        if runner is not None:
-            try:
-                runner.close()
-            except Exception as exc:  # noqa: BLE001 - closing after a failure must not hide the failure
-                logger.warning("worker %d: closing its environment raised %s: %s", worker_id, type(exc).__name__,
-                               (str(exc).strip().splitlines() or [""])[0])
-        try:
-            conn.send(ClosedReply(worker_id))
-        except (OSError, EOFError):
-            pass
-        conn.close()
 
 
 class _Worker:
@@ -233,7 +186,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
             worker.process.join(timeout=1.0)
             code = worker.process.exitcode
             how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-            return FailedReply(worker.worker_id, WorkerFailure("WorkerDied", f"worker process died ({how})", "", True))
+            return worker_died(worker.worker_id, f"worker process died ({how})")
 
     def _send_step(self, worker: _Worker) -> None:
         updates = self.policy_updates(worker.policy_versions)
