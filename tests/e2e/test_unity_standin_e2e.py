@@ -75,12 +75,14 @@ def train(tmp_path: Path, build: Path, behavior: str, settings: dict[str, Any], 
     try:
         deadline = time.monotonic() + timeout
         while trainer.poll() is None and time.monotonic() < deadline:
-            last = returns_of(returns_file, behavior)[-STOP_WINDOW:]
+            now = returns_of(returns_file, behavior)  # read once: the returns judged are the returns kept
+            last = now[-STOP_WINDOW:]
             if not stopped and len(last) == STOP_WINDOW and float(np.mean(last)) > solved_at:
                 trainer.send_signal(signal.SIGTERM)  # solved: save and stop as Ctrl-C does
                 stopped = True
-                # what was learned; episodes the shutdown itself cuts (0 for a cut group) come after
-                at_stop = returns_of(returns_file, behavior)
+                # what was learned; episodes that end after this (some cut by the shutdown itself:
+                # 0 for a cut group) are not the policy's judgement
+                at_stop = now
                 print(f"solved after {time.perf_counter() - t0:.1f} s")
             time.sleep(0.1)
         out, _ = trainer.communicate(timeout=max(1.0, deadline - time.monotonic()) + 30)
