@@ -115,6 +115,21 @@ def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]
     return merged
 
 
+def flat_items(tree: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every leaf of nested mappings and lists as (dotted key, value); list items by their index
+    (``phases.1.max_steps``), empty mappings and lists as leaves."""
+    if isinstance(tree, list) and tree:
+        items: Any = enumerate(tree)
+    elif isinstance(tree, dict) and tree:
+        items = tree.items()
+    else:
+        return [(prefix, tree)] if prefix else []
+    out: list[tuple[str, Any]] = []
+    for name, child in items:
+        out += flat_items(child, f"{prefix}.{name}" if prefix else str(name))
+    return out
+
+
 def key_text(part: Any) -> str:
     """A key in a dotted path: as written when it is a plain name, quoted (escapes shown) otherwise."""
     text = str(part)

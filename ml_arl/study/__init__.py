@@ -12,3 +12,8 @@ STORAGE_FILE = "study.db"  # a study's Optuna storage (SQLite) in its folder
 
 def is_study_folder(path: str) -> bool:
     return os.path.isdir(path) and os.path.isfile(os.path.join(path, STORAGE_FILE))
+
+
+def storage_url(folder: str) -> str:
+    """The SQLAlchemy URL of the SQLite storage in a study's folder."""
+    return f"sqlite:///{os.path.abspath(os.path.join(folder, STORAGE_FILE))}"

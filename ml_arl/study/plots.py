@@ -14,6 +14,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
+from ml_arl.atomic_files import atomic_write
 from ml_arl.study.metric import ScalarReader
 from ml_arl.study.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE
 
@@ -26,9 +27,7 @@ CURVE_POINTS = 200  # the seeds' curves are compared on this many steps
 
 
 def _save(figure: Any, path: str) -> None:
-    tmp = f"{path}.tmp-{os.getpid()}.png"
-    figure.savefig(tmp, dpi=110, bbox_inches="tight")
-    os.replace(tmp, path)
+    atomic_write(path, lambda f: figure.savefig(f, format="png", dpi=110, bbox_inches="tight"))
 
 
 def plot_search(folder: str, study: optuna.Study) -> list[str]:

@@ -17,6 +17,7 @@ from typing import Any
 
 import optuna
 
+from ml_arl.settings.values import flat_items
 from ml_arl.study.settings import (
     ChoiceSearch,
     GaussianSearch,
@@ -110,18 +111,9 @@ def with_values(config: dict[str, Any], values: dict[str, Any]) -> dict[str, Any
     return config
 
 
-def dotted_keys(tree: Any, prefix: str = "") -> list[str]:
+def dotted_keys(tree: Any) -> list[str]:
     """Every leaf of nested mappings and lists as a dotted key (list items by their index)."""
-    if isinstance(tree, list) and tree:
-        items: Any = enumerate(tree)
-    elif isinstance(tree, dict) and tree:
-        items = tree.items()
-    else:
-        return [prefix] if prefix else []
-    keys: list[str] = []
-    for name, child in items:
-        keys += dotted_keys(child, f"{prefix}.{name}" if prefix else str(name))
-    return keys
+    return [key for key, _ in flat_items(tree)]
 
 
 def closest_key(key: str, valid: list[str]) -> str:

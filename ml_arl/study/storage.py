@@ -21,7 +21,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ml_arl.exceptions import ArlError, RunDirectoryError
-from ml_arl.study import STORAGE_FILE
+from ml_arl.study import STORAGE_FILE, storage_url
 from ml_arl.study.outputs import FAIL_REASON_ATTR, INTERRUPTED_ATTR, RUN_NAME_ATTR
 from ml_arl.study.plan import StudyPlan
 
@@ -108,7 +108,7 @@ class StudyFolder:
 
     @property
     def default_storage(self) -> str:
-        return f"sqlite:///{os.path.abspath(os.path.join(self.path, STORAGE_FILE))}"
+        return storage_url(self.path)
 
 
 def open_storage(url: str, shared: bool) -> optuna.storages.RDBStorage:

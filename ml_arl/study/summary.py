@@ -12,7 +12,7 @@ import optuna
 from optuna.trial import TrialState
 
 from ml_arl.exceptions import ArlError
-from ml_arl.study import STORAGE_FILE, plots
+from ml_arl.study import STORAGE_FILE, plots, storage_url
 from ml_arl.study.design import run_ids
 from ml_arl.study.outputs import SEED_VALUES_ATTR, STATISTICS_JSON, best_trial
 from ml_arl.study.space import VALUES_ATTR
@@ -25,7 +25,7 @@ class StudyReportError(ArlError):
 
 
 def load_study(folder: str) -> optuna.Study:
-    storage = f"sqlite:///{os.path.abspath(os.path.join(folder, STORAGE_FILE))}"
+    storage = storage_url(folder)
     names = optuna.study.get_all_study_names(storage)
     name = os.path.basename(os.path.normpath(folder))
     if not names:

@@ -18,6 +18,7 @@ from typing import Any
 
 from ml_arl.exceptions import TrackerError
 from ml_arl.settings import RunOptions
+from ml_arl.settings.values import flat_items
 from ml_arl.stats import StatsSummary
 from ml_arl.text import squeeze
 from ml_arl.trackers.run_file import known, remember
@@ -35,13 +36,12 @@ def mlflow_key(text: str) -> str:
     return _NOT_IN_A_KEY.sub("_", text)
 
 
-def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
-    if isinstance(tree, dict) and tree:
-        out: dict[str, str] = {}
-        for key, child in tree.items():
-            out.update(flatten(child, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {mlflow_key(prefix): json.dumps(tree)[:PARAM_VALUE_LIMIT] if not isinstance(tree, str) else tree[:PARAM_VALUE_LIMIT]}
+def params_of(options_data: Any) -> dict[str, str]:
+    """The merged configuration as MLflow params: dotted keys, values as text (JSON but for strings)."""
+    return {
+        mlflow_key(key): (value if isinstance(value, str) else json.dumps(value))[:PARAM_VALUE_LIMIT]
+        for key, value in flat_items(options_data)
+    }
 
 
 class MLflowWriter:
@@ -76,7 +76,7 @@ class MLflowWriter:
                 experiment_id, run_name=cp.run_id, tags={"ml_arl.run_id": cp.run_id, "ml_arl.version": ml_arl.__version__}
             )
             self.run_id = run.info.run_id
-            params = [Param(k, v) for k, v in flatten(options.as_dict()).items()]
+            params = [Param(k, v) for k, v in params_of(options.as_dict()).items()]
             for start in range(0, len(params), PARAM_BATCH):
                 self.client.log_batch(self.run_id, params=params[start : start + PARAM_BATCH])
         except Exception as err:  # noqa: BLE001 - MLflow raises many kinds (connection, REST); each is one line

@@ -6,10 +6,8 @@ environment parameters in Python environments (samplers drawn by the built-in on
 
 from __future__ import annotations
 
-import glob
 import json
 import logging
-import os
 import sqlite3
 import time
 from pathlib import Path
@@ -17,7 +15,6 @@ from typing import Any, Optional
 
 import numpy as np
 import pytest
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
 from ml_arl.envs.games.builtin import Reach
 from ml_arl.envs.games.grid import GridDefense
@@ -27,7 +24,7 @@ from ml_arl.run.curriculum import lesson_complete
 from ml_arl.settings import CompletionCriteria, build_run_options, lesson_values, resolve_parameter_seeds
 from ml_arl.store import STORE_FILENAME
 from ml_arl.trainer_controller import TrainerController
-from tests.support.runs import ROOT, arl_learn_here, tiny_config
+from tests.support.runs import ROOT, arl_learn_here, scalars, tiny_config
 
 TAG = "Environment/Lesson Number/bonus"
 
@@ -64,16 +61,6 @@ def events(path: Path) -> list[tuple[str, int, Any]]:
 
 def received(path: Path, key: str = "bonus") -> list[float]:
     return [data[key] for kind, _, data in events(path) if kind == "params"]
-
-
-def scalars(folder: Path, tag: str) -> list[tuple[int, float]]:
-    out: list[tuple[int, float]] = []
-    for event_file in sorted(glob.glob(str(folder / "events.out.tfevents.*")), key=os.path.getmtime):
-        acc = EventAccumulator(event_file)
-        acc.Reload()
-        if tag in acc.Tags()["scalars"]:
-            out += [(e.step, e.value) for e in acc.Scalars(tag)]
-    return out
 
 
 def status(run_logs: Path) -> dict[str, Any]:
