@@ -43,8 +43,11 @@ test-fast: $(STAMP)
 # threshold, a run through the Unity stand-in build, ONNX export checked by onnxruntime, a .demo round
 # trip, the protocol's byte-for-byte tests, a CLI run. Interpreters: pyenv's, else python<version> on
 # PATH. torch 2.13.0's CPU wheel on these machines is for 3.11 only; elsewhere pip takes PyPI's
-# build of the same release, CUDA libraries included (about 4.7 GB a venv; the nvidia wheels are
-# shared by every Python through pip's cache). It runs on the CPU all the same.
+# build of the same release, CUDA libraries included (5.2 GB a venv, 6.2 GB at the peak of its install
+# with pip's downloads). It runs on the CPU all the same. A venv whose suite passed is removed, so one at
+# a time is on disk: about 9 GB with .venv at the peak, where keeping all three took 18 GB and ran CI's
+# disk full. One whose suite failed stays for a look; KEEP_SMOKE_VENV=1 keeps them all.
+SMOKE_FREE_GB ?= 8
 SMOKE_PYTHONS ?= 3.10 3.12 3.13
 SMOKE := tests/unit/test_protocol.py tests/unit/test_onnx.py tests/unit/test_study_plan.py \
 	tests/integration/test_learning.py::test_ppo_learns_reach \
@@ -59,14 +62,19 @@ smoke:
 	py=$${py:-$$(command -v python$(PYV))}; \
 	$$py -c "import sys; assert sys.version_info[:2] == tuple(map(int, '$(PYV)'.split('.')))" 2>/dev/null \
 	  || { echo "make smoke: no Python $(PYV) here; install it (pyenv install $(PYV), or apt-get install python$(PYV))"; exit 2; }; \
-	rm -rf .venv-$(PYV) && $$py -m venv .venv-$(PYV) && \
-	.venv-$(PYV)/bin/pip install -q --upgrade pip wheel && \
-	.venv-$(PYV)/bin/pip install -q "torch==2.13.0" && \
-	.venv-$(PYV)/bin/pip install -q -e . onnxruntime hypothesis pytest pytest-timeout && \
+	rm -rf .venv-$(PYV); \
+	free=$$(df -Pk . | awk 'NR==2 {print int($$4 / 1048576)}'); \
+	[ "$$free" -ge $(SMOKE_FREE_GB) ] \
+	  || { echo "make smoke: $$free GB free on this disk, the Python $(PYV) venv needs $(SMOKE_FREE_GB) GB; free some space (rm -rf .venv-3.*)"; exit 2; }; \
+	$$py -m venv .venv-$(PYV) && \
+	.venv-$(PYV)/bin/pip install -q --no-cache-dir --upgrade pip wheel && \
+	.venv-$(PYV)/bin/pip install -q --no-cache-dir "torch==2.13.0" && \
+	.venv-$(PYV)/bin/pip install -q --no-cache-dir -e . onnxruntime hypothesis pytest pytest-timeout && \
 	.venv-$(PYV)/bin/pip list --format=freeze > .venv-$(PYV)/pip-list.txt && \
 	! grep -E "^protobuf==3\." .venv-$(PYV)/pip-list.txt && \
 	echo "Python $(PYV): $$(.venv-$(PYV)/bin/python --version); $$(grep -E '^(torch|protobuf|grpcio|onnx|onnxruntime|numpy|tensorboard|mlagents-envs)==' .venv-$(PYV)/pip-list.txt | tr '\n' ' ')" && \
-	PYTHONDONTWRITEBYTECODE= .venv-$(PYV)/bin/python -m pytest -q -p no:cacheprovider $(SMOKE)
+	PYTHONDONTWRITEBYTECODE= .venv-$(PYV)/bin/python -m pytest -q -p no:cacheprovider $(SMOKE) && \
+	if [ -z "$(KEEP_SMOKE_VENV)" ]; then rm -rf .venv-$(PYV); fi
 
 smoke-pythons:
 	@for v in $(SMOKE_PYTHONS); do $(MAKE) --no-print-directory smoke PYV=$$v || exit 1; done
