@@ -42,7 +42,7 @@ from ml_arl.protocol.communicator_objects.observation_pb2 import ObservationProt
 from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 from ml_arl.protocol.communicator_objects.unity_output_pb2 import UnityOutputProto
 from tests.support.runs import arl_learn_here, arl_learn_watched
-from tests.support.unity_standin import free_base_port, make_build
+from tests.support.unity_standin import free_base_port, make_build, options
 from tests.support.unity_standin import standin as S
 
 UNSPEC, NONE, TE = DimensionProperty.UNSPECIFIED, DimensionProperty.NONE, DimensionProperty.TRANSLATIONAL_EQUIVARIANCE
@@ -304,17 +304,17 @@ def test_unusual_channels_first_infos_fall_back_alike() -> None:
 
 
 def test_standin_options_and_messages() -> None:
-    opts = S.parse_args(["--visual-layout", "CHW", "--visual-compression", "none", "--image-size", "6x11"])
+    opts = options.parse_args(["--visual-layout", "CHW", "--visual-compression", "none", "--image-size", "6x11"])
     assert (opts.visual_layout, opts.visual_compression, opts.image_height, opts.image_width) == ("chw", "none", 6, 11)
-    assert not opts.visual and S.parse_args(["--visual-only"]).visual
-    bad = S.parse_args(["--visual-layout", "nchw", "--visual-compression", "jpg", "--image-size", "0x3"])
+    assert not opts.visual and options.parse_args(["--visual-only"]).visual
+    bad = options.parse_args(["--visual-layout", "nchw", "--visual-compression", "jpg", "--image-size", "0x3"])
     assert (bad.visual_layout, bad.visual_compression, bad.image_height) == ("hwc", "png", 20) and len(bad.warnings) == 3
-    assert (S.parse_args(["--image-size", "7"]).image_height, S.parse_args(["--image-size", "7"]).image_width) == (7, 7)
+    assert (options.parse_args(["--image-size", "7"]).image_height, options.parse_args(["--image-size", "7"]).image_width) == (7, 7)
     for layout in ("hwc", "chw"):
         for compression in ("png", "none"):
             args = ["--visual", "--visual-layout", layout, "--visual-compression", compression, "--image-size", "6x11"]
-            world = S.World(S.parse_args(args + ["--agents", "2"]), seed=1, num_areas=1, log=lambda _: None)
-            info = UnityMessageProto.FromString(world.reset()).unity_output.rl_output.agentInfos[S.SEEKER].value[0]
+            world = S.World(options.parse_args(args + ["--agents", "2"]), seed=1, num_areas=1, log=lambda _: None)
+            info = UnityMessageProto.FromString(world.reset()).unity_output.rl_output.agentInfos[options.SEEKER].value[0]
             camera = info.observations[1]
             assert list(camera.shape) == ([6, 11, 3] if layout == "hwc" else [3, 6, 11])
             assert list(camera.dimension_properties) == [int(p) for p in PROPS[layout]]
@@ -329,8 +329,8 @@ def test_standin_options_and_messages() -> None:
                 floats = np.array(camera.float_data.data, np.float32)
                 decoded = image_layout.chw_floats_to_hwc(floats, (3, 6, 11)) if layout == "chw" else floats.reshape(6, 11, 3)
             np.testing.assert_array_equal(decoded, image)
-    only = S.World(S.parse_args(["--visual-only"]), seed=1, num_areas=1, log=lambda _: None)
-    info = UnityMessageProto.FromString(only.reset()).unity_output.rl_output.agentInfos[S.SEEKER].value[0]
+    only = S.World(options.parse_args(["--visual-only"]), seed=1, num_areas=1, log=lambda _: None)
+    info = UnityMessageProto.FromString(only.reset()).unity_output.rl_output.agentInfos[options.SEEKER].value[0]
     assert [list(o.shape) for o in info.observations] == [[20, 20, 3]]
 
 
@@ -355,11 +355,11 @@ def test_standin_in_either_layout_through_both_bridges(build: Path, tmp_path: Pa
                                     additional_args=args, log_folder=str(tmp_path), fast_bridge=fast)
                 try:
                     env.reset()
-                    specs.append(env.behavior_specs[S.SEEKER])
-                    assert env.chw_observations == ({S.SEEKER: (1,)} if layout == "chw" else {})
+                    specs.append(env.behavior_specs[options.SEEKER])
+                    assert env.chw_observations == ({options.SEEKER: (1,)} if layout == "chw" else {})
                     seen = runs.setdefault((layout, compression, fast), [])
                     for _ in range(4):
-                        d, t = env.get_steps(S.SEEKER)
+                        d, t = env.get_steps(options.SEEKER)
                         seen += [d.obs[0], d.obs[1], t.obs[1]]
                         env.step()
                 finally:

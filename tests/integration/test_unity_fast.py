@@ -39,8 +39,7 @@ from ml_arl.envs.adapters import unity_decode, unity_env, unity_fast, unity_wire
 from ml_arl.envs.adapters.unity_env import UnityBuildEnv
 from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 from ml_arl.protocol.communicator_objects.unity_output_pb2 import UnityOutputProto
-from tests.support.unity_standin import free_base_port, make_build
-from tests.support.unity_standin import standin as S
+from tests.support.unity_standin import free_base_port, make_build, wire
 
 SEEKER = "Seeker?team=0"
 PICKER = "Picker?team=0"
@@ -148,9 +147,9 @@ def test_input_encoding_matches_the_generated_classes() -> None:
         reset = unity_wire.encode_input_message(unity_wire.COMMAND_RESET, [], sc)
         assert reset == _stock_input({}, {}, sc, reset=True)
         # and the stand-in reads it as a C# player would
-        incoming = S.decode_message(mine)
+        incoming = wire.decode_message(mine)
         assert incoming.status == 200 and incoming.side_channel == sc
-        assert S.decode_action(incoming.actions["Disc?team=0"][1]) == ([], [5])
+        assert wire.decode_action(incoming.actions["Disc?team=0"][1]) == ([], [5])
     close = UnityMessageProto()
     close.header.status = 400
     assert unity_wire.header_message(400) == close.SerializeToString()
@@ -169,7 +168,7 @@ def _png(array: np.ndarray) -> bytes:
 
 def _stats_record(key: str, value: float, aggregation: int) -> bytes:
     payload = struct.pack("<i", len(key)) + key.encode() + struct.pack("<f", value) + struct.pack("<i", aggregation)
-    return S.STATS_CHANNEL.bytes_le + struct.pack("<i", len(payload)) + payload
+    return wire.STATS_CHANNEL.bytes_le + struct.pack("<i", len(payload)) + payload
 
 
 HYBRID = "Hybrid?team=0"

@@ -23,7 +23,7 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
 from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
 
-from tests.support.unity_standin import free_base_port, make_build, start_editor
+from tests.support.unity_standin import free_base_port, make_build, options, start_editor, wire
 from tests.support.unity_standin import standin as S
 
 SEEKER = "Seeker?team=0"
@@ -305,7 +305,7 @@ def test_editor_mode(tmp_path: Path) -> None:
 def test_output_encoding_parses() -> None:
     from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 
-    opts = S.parse_args(["--behaviors", "Seeker,Picker", "--agents", "2", "--visual", "-logfile", "x.log"])
+    opts = options.parse_args(["--behaviors", "Seeker,Picker", "--agents", "2", "--visual", "-logfile", "x.log"])
     assert opts.log_file == "x.log" and opts.visual and opts.agents == 2
     world = S.World(opts, seed=-5, num_areas=2, log=lambda _: None)
     msg = UnityMessageProto.FromString(world.reset())
@@ -331,7 +331,7 @@ def test_output_encoding_parses() -> None:
     assert [(i.id, i.done) for i in picks] == [(k, True) for k in range(4)] + [(k, False) for k in range(4)]
     side = bytes(out.unity_output.rl_output.side_channel)
     keys = []
-    for _channel, payload in S.split_side_channel(side):
+    for _channel, payload in wire.split_side_channel(side):
         (n,) = struct.unpack_from("<i", payload, 0)
         keys.append(payload[4 : 4 + n].decode())
     assert "Standin/Episodes" in keys and "Standin/Masked Actions Taken" in keys
@@ -346,7 +346,7 @@ def test_input_decoding() -> None:
     init.seed = -42
     init.num_areas = 3
     init.communication_version = "1.5.0"
-    decoded = S.decode_message(msg.SerializeToString())
+    decoded = wire.decode_message(msg.SerializeToString())
     assert (decoded.status, decoded.seed, decoded.num_areas, decoded.communication_version) == (200, -42, 3, "1.5.0")
 
     msg = UnityMessageProto()
@@ -360,12 +360,12 @@ def test_input_decoding() -> None:
         a = rl.agent_actions[PICKER].value.add()
         a.discrete_actions.extend([k, 300])
     rl.agent_actions["Old"].value.add().vector_actions_deprecated.extend([2.0, 1.0])
-    decoded = S.decode_message(msg.SerializeToString())
+    decoded = wire.decode_message(msg.SerializeToString())
     assert decoded.command == 0 and decoded.side_channel == b"abc" and decoded.seed is None
-    assert [S.decode_action(a)[0] for a in decoded.actions[SEEKER]] == [[0.0], [0.5], [1.0]]
-    assert [S.decode_action(a)[1] for a in decoded.actions[PICKER]] == [[0, 300], [1, 300], [2, 300]]
-    assert S.decode_action(decoded.actions["Old"][0]) == ([2.0, 1.0], [2, 1])
-    quit_msg = UnityMessageProto.FromString(S.MESSAGE_QUIT_400)
+    assert [wire.decode_action(a)[0] for a in decoded.actions[SEEKER]] == [[0.0], [0.5], [1.0]]
+    assert [wire.decode_action(a)[1] for a in decoded.actions[PICKER]] == [[0, 300], [1, 300], [2, 300]]
+    assert wire.decode_action(decoded.actions["Old"][0]) == ([2.0, 1.0], [2, 1])
+    quit_msg = UnityMessageProto.FromString(wire.MESSAGE_QUIT_400)
     assert quit_msg.header.status == 400
 
 
@@ -508,7 +508,7 @@ def test_new_behaviors_encoding_parses() -> None:
     """The hand-written AgentInfos of Mates and Crowd against the generated classes."""
     from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 
-    world = S.World(S.parse_args(["--behaviors", "Mates,Crowd,Recall", "--agents", "2"]), seed=3, num_areas=1, log=lambda _: None)
+    world = S.World(options.parse_args(["--behaviors", "Mates,Crowd,Recall", "--agents", "2"]), seed=3, num_areas=1, log=lambda _: None)
     msg = UnityMessageProto.FromString(world.reset())
     infos = msg.unity_output.rl_output.agentInfos
     mates = infos[MATES].value

@@ -1,5 +1,5 @@
 """A stand-in Unity player build for tests and benchmarks: ``standin.py`` plays the C# side of the
-ML-Agents gRPC protocol (communication API 1.5.0) with two small learnable behaviors.
+ML-Agents gRPC protocol (communication API 1.5.0) with five small learnable behaviors.
 
 - ``make_build(folder)`` writes an executable "player" that ``UnityEnvironment(file_name=...)`` (or
   the trainer's ``--env``) launches exactly as it launches a Unity build.
