@@ -168,6 +168,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
         prestart()  # the worker server boots while the run directory is checked and the env resolved
     env_manager = None
+    started = False
     try:
         from ml_arl.envs.managers.factory import create_env_manager
         from ml_arl.results_dir import resolve_seed, validate_run_directories
@@ -181,6 +182,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         from ml_arl.trainer_controller import TrainerController
 
         controller = TrainerController(options, env_manager, seed)
+        started = True
         env_manager = None  # the controller owns it now and closes it
         controller.start_learning()
     except ConfigError as err:
@@ -194,7 +196,10 @@ def main(argv: Optional[list[str]] = None) -> int:
         logger.error("%s", one_line(str(err)))
         return err.exit_code
     except KeyboardInterrupt:
-        logger.info("Interrupted before training started.")
+        if not started:
+            logger.info("Interrupted before training started.")
+        else:  # a second interrupt, while the first one's checkpoint was being saved
+            logger.warning("Interrupted again while stopping: the final checkpoint may be missing; those saved before are intact.")
         return 0
     finally:
         if env_manager is not None:
