@@ -96,7 +96,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     for warning in plan.warnings:
         logger.warning("%s", warning)
     if args.check:
-        sys.stdout.write("\n".join(_check_lines(plan)) + "\n")
+        lines = _check_lines(plan)
+        if args.resume:
+            from ml_arl.study import storage as st
+
+            folder = st.StudyFolder(args.results_dir, args.run_id)
+            try:
+                st.check_resume(folder, args.storage, plan)
+            except ArlError as err:
+                sys.stderr.write(f"arl-study: error: {one_line(str(err))}\n")
+                return err.exit_code
+            lines.append(f"resumes the study in {folder.path}")
+        sys.stdout.write("\n".join(lines) + "\n")
         return 0
     return _run(args, plan)
 

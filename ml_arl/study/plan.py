@@ -70,7 +70,10 @@ def _search_problems(plan_settings: StudySettings, base: dict[str, Any], options
             _, errs = _build(space.set_key(base, key, value), source)
             if not errs:
                 continue
-            if key not in valid:
+            inside = [k for k in valid if k.startswith(f"{key}.")]
+            if key not in valid and inside:
+                problems.append(f"{where}: a section of {source}, not one setting; search the keys inside it, e.g. {inside[0]}")
+            elif key not in valid:
                 problems.append(f"{where}: not a key of {source}{space.closest_key(key, valid)}")
             else:
                 first = errs[0].removeprefix(f"{source}: ")
@@ -124,12 +127,14 @@ def _validate(data: dict[str, Any]) -> tuple[Optional[StudySettings], list[str]]
     except ValidationError as err:
         for e in err.errors():
             loc = e["loc"]
-            if len(loc) > 1 and loc[0] == "search" and isinstance(rest.get("search"), dict):
-                rest["search"] = {k: v for k, v in rest["search"].items() if k != loc[1]}  # the other keys are still checked
+            if len(loc) > 1 and loc[0] in ("search", "metric") and isinstance(rest.get(loc[0]), dict):
+                rest[loc[0]] = {k: v for k, v in rest[loc[0]].items() if k != loc[1]}  # the other keys are still checked
             elif loc:
                 broken.add(loc[0])
     rest = {k: v for k, v in rest.items() if k not in broken}
     settings, _ = validate(StudySettings, rest, ())
+    if settings is None and isinstance(data.get("metric"), dict):  # the metric without its broken keys is no metric
+        settings, _ = validate(StudySettings, {k: v for k, v in rest.items() if k != "metric"}, ())
     return settings, problems
 
 
@@ -150,9 +155,10 @@ def load_plan(path: str) -> StudyPlan:
     settings, problems = _validate(data)
     if settings is None:
         raise ConfigError([f"{path}: {p}" for p in problems])
-    if not settings.search and settings.trials not in (None, 1):
+    searched = bool(data.get("search"))  # the entries with problems are left out of settings.search
+    if not searched and settings.trials not in (None, 1):
         problems.append(f"trials: {settings.trials} trials with no search would run one config {settings.trials} times; give seeds instead")
-    if (settings.sampler == "grid" or settings.mode == "grid") and not settings.search:
+    if (settings.sampler == "grid" or settings.mode == "grid") and not searched:
         problems.append("sampler: a grid needs a search" if settings.mode != "grid" else "mode: grid needs a search")
     if settings.mode == "grid":
         given = settings.model_fields_set

@@ -67,6 +67,8 @@ class StudyFolder:
         if resume and not exists:
             raise RunDirectoryError(f"{self.path}: no study to resume there; start it without --resume")
         if exists and not resume and not force:
+            self.lock()  # a study that is running says so first
+            self.unlock()
             raise RunDirectoryError(
                 f"{self.path}: a study with this run id exists; use --resume to continue it, --force to start over, "
                 "or another --run-id"
@@ -143,16 +145,33 @@ def load_or_create(
         study.set_user_attr(FINGERPRINT_ATTR, fingerprint(plan))
         return study
     study = optuna.load_study(storage=storage, study_name=name, sampler=sampler, pruner=pruner)
+    check_unchanged(study, plan, name)
+    return study
+
+
+def check_unchanged(study: optuna.Study, plan: StudyPlan, name: str) -> None:
+    """A study resumes only with what it searches, its seeds, metric and sampler unchanged."""
     stored = study.user_attrs.get(FINGERPRINT_ATTR)
     if stored != fingerprint(plan):
         changed = [k for k in fingerprint(plan) if (stored or {}).get(k) != fingerprint(plan)[k]]
         raise StudyStorageError(
-            f"the study {name!r} in the storage was started with another {', '.join(changed) or 'study file'}; "
+            f"the study {name!r} in the storage was started with other settings ({', '.join(changed) or 'the study file'} changed); "
             "a study keeps what it searches: start another --run-id"
         )
-    if study.direction.name.lower() != direction:
+    if study.direction.name.lower() != plan.settings.metric.direction:
         raise StudyStorageError(f"the study {name!r} was started to {study.direction.name.lower()}; metric.direction cannot change")
-    return study
+
+
+def check_resume(folder: StudyFolder, url: Optional[str], plan: StudyPlan) -> None:
+    """What ``--resume`` would refuse, for ``--check``: reads the storage, writes nothing."""
+    if not os.path.isdir(folder.path):
+        raise RunDirectoryError(f"{folder.path}: no study to resume there; start it without --resume")
+    if url is None and not os.path.isfile(os.path.join(folder.path, STORAGE_FILE)):
+        raise RunDirectoryError(f"{folder.path}: holds no {STORAGE_FILE}; no study to resume there")
+    storage = open_storage(url or folder.default_storage, shared=False)
+    if folder.run_id not in optuna.study.get_all_study_names(storage):
+        raise StudyStorageError(f"the storage holds no study named {folder.run_id!r}")
+    check_unchanged(optuna.load_study(storage=storage, study_name=folder.run_id), plan, folder.run_id)
 
 
 def requeue_interrupted(study: optuna.Study, storage: optuna.storages.RDBStorage, shared: bool) -> int:

@@ -130,13 +130,19 @@ def test_seeds_study_reports_mean_iqm_and_intervals_and_refuses_misuse(tmp_path:
     shutil.copytree(folder, results / "copy")
     other = arl_study_here([study, "--run-id", "copy", "--results-dir", results, "--resume"], tmp_path)
     assert other.returncode == 2 and "holds the study 'seeds', not 'copy': it belongs to another study" in other.stderr, other
+    checked = arl_study_here([study, "--run-id", "seeds", "--results-dir", results, "--resume", "--check"], tmp_path)
+    assert checked.returncode == 0 and f"resumes the study in {folder}" in checked.stdout, checked
     changed = write(tmp_path, "config: base.yaml\nparallel: 2\nseeds: [0, 1, 2, 3]\nmetric: {reduce: mean_last_3}\n")
     moved = arl_study_here([changed, "--run-id", "seeds", "--results-dir", results, "--resume"], tmp_path)
-    assert moved.returncode == 2 and "was started with another seeds" in moved.stderr, moved
+    assert moved.returncode == 2 and "was started with other settings (seeds changed)" in moved.stderr, moved
+    checked = arl_study_here([changed, "--run-id", "seeds", "--results-dir", results, "--resume", "--check"], tmp_path)
+    assert checked.returncode == 2 and "was started with other settings (seeds changed)" in checked.stderr, checked
     with open(folder / "study.lock", "a+") as held:  # as another arl-study holds it
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         locked = arl_study_here([study, "--run-id", "seeds", "--results-dir", results, "--resume"], tmp_path)
+        running = arl_study_here([changed, "--run-id", "seeds", "--results-dir", results], tmp_path)
     assert locked.returncode == 2 and "the study is being run by another arl-study" in locked.stderr, locked
+    assert running.returncode == 2 and "the study is being run by another arl-study" in running.stderr, running
     (results / "mine").mkdir()
     (results / "mine" / "notes.txt").write_text("mine")
     forced = arl_study_here([study, "--run-id", "mine", "--results-dir", results, "--force"], tmp_path)

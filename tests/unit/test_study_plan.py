@@ -92,7 +92,26 @@ search:
     assert len(lines) == 8, text
 
 
+def test_a_broken_metric_key_and_a_broken_range_hide_no_other_problem(tmp_path: Path) -> None:
+    lines = problems(tmp_path, f"""\
+config: base.yaml
+trials: 2
+metric: {{behavior: Rech, phase: test, reduce: mean_last_0}}
+search:
+  {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-2, max_value: 1.0e-4}}}}
+""")
+    text = "\n".join(lines)
+    assert "metric.reduce: 'mean_last_0' is invalid" in text
+    assert "metric.behavior: 'Rech' is not a behavior of the config; did you mean 'Reach'?" in text
+    assert "metric.phase: 'test' is not a phase of the config; the config has no phases" in text
+    assert "min_value 0.01 is larger than max_value 0.0001; swap them" in text
+    assert "with no search" not in text  # the search is there, with a problem of its own
+    assert len(lines) == 4, text
+
+
 @pytest.mark.parametrize(("study", "expected"), [
+    ("config: base.yaml\nsearch: {behaviors.Reach: {sampler_type: uniform, sampler_parameters: {min_value: 0, max_value: 1}}}\n",
+     "search.behaviors.Reach: a section of"),
     ("config: nope.yaml\n", "config: nope.yaml is not a file (the path is relative to the study file)"),
     ("config: base.yaml\ntrials: 3\n", "trials: 3 trials with no search would run one config 3 times; give seeds instead"),
     ("config: base.yaml\nsampler: grid\nsearch: {x.y: {sampler_type: uniform, sampler_parameters: {}}}\n",
