@@ -14,7 +14,7 @@ from typing import Any
 import optuna
 
 from ml_arl.atomic_files import atomic_write, write_yaml
-from ml_arl.study.outputs import RUN_NAME_ATTR
+from ml_arl.study.outputs import RUN_NAME_ATTR, run_ids
 from ml_arl.study.plan import StudyPlan
 from ml_arl.study.space import grid_values
 
@@ -26,10 +26,6 @@ def combinations(plan: StudyPlan) -> list[dict[str, Any]]:
     values = [grid_values(plan.settings.search[k]) for k in keys]
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
-
-def run_ids(name: str, seeds: list[int]) -> list[tuple[int, str]]:
-    """(seed, run id) of a trial's runs: the trial's name with one seed, name-seedS with several."""
-    return [(s, name if len(seeds) == 1 else f"{name}-seed{s}") for s in seeds]
 
 
 def write_design(plan: StudyPlan, folder: str, study: optuna.Study) -> int:

@@ -27,6 +27,7 @@ FAIL_REASON_ATTR = "fail_reason"
 PRUNED_AT_ATTR = "pruned_at"
 INTERRUPTED_ATTR = "interrupted"  # stopped by Ctrl-C or a kill, to run again
 RUN_NAME_ATTR = "run_name"  # the prefix of its runs' folders (a trial run again keeps its first one)
+RESUME_OF_ATTR = "resume_of"  # the interrupted trial it runs again
 SECONDS_ATTR = "seconds"
 
 
@@ -36,26 +37,39 @@ def _cell(value: Any) -> Any:
     return "" if value is None else value
 
 
+def run_ids(name: str, seeds: list[int]) -> list[tuple[int, str]]:
+    """(seed, run id) of a trial's runs: the trial's name with one seed, name-seedS with several."""
+    return [(s, name if len(seeds) == 1 else f"{name}-seed{s}") for s in seeds]
+
+
+def state_name(trial: FrozenTrial) -> str:
+    """Optuna's state, but INTERRUPTED for a trial stopped by Ctrl-C or a kill (FAIL to Optuna)."""
+    return "INTERRUPTED" if trial.user_attrs.get(INTERRUPTED_ATTR) else trial.state.name
+
+
 def trial_rows(plan: StudyPlan, trials: list[FrozenTrial]) -> list[dict[str, Any]]:
     keys = list(plan.settings.search)
+    rerun = {t.user_attrs[RESUME_OF_ATTR]: t.number for t in trials if RESUME_OF_ATTR in t.user_attrs}
     rows = []
     for t in trials:
         if t.state == TrialState.WAITING:
             continue
         values = t.user_attrs.get(VALUES_ATTR, {})
         seeds = t.user_attrs.get(SEED_VALUES_ATTR, {})
-        row: dict[str, Any] = {"number": t.number, "state": t.state.name}
+        row: dict[str, Any] = {"number": t.number, "state": state_name(t)}
         row.update({k: _cell(values.get(k)) for k in keys})
         row["metric"] = _cell(t.value if t.state == TrialState.COMPLETE else None)
         row.update({f"metric_seed{s}": _cell(seeds.get(str(s))) for s in plan.settings.seeds})
-        row["runs"] = t.user_attrs.get(RUN_NAME_ATTR, "")
+        name = t.user_attrs.get(RUN_NAME_ATTR)
+        row["runs"] = " ".join(run_id for _, run_id in run_ids(name, list(plan.settings.seeds))) if name else ""
         row["pruned_at_step"] = _cell(t.user_attrs.get(PRUNED_AT_ATTR))
         row["seconds"] = _cell(t.user_attrs.get(SECONDS_ATTR))
         row["reason"] = t.user_attrs.get(FAIL_REASON_ATTR, "")
+        again = f"run again as trial {rerun[t.number]}" if t.number in rerun else "arl-study --resume runs it again"
         if t.user_attrs.get(INTERRUPTED_ATTR):
-            row["reason"] = "interrupted; arl-study --resume runs it again"
+            row["reason"] = f"interrupted; {again}"
         elif t.state == TrialState.FAIL and not row["reason"]:
-            row["reason"] = "abandoned (its arl-study stopped answering); arl-study --resume runs it again"
+            row["reason"] = f"abandoned (its arl-study stopped answering); {again}"
         rows.append(row)
     return rows
 

@@ -34,9 +34,9 @@ from optuna.trial import TrialState
 from ml_arl.atomic_files import write_yaml
 from ml_arl.results_dir import is_run_folder
 from ml_arl.study import outputs
-from ml_arl.study.design import combinations, run_ids
+from ml_arl.study.design import combinations
 from ml_arl.study.metric import ScalarReader, reduce
-from ml_arl.study.outputs import INTERRUPTED_ATTR
+from ml_arl.study.outputs import INTERRUPTED_ATTR, run_ids
 from ml_arl.study.plan import StudyPlan
 from ml_arl.study.process import RunProcess, StudyRun
 from ml_arl.study.space import VALUES_ATTR, grid_values, suggest

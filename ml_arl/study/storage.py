@@ -22,7 +22,7 @@ from optuna.trial import TrialState
 
 from ml_arl.exceptions import ArlError, RunDirectoryError
 from ml_arl.study import STORAGE_FILE, storage_url
-from ml_arl.study.outputs import FAIL_REASON_ATTR, INTERRUPTED_ATTR, RUN_NAME_ATTR
+from ml_arl.study.outputs import FAIL_REASON_ATTR, INTERRUPTED_ATTR, RESUME_OF_ATTR, RUN_NAME_ATTR
 from ml_arl.study.plan import StudyPlan
 
 LOCK_FILE = "study.lock"
@@ -30,7 +30,6 @@ MARKER_FILE = "arl-study.json"  # this folder is a study's (what --force may rem
 HEARTBEAT_S = 30  # a running trial's heartbeat, in a shared storage
 HEARTBEAT_GRACE_S = 180  # a trial whose heartbeat is older is abandoned
 FINGERPRINT_ATTR = "arl_study"  # study user attribute: what a resumed study must still search
-RESUME_OF_ATTR = "resume_of"  # trial user attribute: the interrupted trial it runs again
 
 
 class StudyStorageError(ArlError):

@@ -13,8 +13,7 @@ from optuna.trial import TrialState
 
 from ml_arl.exceptions import ArlError
 from ml_arl.study import STORAGE_FILE, plots, storage_url
-from ml_arl.study.design import run_ids
-from ml_arl.study.outputs import SEED_VALUES_ATTR, STATISTICS_JSON, best_trial
+from ml_arl.study.outputs import SEED_VALUES_ATTR, STATISTICS_JSON, best_trial, run_ids, state_name
 from ml_arl.study.space import VALUES_ATTR
 from ml_arl.study.stats import format_estimate, seed_statistics
 from ml_arl.study.storage import FINGERPRINT_ATTR, RUN_NAME_ATTR
@@ -35,7 +34,7 @@ def load_study(folder: str) -> optuna.Study:
 
 def summary_lines(study: optuna.Study) -> list[str]:
     trials = study.get_trials(deepcopy=False)
-    states = Counter(t.state.name.lower() for t in trials if t.state != TrialState.WAITING)
+    states = Counter(state_name(t).lower() for t in trials if t.state != TrialState.WAITING)
     lines = [f"Study {study.study_name}: {len(trials)} trials ({', '.join(f'{n} {s}' for s, n in sorted(states.items()))})"]
     fp = study.user_attrs.get(FINGERPRINT_ATTR, {})
     best = best_trial(study)

@@ -209,8 +209,9 @@ def test_a_killed_study_resumes_its_trials_from_their_checkpoints(tmp_path: Path
     assert result.returncode == 0, result.stdout + result.stderr
     assert "1 interrupted trial(s) run again" in result.stdout
     table = rows(folder)
-    assert [r["state"] for r in table] == ["FAIL", "COMPLETE", "COMPLETE"], table
-    assert table[0]["reason"] == "interrupted; arl-study --resume runs it again"
+    assert [r["state"] for r in table] == ["INTERRUPTED", "COMPLETE", "COMPLETE"], table
+    assert table[0]["reason"] == "interrupted; run again as trial 1"
+    assert "Study killed: 3 trials (2 complete, 1 interrupted)" in result.stdout
     assert table[1][LR] == table[0][LR] and table[1]["runs"] == "trial-0000"  # run again with its values ...
     log = (folder / "logs" / "trial-0000.log").read_text()
     assert "Resum" in log  # ... continuing its run from the checkpoint
