@@ -138,8 +138,9 @@ def _configure_logging(debug: bool, stream: Any = None) -> None:
     logging.basicConfig(
         level=logging.DEBUG if debug else logging.INFO, format=fmt, stream=stream or sys.stdout, force=True
     )
-    for noisy in ("matplotlib", "PIL", "urllib3"):
+    for noisy in ("matplotlib", "PIL"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    logging.getLogger("urllib3").setLevel(logging.ERROR)  # a tracker's server retried: the tracker says what failed, once
 
 
 def _sigterm(signum: int, frame: Optional[FrameType]) -> None:

@@ -19,4 +19,4 @@ def squeeze(what: Union[str, BaseException], limit: int = 0) -> str:
     text = " ".join(str(what).split())
     if not text and isinstance(what, BaseException):
         text = type(what).__name__
-    return text[:limit] if limit else text
+    return text[: limit - 3] + "..." if limit and len(text) > limit else text

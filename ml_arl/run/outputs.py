@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from typing import Any, Optional
@@ -18,7 +19,7 @@ from typing import Any, Optional
 import ml_arl
 from ml_arl.atomic_files import remove_stale_temp_files, write_json, write_yaml
 from ml_arl.checkpoints import TrainingStatus, metadata
-from ml_arl.exceptions import ResultsWriteError
+from ml_arl.exceptions import ResultsWriteError, TrackerError
 from ml_arl.messages import EpisodeStat, Trajectory
 from ml_arl.results_dir import prepare_results_dir
 from ml_arl.settings import RunOptions
@@ -70,6 +71,7 @@ class RunOutputs:
         """Make the results folder this run's (--force removes the old run only now that every
         check passed), tidy a killed run on --resume, write configuration.yaml, open the store."""
         cp = self.options.checkpoint_settings
+        fresh = not cp.resume and not os.path.lexists(self.run_path)
         prepare_results_dir(self.options)
         if cp.resume:
             for path in remove_stale_temp_files(self.run_path):
@@ -85,7 +87,13 @@ class RunOutputs:
         self.ready = True
         from ml_arl.trackers import tracker_writers
 
-        self.trackers = tracker_writers(self.options)  # they get every summary, in every phase
+        try:
+            self.trackers = tracker_writers(self.options)  # they get every summary, in every phase
+        except TrackerError:
+            if fresh:  # nothing ran: the same command runs once the tracker is mended, without --force
+                self.ready = False
+                shutil.rmtree(self.run_path, ignore_errors=True)
+            raise
         store = self.options.results_store
         if store.enabled:
             self.store = ResultsStore(os.path.join(self.run_path, STORE_FILENAME), cp.run_id, store.batch_size, store.record_steps)

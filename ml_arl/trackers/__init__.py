@@ -51,21 +51,31 @@ class GuardedWriter:
         if hasattr(self.writer, "close"):
             self._guard("closing", self.writer.close)
 
+    def abort(self) -> None:
+        """The run never began (another tracker could not start): the tracker's run ends as failed."""
+        if hasattr(self.writer, "abort"):
+            self._guard("ending", self.writer.abort)
+
 
 def tracker_writers(options: RunOptions) -> list[StatsWriter]:
     """The run's trackers, started (their errors while starting are ``TrackerError``s)."""
     settings = options.tracker_settings
-    writers: list[StatsWriter] = []
-    if settings.mlflow_uri is not None:
-        from ml_arl.trackers.mlflow_writer import MLflowWriter
+    writers: list[GuardedWriter] = []
+    try:
+        if settings.mlflow_uri is not None:
+            from ml_arl.trackers.mlflow_writer import MLflowWriter
 
-        writers.append(GuardedWriter("MLflow", MLflowWriter(options)))
-    if settings.wandb_project is not None:
-        from ml_arl.trackers.wandb_writer import WandbWriter
+            writers.append(GuardedWriter("MLflow", MLflowWriter(options)))
+        if settings.wandb_project is not None:
+            from ml_arl.trackers.wandb_writer import WandbWriter
 
-        writers.append(GuardedWriter("W&B", WandbWriter(options)))
-    if settings.plugins:
-        from ml_arl.trackers.plugins import plugin_writers
+            writers.append(GuardedWriter("W&B", WandbWriter(options)))
+        if settings.plugins:
+            from ml_arl.trackers.plugins import plugin_writers
 
-        writers += [GuardedWriter(name, w) for name, w in plugin_writers(options)]
-    return writers
+            writers += [GuardedWriter(name, w) for name, w in plugin_writers(options)]
+    except BaseException:
+        for writer in writers:  # no run left RUNNING in MLflow for a run that never began
+            writer.abort()
+        raise
+    return list(writers)

@@ -60,6 +60,8 @@ class MLflowWriter:
         # MLflow retries a request up to 7 times with growing waits (minutes for a server that is down)
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
         os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "30")
+        # its sender logs an error for every batch it could not send; the first failure is ours to say, once
+        logging.getLogger("mlflow.utils.async_logging").setLevel(logging.CRITICAL)
         try:
             self.client = MlflowClient(tracking_uri=uri)
             experiment = self.client.get_experiment_by_name(settings.mlflow_experiment)
@@ -80,13 +82,17 @@ class MLflowWriter:
             for start in range(0, len(params), PARAM_BATCH):
                 self.client.log_batch(self.run_id, params=params[start : start + PARAM_BATCH])
         except Exception as err:  # noqa: BLE001 - MLflow raises many kinds (connection, REST); each is one line
-            raise TrackerError(f"--mlflow-uri {uri}: cannot start an MLflow run ({type(err).__name__}: {squeeze(str(err), 300)})") from None
+            if "MLFLOW_ALLOW_FILE_STORE" in str(err):
+                raise TrackerError(f"--mlflow-uri {uri}: MLflow no longer takes a file store by default; give a database "
+                                   "(e.g. --mlflow-uri sqlite:///mlflow.db) or set MLFLOW_ALLOW_FILE_STORE=true") from None
+            raise TrackerError(f"--mlflow-uri {uri}: cannot start an MLflow run ({type(err).__name__}: {squeeze(str(err), 400)})") from None
         remember(run_file, {"run_id": self.run_id, "tracking_uri": uri})
         logger.info("MLflow: run %s at %s", self.run_id, uri)
 
     def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
         from mlflow.entities import Metric
 
+        self._check_sent()
         stamp = int(time.time() * 1000)
         metrics = [Metric(mlflow_key(f"{category}/{tag}"), float(v.mean), stamp, int(step))
                    for tag, v in values.items() if math.isfinite(v.mean)]
@@ -96,6 +102,18 @@ class MLflowWriter:
                 self._pending.append(operation)
             while len(self._pending) > PENDING_LIMIT:  # a server that fell behind slows the run, it does not fill memory
                 self._pending.pop(0).wait()
+
+    def _check_sent(self) -> None:
+        """Forget the summaries MLflow has sent; one it could not send raises here, at once (the
+        writer is then dropped with one warning), not when the run ends."""
+        while self._pending:
+            futures = getattr(self._pending[0], "_operation_futures", None)  # MLflow's RunOperations
+            if futures is None or not all(f.done() for f in futures):
+                return
+            self._pending.pop(0).wait()
+
+    def abort(self) -> None:
+        self.client.set_terminated(self.run_id, "FAILED")
 
     def _report(self) -> list[str]:
         """report.png of the run (arl-report's picture), drawn now; [] without a results store."""

@@ -27,12 +27,17 @@ logger = logging.getLogger(__name__)
 RUN_FILE = "wandb.json"  # in run_logs/: the W&B run id this run logs to
 
 
+ENV_MODES = {"online": "online", "offline": "offline", "dryrun": "offline", "disabled": "disabled"}  # WANDB_MODE's
+
+
 def wandb_mode(requested: Any) -> str:
     if requested:
         return str(requested)
     env = os.environ.get("WANDB_MODE")
-    if env in ("online", "offline"):
-        return env
+    if env:
+        if env not in ENV_MODES:
+            raise TrackerError(f"WANDB_MODE={env!r} is not a W&B mode; use online, offline or disabled (or unset it)")
+        return ENV_MODES[env]
     return "online" if os.environ.get("WANDB_API_KEY") else "offline"
 
 
@@ -59,7 +64,10 @@ class WandbWriter:
         self._wandb = wandb
         self._defined: set[str] = set()
         remember(run_file, {"id": run_id, "project": settings.wandb_project, "mode": mode})
-        logger.info("W&B: run %s (%s, %s)", run_id, settings.wandb_project, mode)
+        if mode == "disabled":
+            logger.info("W&B: disabled (WANDB_MODE=disabled): it gets nothing from this run")
+        else:
+            logger.info("W&B: run %s (%s, %s)", run_id, settings.wandb_project, mode)
 
     def write_stats(self, category: str, values: dict[str, StatsSummary], step: int) -> None:
         if category not in self._defined:
@@ -69,6 +77,9 @@ class WandbWriter:
         data: dict[str, float] = {f"{category}/step": int(step)}
         data.update({f"{category}/{tag}": float(v.mean) for tag, v in values.items() if math.isfinite(v.mean)})
         self.run.log(data)
+
+    def abort(self) -> None:
+        self.run.finish(exit_code=1)
 
     def close(self) -> None:
         models = sorted(glob.glob(os.path.join(self.write_path, "**", "*.onnx"), recursive=True))

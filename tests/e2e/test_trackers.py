@@ -253,3 +253,62 @@ def test_a_tracker_failing_during_the_run_is_dropped_and_the_run_goes_on(caplog:
     assert Flaky.calls == 1
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert warnings == ["MLflow: writing summaries failed (ConnectionError: server gone second line); it gets nothing more from this run"]
+
+
+def test_mlflow_batches_that_fail_to_send_drop_the_tracker_at_once(caplog: pytest.LogCaptureFixture) -> None:
+    """MLflow sends summaries on its own thread; the first batch it could not send is said once, at
+    the next summary (not when the run ends), and the writer gets nothing more."""
+    pytest.importorskip("mlflow")
+    from concurrent.futures import Future
+
+    from ml_arl.stats import StatsSummary
+    from ml_arl.trackers import GuardedWriter
+    from ml_arl.trackers.mlflow_writer import MLflowWriter
+    from mlflow.utils.async_logging.run_operations import RunOperations
+
+    failed: Future[None] = Future()
+    failed.set_exception(ConnectionError("Connection refused"))
+    writer = MLflowWriter.__new__(MLflowWriter)  # as started, without a server
+    writer._pending = [RunOperations([failed])]
+    writer.client = None  # never reached: the failure comes first
+    guarded = GuardedWriter("MLflow", writer)
+    for step in (1, 2):
+        guarded.write_stats("B", {"x": StatsSummary(1.0, 0.0, 1)}, step)
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert len(warnings) == 1 and warnings[0].startswith("MLflow: writing summaries failed (MlflowException:"), warnings
+    assert "Connection refused" in warnings[0]
+
+
+def test_a_tracker_that_cannot_start_ends_the_started_ones_and_leaves_no_run_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("mlflow")
+    pytest.importorskip("wandb")
+    from mlflow.tracking import MlflowClient
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    monkeypatch.setenv("WANDB_MODE", "bogus")
+    args = [_config(tmp_path), "--run-id", "two", "--mlflow-uri", uri, "--wandb-project", "arl-tests"]
+    run = arl_learn_here(args, tmp_path)
+    assert run.returncode == 2, run.stdout + run.stderr
+    errors = [line for line in (run.stdout + run.stderr).splitlines() if "ERROR" in line or "error:" in line]
+    assert errors == ["[ERROR] WANDB_MODE='bogus' is not a W&B mode; use online, offline or disabled (or unset it)"], errors
+    (found,) = MlflowClient(tracking_uri=uri).search_runs([MlflowClient(tracking_uri=uri).get_experiment_by_name("ml_arl").experiment_id])
+    assert found.info.status == "FAILED"  # not left RUNNING
+    assert not (tmp_path / "results" / "two").exists()  # nothing ran: the same command runs once mended
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    again = arl_learn_here(args, tmp_path)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "W&B: disabled (WANDB_MODE=disabled)" in again.stdout + again.stderr
+    assert not (tmp_path / "results" / "two" / "wandb").exists()
+
+
+def test_a_file_store_uri_says_how_to_use_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mlflow")
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)
+    run = arl_learn_here([_config(tmp_path), "--run-id", "files", "--mlflow-uri", f"file://{tmp_path / 'mlruns'}"], tmp_path)
+    text = run.stdout + run.stderr
+    if run.returncode == 0:
+        pytest.skip("this MLflow takes a file store without being asked")
+    assert run.returncode == 2 and "give a database (e.g. --mlflow-uri sqlite:///mlflow.db) or set MLFLOW_ALLOW_FILE_STORE=true" in text
+    assert "Traceback" not in text
