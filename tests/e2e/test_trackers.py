@@ -261,10 +261,11 @@ def test_mlflow_batches_that_fail_to_send_drop_the_tracker_at_once(caplog: pytes
     pytest.importorskip("mlflow")
     from concurrent.futures import Future
 
+    from mlflow.utils.async_logging.run_operations import RunOperations
+
     from ml_arl.stats import StatsSummary
     from ml_arl.trackers import GuardedWriter
     from ml_arl.trackers.mlflow_writer import MLflowWriter
-    from mlflow.utils.async_logging.run_operations import RunOperations
 
     failed: Future[None] = Future()
     failed.set_exception(ConnectionError("Connection refused"))
