@@ -27,7 +27,6 @@ def combinations(plan: StudyPlan) -> list[dict[str, Any]]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*values)]
 
 
-
 def write_design(plan: StudyPlan, folder: str, study: optuna.Study) -> int:
     """Write every combination's run file and runs.txt, and queue them in ``study``; returns how many."""
     seeds = plan.settings.seeds

@@ -66,8 +66,9 @@ class StudyFolder:
         if resume and not exists:
             raise RunDirectoryError(f"{self.path}: no study to resume there; start it without --resume")
         if exists and not resume and not force:
-            self.lock()  # a study that is running says so first
-            self.unlock()
+            if os.path.isfile(os.path.join(self.path, MARKER_FILE)):  # a study that is running says so first
+                self.lock()
+                self.unlock()
             raise RunDirectoryError(
                 f"{self.path}: a study with this run id exists; use --resume to continue it, --force to start over, "
                 "or another --run-id"
