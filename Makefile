@@ -11,7 +11,7 @@ $(STAMP): setup.py
 	$(BIN)/pip install --upgrade pip wheel "setuptools<80"
 	# torch first and pinned: the CPU wheel on these machines; a bare "torch" would pull CUDA.
 	$(BIN)/pip install "torch==2.13.0"
-	$(BIN)/pip install -e ".[dev,pettingzoo,ray,trackers]"
+	$(BIN)/pip install -e ".[dev,pettingzoo,ray,trackers,palaestrai]"
 	touch $(STAMP)
 
 install: $(STAMP)

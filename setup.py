@@ -34,6 +34,9 @@ setup(
         "ray": ["ray>=2.60"],
         # --mlflow-uri and --wandb-project (ml_arl.trackers); the tests start a real mlflow server
         "trackers": ["mlflow>=3.0", "wandb>=0.18"],
+        # palaestrAI run files, environments, objectives and Brain/Muscle agents (ml_arl.palaestrai);
+        # palaestrai 3.5.18 pins click 8.1, gymnasium 1.0 and SQLAlchemy 2.0: wandb resolves to a release that takes click 8.1
+        "palaestrai": ["palaestrai==3.5.18", "palaestrai-environments==3.5.5"],
     },
     entry_points={
         "console_scripts": ["arl-learn=ml_arl.cli:run", "arl-report=ml_arl.report:main", "arl-study=ml_arl.study.cli:run"],

@@ -105,6 +105,13 @@ def _parse(argv: list[str]) -> tuple[RunOptions, bool]:
     data, warnings = load_config_file(path)
     for warning in warnings:
         logger.warning("%s", warning)
+    from ml_arl.palaestrai.runfile import is_run_file
+
+    if is_run_file(data):  # a palaestrAI experiment run file, as palaestrai 3.5.18 reads it
+        from ml_arl.palaestrai.runfile import translate_file
+
+        results_dir = overrides.get("checkpoint_settings", {}).get("results_dir", "results")
+        data = translate_file(data, path, results_dir)
     if not data:
         logger.warning("%s: the config is empty; every behavior trains with the default settings", path)
     return build_run_options(data, overrides, path), check

@@ -4,6 +4,7 @@ Accepted forms:
   builtin:<Name>        a built-in env (ml_arl.envs.games.builtin.BUILTIN_ENVS)
   gymnasium:<EnvId>     a gymnasium env wrapped as a one-agent BaseEnv
   pettingzoo:<module>   a PettingZoo env module's parallel_env (or AEC env), agents -> behaviors by name
+  palaestrai:<run file> the environment of a palaestrAI run file, one behavior per agent (ml_arl.palaestrai)
                         prefix (ml_arl.envs.adapters.pettingzoo_env); pettingzoo:<module>:<attr> names the constructor
   package.module:attr   a callable returning a BaseEnv
   path/to/Build.x86_64  a Unity player build (any other value is a path; the extension may be left out)
@@ -97,7 +98,7 @@ def is_python_source(env_path: Optional[str]) -> bool:
     kind, sep, _ = env_path.partition(":")
     if not sep or not kind:
         return False
-    if kind in ("builtin", "gymnasium", "pettingzoo"):
+    if kind in ("builtin", "gymnasium", "pettingzoo", "palaestrai"):
         return True
     return "/" not in kind and "\\" not in kind and not kind.endswith((".x86_64", ".x86", ".exe", ".app"))
 
@@ -126,6 +127,10 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
         return EnvFactory(env_path, make_gymnasium_env, {"env_id": name, "num_areas": num_areas, **kwargs})
     if sep and kind == "pettingzoo":
         return _pettingzoo_factory(env_path, name, kwargs, num_areas)
+    if sep and kind == "palaestrai":  # a palaestrAI run file's environment and agents (ml_arl.palaestrai)
+        from ml_arl.palaestrai.source import palaestrai_factory
+
+        return palaestrai_factory(env_path, name)
     if sep:
         try:
             target = resolve(env_path)

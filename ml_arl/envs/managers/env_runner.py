@@ -94,6 +94,9 @@ class EnvRunner:
         if self._objectives.get(behavior) != msg.objective:
             self._objectives[behavior] = msg.objective
             proc.objective = None if msg.objective is None else build_objective(*msg.objective)
+            bind = getattr(proc.objective, "bind", None)
+            if callable(bind):  # an objective computed by its environment (ml_arl.palaestrai.objective)
+                bind(self.env, behavior)
         proc.time_horizon = msg.time_horizon
         proc.set_collect(msg.collect)
         proc.policy_version = msg.version

@@ -1,0 +1,456 @@
+"""A palaestrAI ``Environment`` seen through mlagents_envs' BaseEnv, one behavior per agent.
+
+palaestrAI's central modelling idea: the agents share one environment and each reads its own
+whitelist of sensors and sets its own whitelist of actuators. Here each agent of the run file is
+a behavior (its name) with one agent (id 0); its observation and actions are laid out by
+ml_arl.palaestrai.spaces from its sensors and actuators, in the listed order.
+
+The environment is driven as palaestrAI 3.5.18 drives it:
+
+* built with its ``params`` plus ``uid``, ``broker_uri`` and ``seed``; its ``uid`` from the run
+  file prefixes every sensor and actuator id (``<env uid>.<id>``); ``reward`` and
+  ``state_transformer`` are loaded from the run file (an environment applies its ``reward``
+  itself, as in palaestrAI; the state transformer is applied to each update's state);
+* ``start_environment()`` at the start of each episode; ``update(actuators)`` with the setpoints of
+  the agents that act (only the actuators the environment offers, its uid removed from theirs);
+  ``reset()`` between episodes (an environment's own ``reset``, else ``shutdown()`` and
+  ``start_environment()`` as palaestrAI's default); coroutine methods are run on a private loop;
+* ``simulation: vanilla``: every agent acts on the same state each step, their setpoints applied
+  in one update. ``taking_turns``: one agent acts per step, in run-file order from the first at
+  each episode's start; an agent's transition runs from its action to its next turn, and its
+  reward is that of the update its own action caused (palaestrAI's TakingTurns);
+* an episode ends when the update says ``done`` (``truncated`` without ``terminated`` is an
+  interrupted episode, so a trainer bootstraps; ``done`` alone is a terminal state), or, with
+  ``AgentObjectiveTerminationCondition``'s ``brain_avgN: X``, once the mean of an agent's last N
+  objective values reaches X.
+
+The environment reward an agent sees is the sum of the update's rewards (every agent receives all
+of them, as in palaestrAI); an agent's palaestrAI ``Objective`` is computed here, from a palaestrAI
+``Memory`` that holds what a RolloutWorker's holds (the previous sensor readings and setpoints,
+the rewards that followed, done/terminated/truncated, and the objective values), and reaches the
+trainer through ``ml_arl.palaestrai.objective:EnvironmentObjective``. Runs in worker processes:
+no torch.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+import logging
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+from mlagents_envs.base_env import (
+    ActionSpec,
+    ActionTuple,
+    BaseEnv,
+    BehaviorMapping,
+    BehaviorSpec,
+    DecisionSteps,
+    TerminalSteps,
+)
+
+from ml_arl.envs.games.builtin import vector_obs_spec
+from ml_arl.import_path import resolve
+from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
+
+logger = logging.getLogger(__name__)
+
+PHASE_PARAMETER = "palaestrai_phase"  # environment_parameters key: which phase's environment runs
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """A palaestrAI ``{name: pkg.mod:Class, params: {...}}``."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Any:
+        cls = resolve(self.name)
+        return cls(**self.params)
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    name: str
+    uid: str
+    params: dict[str, Any] = field(default_factory=dict)
+    reward: Optional[PluginSpec] = None
+    state_transformer: Optional[PluginSpec] = None
+
+
+@dataclass(frozen=True)
+class AgentWiring:
+    """One agent: its behavior name, whitelists (full ``<env uid>.<id>`` ids) and objective."""
+
+    name: str
+    sensors: tuple[str, ...]
+    actuators: tuple[str, ...]
+    objective: Optional[PluginSpec] = None
+    end_episode_at: Optional[tuple[int, float]] = None  # AgentObjectiveTerminationCondition brain_avgN: (N, X)
+
+
+def closest(name: str, options: list[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(name, options, n=1, cutoff=0.0)
+    return near[0] if near else (options[0] if options else "")
+
+
+def wiring_problems(wiring: list[AgentWiring], sensors: list[str], actuators: list[str]) -> list[str]:
+    """One line per sensor or actuator an agent lists that the environment does not offer."""
+    problems = []
+    for agent in wiring:
+        for kind, listed, offered in (("sensor", agent.sensors, sensors), ("actuator", agent.actuators, actuators)):
+            for uid in listed:
+                if uid not in offered:
+                    hint = f"; did you mean {closest(uid, offered)!r}?" if offered else "; it offers none"
+                    problems.append(f"agent {agent.name!r}: the environment has no {kind} {uid!r}{hint}")
+    return problems
+
+
+def build_environment(spec: EnvironmentSpec, seed: int) -> Any:
+    """The palaestrAI environment as its EnvironmentConductor builds it."""
+    params = dict(spec.params)
+    params.update(uid=spec.uid, broker_uri="ipc://*", seed=seed)
+    env = resolve(spec.name)(**params)
+    env._uid = spec.uid
+    env._name = spec.uid
+    if spec.reward is not None:
+        env.reward = spec.reward.build()
+    if spec.state_transformer is not None:
+        env._state_transformer = spec.state_transformer.build()
+    return env
+
+
+def offered_ids(spec: EnvironmentSpec, seed: int) -> tuple[list[str], list[str]]:
+    """The sensor and actuator ids (``<env uid>.<id>``) the environment offers at its start."""
+    env = build_environment(spec, seed)
+    loop = asyncio.new_event_loop()
+    try:
+        def run(value: Any) -> Any:
+            return loop.run_until_complete(value) if inspect.isawaitable(value) else value
+
+        baseline = run(env.start_environment())
+        sensors, actuators = (baseline[0], baseline[1]) if isinstance(baseline, tuple) else (
+            baseline.sensors_available, baseline.actuators_available)
+        ids = ([_with_prefix(s.uid, spec.uid) for s in sensors], [_with_prefix(a.uid, spec.uid) for a in actuators])
+        run(env.shutdown())
+        return ids
+    finally:
+        loop.close()
+
+
+def _with_prefix(uid: Any, env_uid: str) -> str:
+    uid = str(uid)
+    return uid if uid.startswith(f"{env_uid}.") else f"{env_uid}.{uid}"
+
+
+class _Agent:
+    """What the adapter keeps per agent between its decisions."""
+
+    def __init__(self, wiring: AgentWiring):
+        self.wiring = wiring
+        self.objective = wiring.objective.build() if wiring.objective is not None else None
+        self.memory: Any = None
+        if self.objective is not None:
+            from palaestrai.agent.memory import Memory
+
+            self.memory = Memory()
+        self.recent: deque[float] = deque(maxlen=wiring.end_episode_at[0] if wiring.end_episode_at else 1)
+        self.acted = False  # has an action this episode whose transition is open
+        self.readings: list[Any] = []  # the SensorInformation it decided on
+        self.setpoints: list[Any] = []  # the ActuatorInformation it set
+        self.rewards: list[Any] = []  # the RewardInformation of the update its action caused
+        self.last_objective = 0.0
+
+
+class PalaestraiEnv(BaseEnv):
+    def __init__(
+        self,
+        environments: list[EnvironmentSpec],
+        agents: list[AgentWiring],
+        taking_turns: bool = False,
+        seed: int = 0,
+        worker_id: int = 0,
+    ):
+        self._phase_envs = list(environments)
+        self._phase = 0
+        self._wiring = list(agents)
+        self.taking_turns = taking_turns
+        self._seed = int(seed)
+        self._worker_id = worker_id
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._env: Any = None
+        self._spec_of: Optional[EnvironmentSpec] = None
+        self._readings: dict[str, Any] = {}
+        self._obs_layout: dict[str, ObservationLayout] = {}
+        self._act_layout: dict[str, ActionLayout] = {}
+        self._actuator_proto: dict[str, Any] = {}
+        self._agents = {w.name: _Agent(w) for w in self._wiring}
+        self._turn = 0
+        self._actions: dict[str, Optional[ActionTuple]] = {}
+        self._deciding: list[str] = []
+        self._objectives: dict[str, float] = {}
+        self._terminal_objectives: dict[str, float] = {}
+        self._steps: dict[str, tuple[DecisionSteps, TerminalSteps]] = {}
+        self._specs: dict[str, BehaviorSpec] = {}
+        self._start_episode(first=True)
+
+    # -- palaestrAI's side -------------------------------------------------------------------
+
+    def _run(self, value: Any) -> Any:
+        if inspect.isawaitable(value):
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+            return self._loop.run_until_complete(value)
+        return value
+
+    def _build(self) -> None:
+        spec = self._phase_envs[self._phase]
+        self._env, self._spec_of = build_environment(spec, self._seed), spec
+
+    def _prefixed(self, infos: Any) -> list[Any]:
+        uid = self._spec_of.uid if self._spec_of is not None else ""
+        out = []
+        for info in copy.deepcopy(list(infos or [])):
+            if not str(info.uid).startswith(f"{uid}."):
+                info.uid = f"{uid}.{info.uid}"
+            out.append(info)
+        return out
+
+    def _baseline(self, baseline: Any) -> tuple[list[Any], list[Any]]:
+        if isinstance(baseline, tuple):
+            sensors, actuators = baseline[0], baseline[1]
+        elif hasattr(baseline, "sensors_available"):
+            sensors, actuators = baseline.sensors_available, baseline.actuators_available
+        elif hasattr(baseline, "sensors"):  # an EnvironmentResetResponse from an environment's own reset()
+            sensors, actuators = baseline.sensors, baseline.actuators
+        else:
+            raise TypeError(f"{type(self._env).__name__}.start_environment() returned {type(baseline).__name__}; "
+                            "expected an EnvironmentBaseline")
+        return self._prefixed(sensors), self._prefixed(actuators)
+
+    def _start_environment(self) -> tuple[list[Any], list[Any]]:
+        from palaestrai.environment import Environment
+
+        if self._env is None:
+            self._build()
+            return self._baseline(self._run(self._env.start_environment()))
+        env = self._env
+        env._tick, env._done = 0, False
+        if type(env).reset is Environment.reset:  # palaestrAI's default reset, without its messages
+            self._run(env.shutdown())
+            return self._baseline(self._run(env.start_environment()))
+        from palaestrai.core.protocol import EnvironmentResetRequest
+
+        request = EnvironmentResetRequest("ml_arl", env.uid, "ml_arl", "ml_arl", self._phase)
+        return self._baseline(self._run(env.reset(request)))
+
+    def _update(self, setpoints: list[Any]) -> tuple[list[Any], list[Any], bool, Optional[bool], Optional[bool]]:
+        """Step the environment: (sensor readings, rewards, done, terminated, truncated)."""
+        from palaestrai.environment import EnvironmentState
+
+        uid = self._spec_of.uid if self._spec_of is not None else ""
+        actuators = []
+        for act in copy.deepcopy(setpoints):
+            act.uid = str(act.uid)[len(uid) + 1:] if str(act.uid).startswith(f"{uid}.") else act.uid
+            actuators.append(act)
+        env = self._env
+        env._tick = getattr(env, "_tick", 0) + 1
+        state = self._run(env.update(actuators))
+        if isinstance(state, tuple):
+            state = EnvironmentState(sensor_information=state[0], rewards=state[1], done=state[2])
+        state.sensor_information = self._prefixed(state.sensor_information)
+        transformer = getattr(env, "_state_transformer", None)
+        if transformer is not None:
+            state = transformer(state)
+        terminated, truncated = getattr(state, "terminated", None), getattr(state, "truncated", None)
+        done = bool(state.done or terminated or truncated)
+        env._done = done
+        return list(state.sensor_information), list(state.rewards or []), done, terminated, truncated
+
+    # -- the layout, from the first start ----------------------------------------------------
+
+    def _lay_out(self, sensors: list[Any], actuators: list[Any]) -> None:
+        by_sensor = {s.uid: s for s in sensors}
+        by_actuator = {a.uid: a for a in actuators}
+        problems = wiring_problems(self._wiring, list(by_sensor), list(by_actuator))
+        if problems:
+            raise ValueError(problems[0] if len(problems) == 1 else "; ".join(problems))
+        for w in self._wiring:
+            self._obs_layout[w.name] = ObservationLayout(w.sensors, [by_sensor[s].space for s in w.sensors])
+            layout = self._act_layout[w.name] = ActionLayout(w.actuators, [by_actuator[a].space for a in w.actuators])
+            self._specs[w.name] = BehaviorSpec(
+                [vector_obs_spec(self._obs_layout[w.name].size)], ActionSpec(layout.continuous, tuple(layout.branches))
+            )
+        self._actuator_proto = by_actuator
+
+    def sensor_and_actuator_ids(self) -> tuple[list[str], list[str]]:
+        """The ids the environment offers (``<env uid>.<id>``), as of its last start."""
+        return list(self._readings), list(self._actuator_proto)
+
+    # -- episodes ----------------------------------------------------------------------------
+
+    def _start_episode(self, first: bool = False, terminal: Optional[dict[str, TerminalSteps]] = None) -> None:
+        sensors, actuators = self._start_environment()
+        if first or not self._specs:
+            self._lay_out(sensors, actuators)
+        self._readings = {s.uid: s for s in sensors}
+        self._actuator_proto = {a.uid: a for a in actuators}
+        for agent in self._agents.values():
+            agent.acted = False
+            agent.recent.clear()
+        self._turn = 0
+        self._emit(self._next_deciding(), terminal or {})
+
+    def _next_deciding(self) -> list[str]:
+        names = [w.name for w in self._wiring]
+        return [names[self._turn % len(names)]] if self.taking_turns else names
+
+    def _complete(self, agent: _Agent, done: bool, terminated: Optional[bool], truncated: Optional[bool]) -> float:
+        """Close an agent's open transition: its objective (palaestrAI's RolloutWorker order)."""
+        if agent.objective is None:
+            value = _reward_sum(agent.rewards)
+        else:
+            agent.memory.append(
+                agent.wiring.name, sensor_readings=agent.readings, actuator_setpoints=agent.setpoints,
+                rewards=agent.rewards, done=done, terminated=terminated, truncated=truncated,
+            )
+            out = agent.objective.internal_reward(agent.memory)
+            value = 0.0 if out is None or np.size(out) == 0 else float(np.sum(out))
+            agent.memory.append(agent.wiring.name, objective=np.array([value]))
+        agent.recent.append(value)
+        agent.last_objective = value
+        agent.acted = False
+        return value
+
+    def _emit(self, deciding: list[str], terminal: dict[str, TerminalSteps]) -> None:
+        self._deciding = deciding
+        self._actions = {}
+        for w in self._wiring:
+            name = w.name
+            spec = self._specs[name]
+            agent = self._agents[name]
+            if name in deciding:
+                reward = 0.0
+                if agent.acted:
+                    reward = _reward_sum(agent.rewards)
+                    self._objectives[name] = self._complete(agent, False, None, None)
+                else:
+                    self._objectives[name] = 0.0
+                agent.readings = [self._readings[s] for s in w.sensors]
+                obs = self._obs_layout[name].encode([r.value for r in agent.readings])[None]
+                decision = DecisionSteps([obs], np.array([reward], np.float32), np.zeros(1, np.int32), None,
+                                         np.zeros(1, np.int32), np.zeros(1, np.float32))
+            else:
+                decision = DecisionSteps.empty(spec)
+            self._steps[name] = (decision, terminal.get(name, TerminalSteps.empty(spec)))
+
+    def _end_episode(self, interrupted: bool, terminated: Optional[bool], truncated: Optional[bool]) -> None:
+        terminal: dict[str, TerminalSteps] = {}
+        for w in self._wiring:
+            agent = self._agents[w.name]
+            if not agent.acted:
+                continue
+            reward = _reward_sum(agent.rewards)
+            self._objectives[w.name] = self._complete(agent, True, terminated, truncated)
+            obs = self._obs_layout[w.name].encode([self._readings[s].value for s in w.sensors])[None]
+            terminal[w.name] = TerminalSteps([obs], np.array([reward], np.float32), np.array([interrupted]),
+                                             np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.float32))
+        self._terminal_objectives = {name: self._objectives[name] for name in terminal}
+        self._start_episode(terminal=terminal)
+
+    # -- BaseEnv -----------------------------------------------------------------------------
+
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        return BehaviorMapping(dict(self._specs))
+
+    def reset(self) -> None:
+        for agent in self._agents.values():
+            agent.acted = False
+        self._start_episode()
+
+    def set_environment_parameters(self, params: Mapping[str, Any]) -> None:
+        """``palaestrai_phase``: the phase whose environment runs from the next reset."""
+        phase = params.get(PHASE_PARAMETER)
+        if phase is None:
+            return
+        phase = int(phase)
+        if phase != self._phase and self._phase_envs[min(phase, len(self._phase_envs) - 1)] != self._spec_of:
+            self.close()
+        self._phase = min(phase, len(self._phase_envs) - 1)
+
+    def step(self) -> None:
+        setpoints = []
+        for name in self._deciding:
+            agent = self._agents[name]
+            action = self._actions.get(name)
+            if action is None:
+                action = self._specs[name].action_spec.empty_action(1)
+            values = self._act_layout[name].values(action.continuous[0], action.discrete[0])
+            agent.setpoints = []
+            for uid, value in zip(agent.wiring.actuators, values):
+                act = copy.copy(self._actuator_proto[uid])
+                act.value = value
+                agent.setpoints.append(act)
+            setpoints += agent.setpoints
+        sensors, rewards, done, terminated, truncated = self._update(setpoints)
+        for s in sensors:
+            self._readings[s.uid] = s
+        for name in self._deciding:
+            self._agents[name].rewards = rewards
+            self._agents[name].acted = True
+        if done:
+            self._end_episode(bool(truncated and not terminated), terminated, truncated)
+            return
+        if self._objective_says_done():  # ends the episode as a terminal state, as palaestrAI's done does
+            self._end_episode(False, None, None)
+            return
+        self._turn += 1
+        self._emit(self._next_deciding(), {})
+
+    def _objective_says_done(self) -> bool:
+        """AgentObjectiveTerminationCondition's brain_avgN, on the objectives closed so far."""
+        for agent in self._agents.values():
+            limit = agent.wiring.end_episode_at
+            if limit is not None and len(agent.recent) >= limit[0] and float(np.mean(agent.recent)) >= limit[1]:
+                return True
+        return False
+
+    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+        return self._steps[behavior_name]
+
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        self._actions[behavior_name] = action
+
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
+        self._actions[behavior_name] = action
+
+    def objective_of(self, behavior: str, terminal: bool) -> float:
+        """The objective value that came with the behavior's latest reward: of its last decision
+        step, or (``terminal``) of its episode's end."""
+        return (self._terminal_objectives if terminal else self._objectives).get(behavior, 0.0)
+
+    def close(self) -> None:
+        if self._env is not None:
+            try:
+                self._run(self._env.shutdown())
+            finally:
+                self._env = None
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+
+def _reward_sum(rewards: list[Any]) -> float:
+    total = 0.0
+    for r in rewards:
+        total += float(np.sum(np.asarray(r.value, dtype=np.float64)))
+    return total

@@ -1,0 +1,36 @@
+"""``palaestrai:<run file>``: the environment of a palaestrAI run file, as an ``--env`` source.
+
+A run file given to arl-learn becomes a config whose ``env_path`` is this source (see
+ml_arl.palaestrai.runfile); the factory carries the environment definitions and each agent's
+wiring to the workers, where each builds its own ``PalaestraiEnv``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ml_arl.config_file import load_config_file
+from ml_arl.envs.sources import EnvFactory
+from ml_arl.exceptions import ConfigError, EnvironmentSourceError
+from ml_arl.palaestrai.env import AgentWiring, EnvironmentSpec, PalaestraiEnv
+
+
+def make_env(environments: list[EnvironmentSpec], agents: list[AgentWiring], taking_turns: bool,
+             worker_id: int = 0, seed: int = 0) -> PalaestraiEnv:
+    return PalaestraiEnv(environments, agents, taking_turns, seed=seed, worker_id=worker_id)
+
+
+def palaestrai_factory(env_path: str, path: str) -> EnvFactory:
+    from ml_arl.palaestrai.runfile import is_run_file, read
+
+    data, _ = load_config_file(path)
+    if not is_run_file(data):
+        raise EnvironmentSourceError(f"--env {env_path}: {path} is not a palaestrAI run file (it has no schedule)")
+    try:
+        translation = read(data, path, check_environment=False)
+    except ConfigError as err:
+        raise EnvironmentSourceError(f"--env {env_path}: {err.problems[0]}") from None
+    kwargs: dict[str, Any] = {
+        "environments": translation.environments, "agents": translation.agents, "taking_turns": translation.taking_turns,
+    }
+    return EnvFactory(f"palaestrAI run file {path}", make_env, kwargs, pass_worker_id=True, pass_seed=True)
