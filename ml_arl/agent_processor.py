@@ -29,7 +29,7 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, NamedTuple, Optional, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Optional, TypeVar
 
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
@@ -51,6 +51,7 @@ class _Decision(NamedTuple):
     allowed: Optional[np.ndarray]  # the action mask row, None without discrete actions
     log_prob: np.ndarray  # [D] per-dimension log-probabilities
     memory: Optional[np.ndarray]  # the actor's memory before the step (with an LSTM)
+    extra: Any = None  # what a user muscle hands its trainer with the step (ActionInfo.extras)
 
 
 class _AgentState:
@@ -206,7 +207,7 @@ class AgentProcessor:
         obs_rows = _rows(decision_steps.obs) if collect else [None] * n
         agents = self.agents
         horizon = self.time_horizon
-        for agent_id, reward, objective, group_id, group_reward, obs, cont, disc, mask, logp, memory in zip(
+        for agent_id, reward, objective, group_id, group_reward, obs, cont, disc, mask, logp, memory, extra in zip(
             ids,
             rewards.tolist(),
             objectives,
@@ -218,6 +219,7 @@ class AgentProcessor:
             allowed_rows,
             list(action_info.log_prob),  # [D] rows: per-dimension log-probabilities
             list(action_info.memory) if action_info.memory is not None else [None] * n,
+            action_info.extras if action_info.extras is not None else [None] * n,
         ):
             state = agents.get(agent_id)
             if state is None:
@@ -227,7 +229,7 @@ class AgentProcessor:
                 if collect and len(state.rewards) >= horizon:
                     self._emit(state, agent_id, obs, False, False)
             state.group_id = group_id
-            state.pending = _Decision(obs, cont, disc, mask, logp, memory)
+            state.pending = _Decision(obs, cont, disc, mask, logp, memory, extra)
 
     # ------------------------------------------------------------------ groups
     def _gather_decision_statuses(self, decision_steps: DecisionSteps, ended: set[int]) -> None:
@@ -303,7 +305,7 @@ class AgentProcessor:
         state.ep_length += 1
 
     def _emit(self, state: _AgentState, agent_id: int, next_obs: list[np.ndarray], done: bool, interrupted: bool) -> None:
-        obs_rows, cont, disc, allowed, logp, memories = zip(*state.steps)
+        obs_rows, cont, disc, allowed, logp, memories, extras = zip(*state.steps)
         traj = Trajectory(
             behavior=self.behavior,
             agent_id=f"{self.worker_id}-{agent_id}",
@@ -323,6 +325,7 @@ class AgentProcessor:
             groupmates=self._groupmates(state, agent_id),
             memories=np.stack(memories) if memories[0] is not None else None,
             episode_start=state.first,
+            extras=list(extras) if any(e is not None for e in extras) else None,
         )
         state.first = False
         self.trajectories.append(traj)

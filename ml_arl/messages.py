@@ -64,6 +64,9 @@ class Trajectory(NamedTuple):
     # episode ended, after an environment reset, in a new or restarted worker): whatever a trainer kept for
     # this agent id from an earlier trajectory (running totals, critic memories) belongs to another episode
     episode_start: bool = False
+    # [T] what a user muscle handed its trainer with each step (ActionInfo.extras; palaestrAI's
+    # data_for_brain), plain picklable values; None when the muscle hands nothing
+    extras: Optional[list[Any]] = None
 
     def __len__(self) -> int:  # type: ignore[override]
         return int(self.rewards.shape[0])

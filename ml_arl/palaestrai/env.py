@@ -128,8 +128,9 @@ def build_environment(spec: EnvironmentSpec, seed: int) -> Any:
     return env
 
 
-def offered_ids(spec: EnvironmentSpec, seed: int) -> tuple[list[str], list[str]]:
-    """The sensor and actuator ids (``<env uid>.<id>``) the environment offers at its start."""
+def offered(spec: EnvironmentSpec, seed: int) -> tuple[list[Any], list[Any]]:
+    """The SensorInformation and ActuatorInformation the environment offers at its start, with
+    their ``<env uid>.`` ids."""
     env = build_environment(spec, seed)
     loop = asyncio.new_event_loop()
     try:
@@ -139,11 +140,19 @@ def offered_ids(spec: EnvironmentSpec, seed: int) -> tuple[list[str], list[str]]
         baseline = run(env.start_environment())
         sensors, actuators = (baseline[0], baseline[1]) if isinstance(baseline, tuple) else (
             baseline.sensors_available, baseline.actuators_available)
-        ids = ([_with_prefix(s.uid, spec.uid) for s in sensors], [_with_prefix(a.uid, spec.uid) for a in actuators])
+        sensors, actuators = copy.deepcopy(list(sensors)), copy.deepcopy(list(actuators))
+        for info in sensors + actuators:
+            info.uid = _with_prefix(info.uid, spec.uid)
         run(env.shutdown())
-        return ids
+        return sensors, actuators
     finally:
         loop.close()
+
+
+def offered_ids(spec: EnvironmentSpec, seed: int) -> tuple[list[str], list[str]]:
+    """The sensor and actuator ids (``<env uid>.<id>``) the environment offers at its start."""
+    sensors, actuators = offered(spec, seed)
+    return [s.uid for s in sensors], [a.uid for a in actuators]
 
 
 def _with_prefix(uid: Any, env_uid: str) -> str:
@@ -241,7 +250,9 @@ class PalaestraiEnv(BaseEnv):
 
         if self._env is None:
             self._build()
-            return self._baseline(self._run(self._env.start_environment()))
+            env = self._env
+            assert env is not None
+            return self._baseline(self._run(env.start_environment()))
         env = self._env
         env._tick, env._done = 0, False
         if type(env).reset is Environment.reset:  # palaestrAI's default reset, without its messages

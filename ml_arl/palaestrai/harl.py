@@ -42,7 +42,7 @@ def translate(agent: str, brain: str, brain_params: dict[str, Any], muscle_param
     extrinsic: dict[str, Any] = {"gamma": 0.99, "strength": 1.0}
     if brain == "PPOBrain":
         # harl's defaults where ours differ, so an unset key means what it means in harl
-        p = {"rollout_size": 96, "epochs": 50, "batch_size": 4, "actor_lr": 3e-4, "clip": 0.2,
+        p: dict[str, Any] = {"rollout_size": 96, "epochs": 50, "batch_size": 4, "actor_lr": 3e-4, "clip": 0.2,
              "entropy_coef": 0.01, "gamma": 0.99, "gae_lambda": 0.95, "fc_dims": [256, 256], "max_grad_norm": 0.5}
         p.update(brain_params)
         hp.update(buffer_size=int(p.pop("rollout_size")), num_epoch=int(p.pop("epochs")),

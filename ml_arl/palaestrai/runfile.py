@@ -238,7 +238,7 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
             for key in ("filters", "replay"):
                 if agent.get(key):
                     reader.problem(f"{awhere}.{key}", f"{key} are not supported by ml_arl yet; remove them")
-            entry = _agent(reader, awhere, agent, end_at.get(name))
+            entry = _agent(reader, awhere, agent, end_at.get(name), env_spec, seed or 0)
             if entry is None:
                 continue
             settings, agent_wiring = entry
@@ -275,10 +275,18 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
     out.config = {
         "behaviors": behaviors,
         "env_settings": env_settings,
-        "checkpoint_settings": {"run_id": uid},
+        "checkpoint_settings": {"run_id": run_name(uid)},
         "phases": our_phases,
     }
     return out
+
+
+def run_name(uid: str) -> str:
+    """The run id a uid gives: the uid with every run of other characters than letters, digits,
+    '-', '_' and '.' made one '-' (``Two dummy agents`` -> ``Two-dummy-agents``)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", uid).strip("-.") or "palaestrai-run"
 
 
 def _phase_name(name: str, index: int) -> str:
@@ -349,7 +357,8 @@ def _simulation(reader: _Reader, where: str, data: Any) -> tuple[bool, dict[str,
     return turns, end_at
 
 
-def _agent(reader: _Reader, where: str, agent: dict[str, Any], end_at: Optional[tuple[int, float]]) -> Optional[tuple[dict[str, Any], AgentWiring]]:
+def _agent(reader: _Reader, where: str, agent: dict[str, Any], end_at: Optional[tuple[int, float]],
+           env: Optional[EnvironmentSpec], seed: int) -> Optional[tuple[dict[str, Any], AgentWiring]]:
     name = agent["name"]
     problems_before = len(reader.problems)
     for key in ("brain", "muscle", "objective", "sensors", "actuators"):
@@ -391,7 +400,9 @@ def _agent(reader: _Reader, where: str, agent: dict[str, Any], end_at: Optional[
         settings = {
             "trainer_type": BRAIN_TRAINER,
             "hyperparameters": {"brain": {"name": b.name, "params": b.params}, "muscle": {"name": m.name, "params": m.params},
-                                "sensors": [str(s) for s in sensors], "actuators": [str(a) for a in actuators]},
+                                "sensors": [str(s) for s in sensors], "actuators": [str(a) for a in actuators],
+                                "environment": {"name": env.name, "uid": env.uid, "params": env.params} if env else {},
+                                "seed": seed},
         }
     settings["objective"] = {"name": OBJECTIVE}
     settings.setdefault("summary_freq", 1000)

@@ -185,9 +185,9 @@ class ActionLayout:
                 a = low + (a + 1.0) * 0.5 * (high - low)
             return a.reshape(space.shape).astype(space.dtype)
         if isinstance(space, spaces.Discrete):
-            v = int(disc[at[1]]) + int(space.start)
+            index = int(disc[at[1]]) + int(space.start)
             at[1] += 1
-            return v
+            return index
         if isinstance(space, spaces.MultiDiscrete):
             n = int(np.size(space.nvec))
             v = disc[at[1]: at[1] + n].astype(np.int64) + _flat(getattr(space, "start", 0))
@@ -195,9 +195,9 @@ class ActionLayout:
             return v.reshape(np.shape(space.nvec)).astype(space.dtype)
         if isinstance(space, spaces.MultiBinary):
             n = int(np.prod(space.shape))
-            v = disc[at[1]: at[1] + n].astype(space.dtype).reshape(space.shape)
+            bits = disc[at[1]: at[1] + n].astype(space.dtype).reshape(space.shape)
             at[1] += n
-            return v
+            return bits
         if isinstance(space, spaces.Tuple):
             return tuple(self._value(part, cont, disc, at) for part in space.spaces)
         raise SpaceError(f"space {space} is not supported")
@@ -214,11 +214,11 @@ class ActionLayout:
     def _encode(self, space: spaces.Space, value: Any, cont: np.ndarray, disc: np.ndarray, at: list[int]) -> None:
         if isinstance(space, spaces.Box):
             n = int(np.prod(space.shape))
-            v = _flat(value).astype(np.float32)
+            v: np.ndarray = _flat(value).astype(np.float32)
             if _finite(space):
                 low, high = _flat(space.low).astype(np.float32), _flat(space.high).astype(np.float32)
                 span = np.where(high > low, high - low, 1.0)
-                v = (v - low) / span * 2.0 - 1.0
+                v = ((v - low) / span * 2.0 - 1.0).astype(np.float32)
             cont[at[0]: at[0] + n] = v
             at[0] += n
         elif isinstance(space, spaces.Discrete):

@@ -54,6 +54,7 @@ class ActionInfo(NamedTuple):
     allowed: Optional[np.ndarray]  # [B, sum(branches)] action masks used (True = allowed), None if no branches
     env_action: ActionTuple  # sent to the env: continuous clamp(a, -3, 3) / 3 (tanh-squashed: as is), as ML-Agents does
     memory: Optional[np.ndarray] = None  # [B, memory_size] the LSTM memory each agent acted from; None without memory
+    extras: Optional[list[Any]] = None  # [B] what a user muscle hands its trainer with each decision (picklable); None: nothing
 
 
 def masks_allowed(action_mask: Optional[list[np.ndarray]], n: int, branches: tuple[int, ...]) -> Optional[np.ndarray]:

@@ -1,0 +1,226 @@
+"""Any palaestrAI Brain/Muscle pair on our workers and trainer loop.
+
+palaestrAI's agent API: a ``Muscle`` acts (``propose_actions(sensors, actuators_available)`` ->
+``(setpoints, data_for_brain)``, ``update(update)``), a ``Brain`` learns (``setup()``,
+``thinking(muscle_id, data_from_muscle)`` -> an update or None, ``store()``/``load()`` through its
+dumpers, a ``Memory``). Here:
+
+* ``PalaestraiMuscle`` is the worker's muscle (ml_arl.policy.muscle's ``Acting`` contract): it
+  turns the observation row back into the agent's ``SensorInformation`` (ml_arl.palaestrai.spaces),
+  calls the user's muscle, and encodes its setpoints as our action row; ``data_for_brain`` rides up
+  with the step (``ActionInfo.extras`` -> ``Trajectory.extras``);
+* ``BrainTrainer`` is the behavior's trainer (a user trainer, ml_arl.trainers.base): for each step
+  of each trajectory, in order, it appends what palaestrAI's Learner appends to ``brain.memory``
+  (the sensor readings and setpoints, the reward, the objective, done) and calls
+  ``brain.thinking(muscle_id, data)``; an episode's first step is preceded by
+  ``thinking(muscle_id, None)``, as palaestrAI's first request of an episode is. The latest
+  non-None update goes to every worker's muscle (``muscle.update(update)``), as palaestrAI's
+  Learner hands its latest update to every rollout worker;
+* the brain's ``store()``/``load()`` write and read through an in-memory dumper, and what it
+  stored is saved in our checkpoints (phases carry it over, ``--resume`` and ``load`` read it).
+
+Where we differ from palaestrAI: updates reach the muscles with the next step message, not before
+the muscle's next action; in a test phase the brain is not called (test mode never changes
+weights) and the muscle acts with its ``mode`` set to TEST; the brain's memory holds the
+environment reward as one ``RewardInformation`` (``reward``), the sum of the environment's rewards.
+"""
+
+from __future__ import annotations
+
+import copy
+import io
+import logging
+import pickle
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+from mlagents_envs.base_env import ActionTuple
+
+from ml_arl.messages import PolicySnapshot, Trajectory
+from ml_arl.palaestrai.env import EnvironmentSpec, PluginSpec, offered
+from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
+from ml_arl.policy.muscle import ActionInfo
+from ml_arl.trainers.base import Trainer
+
+logger = logging.getLogger(__name__)
+
+MUSCLE = "ml_arl.palaestrai.agents:PalaestraiMuscle"
+
+
+@dataclass(frozen=True)
+class MuscleWeights:
+    """What a worker's PalaestraiMuscle is built and updated with (picklable, torch-free: the
+    brain's update travels pickled)."""
+
+    agent: str
+    muscle: PluginSpec
+    sensors: tuple[Any, ...]  # the agent's SensorInformation, run-file order (value = as the environment started)
+    actuators: tuple[Any, ...]  # its ActuatorInformation
+    update: Optional[bytes] = None  # pickle of the brain's latest update
+    update_version: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class PalaestraiMuscle:
+    """A palaestrAI Muscle acting in our worker."""
+
+    def __init__(self, weights: MuscleWeights, deterministic: bool = False, seed: int = 0):
+        self.deterministic = deterministic
+        self._version = -1
+        self._agent = weights.agent
+        self.muscle = weights.muscle.build()
+        self.muscle._uid = weights.agent  # palaestrAI names a muscle after its agent
+        self.sensors = list(weights.sensors)
+        self.actuators = list(weights.actuators)
+        self.obs = ObservationLayout([s.uid for s in self.sensors], [s.space for s in self.sensors])
+        self.act_layout = ActionLayout([a.uid for a in self.actuators], [a.space for a in self.actuators])
+        self.branches = tuple(self.act_layout.branches)
+        setup = getattr(self.muscle, "setup", None)
+        if callable(setup):
+            setup()
+        self.set_weights(weights)
+
+    def set_weights(self, weights: MuscleWeights) -> None:
+        if weights.update is not None and weights.update_version != self._version:
+            self.muscle.update(pickle.loads(weights.update))
+        self._version = weights.update_version
+
+    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
+        from palaestrai.types import Mode
+
+        self.muscle._mode = Mode.TEST if self.deterministic else Mode.TRAIN
+        rows = obs[0]
+        n = rows.shape[0]
+        cont = np.zeros((n, self.act_layout.continuous), np.float32)
+        disc = np.zeros((n, len(self.branches)), np.int32)
+        extras: list[Any] = []
+        for i in range(n):
+            sensors = []
+            for info, value in zip(self.sensors, self.obs.decode(rows[i])):
+                reading = copy.copy(info)
+                reading.value = value
+                sensors.append(reading)
+            available = [copy.deepcopy(a) for a in self.actuators]
+            out = self.muscle.propose_actions(sensors, available)
+            setpoints, data = out if isinstance(out, tuple) else (out, None)
+            by_uid = {a.uid: a for a in setpoints or []}
+            values = [by_uid[a.uid].value if a.uid in by_uid else a.value for a in self.actuators]
+            cont[i], disc[i] = self.act_layout.encode(values)
+            extras.append(data)
+        d = len(self.branches) + self.act_layout.continuous
+        zeros = np.zeros(n, np.float32)
+        return ActionInfo(cont, disc, np.zeros((n, d), np.float32), zeros, allowed,
+                          ActionTuple(continuous=cont.copy(), discrete=disc.copy()), extras=extras)
+
+
+class _BytesDumper:
+    """A palaestrAI brain dumper that keeps the brain's dumps in memory, by tag."""
+
+    def __init__(self) -> None:
+        self.dumps: dict[str, bytes] = {}
+
+    def save(self, brain_state: Any, tag: Optional[str] = None) -> None:
+        brain_state.seek(0)
+        self.dumps[tag or ""] = brain_state.read()
+
+    def load(self, tag: Optional[str] = None) -> io.BytesIO:
+        if (tag or "") not in self.dumps:
+            raise FileNotFoundError(f"no brain dump tagged {tag!r}")
+        return io.BytesIO(self.dumps[tag or ""])
+
+
+class BrainTrainer(Trainer):
+    """A palaestrAI Brain as a behavior's trainer (hyperparameters: brain, muscle, sensors,
+    actuators and the environment, as ml_arl.palaestrai.runfile writes them)."""
+
+    def build(self) -> None:
+        from palaestrai.agent import RewardInformation
+        from palaestrai.types import Box, Mode
+
+        hp = dict(self.hp)
+        env = hp["environment"]
+        spec = EnvironmentSpec(env["name"], env["uid"], dict(env.get("params") or {}))
+        sensors, actuators = offered(spec, int(hp.get("seed", 0)))
+        by_sensor, by_actuator = {s.uid: s for s in sensors}, {a.uid: a for a in actuators}
+        self.sensor_infos = [by_sensor[uid] for uid in hp["sensors"]]
+        self.actuator_infos = [by_actuator[uid] for uid in hp["actuators"]]
+        self.obs_layout = ObservationLayout(hp["sensors"], [s.space for s in self.sensor_infos])
+        self.act_layout = ActionLayout(hp["actuators"], [a.space for a in self.actuator_infos])
+        self.muscle_spec = PluginSpec(hp["muscle"]["name"], dict(hp["muscle"].get("params") or {}))
+        self.brain = PluginSpec(hp["brain"]["name"], dict(hp["brain"].get("params") or {})).build()
+        self.dumper = _BytesDumper()
+        self.brain._seed = int(hp.get("seed", 0))
+        self.brain._name = self.behavior
+        self.brain.sensors = [copy.deepcopy(s) for s in sensors if s.uid in set(hp["sensors"])]
+        self.brain.actuators = [copy.deepcopy(a) for a in actuators if a.uid in set(hp["actuators"])]
+        self.brain._dumpers = [self.dumper]
+        self.brain.mode = Mode.TRAIN
+        self.brain.setup()
+        self._reward = lambda value: RewardInformation(np.array([value], np.float32), Box(-np.inf, np.inf, (1,)), "reward")
+        self.update_bytes: Optional[bytes] = None
+        self.update_version = 0
+        self._fresh = False
+        self._think(f"{self.behavior}-initial", None)  # the muscles' first model, as palaestrAI's first request gets it
+
+    def _think(self, muscle_id: str, data: Any) -> None:
+        update = self.brain.thinking(muscle_id, data)
+        if update is not None:  # palaestrAI tests `is not None`: 0 and {} are updates
+            self.update_bytes = pickle.dumps(update)
+            self.update_version += 1
+            self._fresh = True
+
+    def add_experience(self, traj: Trajectory) -> None:
+        from palaestrai.types import Mode
+
+        self.brain.mode = Mode.TRAIN
+        muscle_id = f"{self.behavior}-{traj.agent_id}"
+        if traj.episode_start:
+            self._think(muscle_id, None)
+        env_rewards = traj.env_rewards if traj.env_rewards is not None else traj.rewards
+        extras = traj.extras or [None] * len(traj)
+        last = len(traj) - 1
+        for t in range(len(traj)):
+            readings = []
+            for info, value in zip(self.sensor_infos, self.obs_layout.decode(traj.obs[0][t])):
+                reading = copy.copy(info)
+                reading.value = value
+                readings.append(reading)
+            setpoints = []
+            for info, value in zip(self.actuator_infos, self.act_layout.values(traj.continuous[t], traj.discrete[t])):
+                setpoint = copy.copy(info)
+                setpoint.value = value
+                setpoints.append(setpoint)
+            done = t == last and traj.done
+            self.brain.memory.append(
+                muscle_id, sensor_readings=readings, actuator_setpoints=setpoints,
+                rewards=[self._reward(float(env_rewards[t]))], objective=np.array([float(traj.rewards[t])]),
+                done=done, terminated=done and not traj.interrupted, truncated=done and traj.interrupted,
+            )
+            self._think(muscle_id, extras[t])
+            if done:
+                self.brain.store()
+
+    def ready_to_update(self) -> bool:
+        return self._fresh
+
+    def update(self) -> None:
+        self._fresh = False
+
+    def policy_snapshot(self) -> PolicySnapshot:
+        weights = MuscleWeights(self.behavior, self.muscle_spec, tuple(self.sensor_infos), tuple(self.actuator_infos),
+                                self.update_bytes, self.update_version)
+        return PolicySnapshot(self.policy_version, weights, muscle=MUSCLE)
+
+    def state(self) -> dict[str, Any]:
+        import torch
+
+        self.brain.store()
+        dumps = {tag: torch.from_numpy(np.frombuffer(data, np.uint8).copy()) for tag, data in self.dumper.dumps.items()}
+        return {"global_step": self.step, "brain_dumps": dumps, "update_version": self.update_version}
+
+    def load_state(self, state: dict[str, Any], resume: bool) -> None:
+        self.dumper.dumps = {str(tag): bytes(t.numpy().tobytes()) for tag, t in state.get("brain_dumps", {}).items()}
+        self.brain.load()
+        if resume:
+            self.step = int(state["global_step"])
