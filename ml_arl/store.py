@@ -39,6 +39,16 @@ CREATE TABLE IF NOT EXISTS steps (
 CREATE INDEX IF NOT EXISTS steps_run_phase_behavior ON steps (run, phase, behavior, episode);
 CREATE TABLE IF NOT EXISTS phases (
     run TEXT, phase TEXT, idx INTEGER, mode TEXT, state TEXT, wall_time REAL, PRIMARY KEY (run, phase));
+-- palaestrAI's store tables by their names, for queries written against palaestrAI (docs/palaestrai.md)
+CREATE VIEW IF NOT EXISTS experiment_run_phases AS
+    SELECT run AS experiment_run_uid, phase AS uid, idx AS number, mode, state FROM phases;
+CREATE VIEW IF NOT EXISTS muscle_actions AS
+    SELECT run AS experiment_run_uid, phase AS experiment_run_phase, behavior AS agent_name, agent AS rollout_worker_uid,
+           episode, step, env_reward AS reward, objective FROM steps;
+CREATE VIEW IF NOT EXISTS muscles_cumulative_objective AS
+    SELECT run AS experiment_run_uid, phase AS experiment_run_phase, mode, behavior AS agent_name,
+           agent AS rollout_worker_uid, episode, objective AS cumulative_objective, env_reward AS cumulative_reward,
+           length FROM episodes;
 """
 _INSERT_EPISODE = (
     "INSERT INTO episodes (run, phase, mode, behavior, agent, worker, episode, length, env_reward, objective, elo,"
