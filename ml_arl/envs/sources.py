@@ -128,9 +128,9 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
     if sep and kind == "pettingzoo":
         return _pettingzoo_factory(env_path, name, kwargs, num_areas)
     if sep and kind == "palaestrai":  # a palaestrAI run file's environment and agents (ml_arl.palaestrai)
-        from ml_arl.palaestrai.source import palaestrai_factory
+        from ml_arl.palaestrai.source import make_env, palaestrai_env_kwargs
 
-        return palaestrai_factory(env_path, name)
+        return EnvFactory(f"palaestrAI run file {name}", make_env, palaestrai_env_kwargs(env_path, name), True, True)
     if sep:
         try:
             target = resolve(env_path)

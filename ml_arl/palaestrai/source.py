@@ -2,7 +2,7 @@
 
 A run file given to arl-learn becomes a config whose ``env_path`` is this source (see
 ml_arl.palaestrai.runfile); the factory carries the environment definitions and each agent's
-wiring to the workers, where each builds its own ``PalaestraiEnv``.
+wiring to the workers, where each builds its own ``PalaestraiEnv`` with ``make_env``.
 """
 
 from __future__ import annotations
@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from ml_arl.config_file import load_config_file
-from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import ConfigError, EnvironmentSourceError
 from ml_arl.palaestrai.env import AgentWiring, EnvironmentSpec, PalaestraiEnv
 
@@ -20,7 +19,8 @@ def make_env(environments: list[EnvironmentSpec], agents: list[AgentWiring], tak
     return PalaestraiEnv(environments, agents, taking_turns, seed=seed, worker_id=worker_id)
 
 
-def palaestrai_factory(env_path: str, path: str) -> EnvFactory:
+def palaestrai_env_kwargs(env_path: str, path: str) -> dict[str, Any]:
+    """``make_env``'s arguments for the run file at ``path`` (ml_arl.envs.sources builds the factory)."""
     from ml_arl.palaestrai.runfile import is_run_file, read
 
     data, _ = load_config_file(path)
@@ -30,7 +30,4 @@ def palaestrai_factory(env_path: str, path: str) -> EnvFactory:
         translation = read(data, path, check_environment=False)
     except ConfigError as err:
         raise EnvironmentSourceError(f"--env {env_path}: {err.problems[0]}") from None
-    kwargs: dict[str, Any] = {
-        "environments": translation.environments, "agents": translation.agents, "taking_turns": translation.taking_turns,
-    }
-    return EnvFactory(f"palaestrAI run file {path}", make_env, kwargs, pass_worker_id=True, pass_seed=True)
+    return {"environments": translation.environments, "agents": translation.agents, "taking_turns": translation.taking_turns}
