@@ -76,6 +76,11 @@ class PalaestraiMuscle:
         self.obs = ObservationLayout([s.uid for s in self.sensors], [s.space for s in self.sensors])
         self.act_layout = ActionLayout([a.uid for a in self.actuators], [a.space for a in self.actuators])
         self.branches = tuple(self.act_layout.branches)
+        # the actuators it is offered each step: the same objects (values reset to the environment's),
+        # their spaces seeded once, so space.sample() differs from step to step and repeats with the seed
+        self.available = [copy.deepcopy(a) for a in self.actuators]
+        for i, actuator in enumerate(self.available):
+            actuator.space.seed(int(seed) * 1009 + i)
         setup = getattr(self.muscle, "setup", None)
         if callable(setup):
             setup()
@@ -101,8 +106,9 @@ class PalaestraiMuscle:
                 reading = copy.copy(info)
                 reading.value = value
                 sensors.append(reading)
-            available = [copy.deepcopy(a) for a in self.actuators]
-            out = self.muscle.propose_actions(sensors, available)
+            for actuator, offered_one in zip(self.available, self.actuators):
+                actuator._value = copy.copy(offered_one._value)
+            out = self.muscle.propose_actions(sensors, list(self.available))
             setpoints, data = out if isinstance(out, tuple) else (out, None)
             by_uid = {a.uid: a for a in setpoints or []}
             values = [by_uid[a.uid].value if a.uid in by_uid else a.value for a in self.actuators]

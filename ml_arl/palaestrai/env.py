@@ -209,6 +209,12 @@ class PalaestraiEnv(BaseEnv):
         self._terminal_objectives: dict[str, float] = {}
         self._steps: dict[str, tuple[DecisionSteps, TerminalSteps]] = {}
         self._specs: dict[str, BehaviorSpec] = {}
+        # palaestrAI's environments and muscles draw from numpy's and Python's global generators
+        # (tic-tac-toe's opponent, space.sample()): seeded per worker, a run repeats with its seed
+        import random
+
+        np.random.seed(self._seed % 2**32)
+        random.seed(self._seed)
         self._start_episode(first=True)
 
     # -- palaestrAI's side -------------------------------------------------------------------
