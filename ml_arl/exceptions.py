@@ -9,12 +9,19 @@ from mlagents_envs.exception import (
     UnityTimeOutException,
 )
 
+
+class PalaestraiComponentError(Exception):
+    """A palaestrAI environment, objective or muscle raised in a worker (ml_arl.palaestrai); the
+    original exception is its ``__cause__``. Restartable, as a crashing Unity build is."""
+
+
 # Failures of an environment that a fresh one may cure (as in ML-Agents); anything else stops the run.
 RESTARTABLE_EXCEPTIONS: tuple[type[BaseException], ...] = (
     UnityCommunicationException,
     UnityTimeOutException,
     UnityEnvironmentException,
     UnityCommunicatorStoppedException,
+    PalaestraiComponentError,
 )
 
 

@@ -5,7 +5,7 @@ palaestrAI's agent API: a ``Muscle`` acts (``propose_actions(sensors, actuators_
 ``thinking(muscle_id, data_from_muscle)`` -> an update or None, ``store()``/``load()`` through its
 dumpers, a ``Memory``). Here:
 
-* ``PalaestraiMuscle`` is the worker's muscle (ml_arl.policy.muscle's ``Acting`` contract): it
+* ``PalaestraiMuscle`` (ml_arl.palaestrai.muscle) is the worker's muscle (ml_arl.policy.muscle's ``Acting`` contract): it
   turns the observation row back into the agent's ``SensorInformation`` (ml_arl.palaestrai.spaces),
   calls the user's muscle, and encodes its setpoints as our action row; ``data_for_brain`` rides up
   with the step (``ActionInfo.extras`` -> ``Trajectory.extras``);
@@ -31,94 +31,17 @@ import copy
 import io
 import logging
 import pickle
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
-from mlagents_envs.base_env import ActionTuple
 
 from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.palaestrai.env import EnvironmentSpec, PluginSpec, offered
+from ml_arl.palaestrai.muscle import MUSCLE, MuscleWeights
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
-from ml_arl.policy.muscle import ActionInfo
 from ml_arl.trainers.base import Trainer
 
 logger = logging.getLogger(__name__)
-
-MUSCLE = "ml_arl.palaestrai.agents:PalaestraiMuscle"
-
-
-@dataclass(frozen=True)
-class MuscleWeights:
-    """What a worker's PalaestraiMuscle is built and updated with (picklable, torch-free: the
-    brain's update travels pickled)."""
-
-    agent: str
-    muscle: PluginSpec
-    sensors: tuple[Any, ...]  # the agent's SensorInformation, run-file order (value = as the environment started)
-    actuators: tuple[Any, ...]  # its ActuatorInformation
-    update: Optional[bytes] = None  # pickle of the brain's latest update
-    update_version: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
-
-
-class PalaestraiMuscle:
-    """A palaestrAI Muscle acting in our worker."""
-
-    def __init__(self, weights: MuscleWeights, deterministic: bool = False, seed: int = 0):
-        self.deterministic = deterministic
-        self._version = -1
-        self._agent = weights.agent
-        self.muscle = weights.muscle.build()
-        self.muscle._uid = weights.agent  # palaestrAI names a muscle after its agent
-        self.sensors = list(weights.sensors)
-        self.actuators = list(weights.actuators)
-        self.obs = ObservationLayout([s.uid for s in self.sensors], [s.space for s in self.sensors])
-        self.act_layout = ActionLayout([a.uid for a in self.actuators], [a.space for a in self.actuators])
-        self.branches = tuple(self.act_layout.branches)
-        # the actuators it is offered each step: the same objects (values reset to the environment's),
-        # their spaces seeded once, so space.sample() differs from step to step and repeats with the seed
-        self.available = [copy.deepcopy(a) for a in self.actuators]
-        for i, actuator in enumerate(self.available):
-            actuator.space.seed(int(seed) * 1009 + i)
-        setup = getattr(self.muscle, "setup", None)
-        if callable(setup):
-            setup()
-        self.set_weights(weights)
-
-    def set_weights(self, weights: MuscleWeights) -> None:
-        if weights.update is not None and weights.update_version != self._version:
-            self.muscle.update(pickle.loads(weights.update))
-        self._version = weights.update_version
-
-    def act(self, obs: list[np.ndarray], allowed: Optional[np.ndarray]) -> ActionInfo:
-        from palaestrai.types import Mode
-
-        self.muscle._mode = Mode.TEST if self.deterministic else Mode.TRAIN
-        rows = obs[0]
-        n = rows.shape[0]
-        cont = np.zeros((n, self.act_layout.continuous), np.float32)
-        disc = np.zeros((n, len(self.branches)), np.int32)
-        extras: list[Any] = []
-        for i in range(n):
-            sensors = []
-            for info, value in zip(self.sensors, self.obs.decode(rows[i])):
-                reading = copy.copy(info)
-                reading.value = value
-                sensors.append(reading)
-            for actuator, offered_one in zip(self.available, self.actuators):
-                actuator._value = copy.copy(offered_one._value)
-            out = self.muscle.propose_actions(sensors, list(self.available))
-            setpoints, data = out if isinstance(out, tuple) else (out, None)
-            by_uid = {a.uid: a for a in setpoints or []}
-            values = [by_uid[a.uid].value if a.uid in by_uid else a.value for a in self.actuators]
-            cont[i], disc[i] = self.act_layout.encode(values)
-            extras.append(data)
-        d = len(self.branches) + self.act_layout.continuous
-        zeros = np.zeros(n, np.float32)
-        return ActionInfo(cont, disc, np.zeros((n, d), np.float32), zeros, allowed,
-                          ActionTuple(continuous=cont.copy(), discrete=disc.copy()), extras=extras)
-
 
 class _BytesDumper:
     """A palaestrAI brain dumper that keeps the brain's dumps in memory, by tag."""
@@ -153,6 +76,7 @@ class BrainTrainer(Trainer):
         self.actuator_infos = [by_actuator[uid] for uid in hp["actuators"]]
         self.obs_layout = ObservationLayout(hp["sensors"], [s.space for s in self.sensor_infos])
         self.act_layout = ActionLayout(hp["actuators"], [a.space for a in self.actuator_infos])
+        self.wiring = pickle.dumps((self.sensor_infos, self.actuator_infos))
         self.muscle_spec = PluginSpec(hp["muscle"]["name"], dict(hp["muscle"].get("params") or {}))
         self.brain = PluginSpec(hp["brain"]["name"], dict(hp["brain"].get("params") or {})).build()
         self.dumper = _BytesDumper()
@@ -190,12 +114,12 @@ class BrainTrainer(Trainer):
             readings = []
             for info, value in zip(self.sensor_infos, self.obs_layout.decode(traj.obs[0][t])):
                 reading = copy.copy(info)
-                reading.value = value
+                reading._value = value  # decoded from its own space: no need to check it again
                 readings.append(reading)
             setpoints = []
             for info, value in zip(self.actuator_infos, self.act_layout.values(traj.continuous[t], traj.discrete[t])):
                 setpoint = copy.copy(info)
-                setpoint.value = value
+                setpoint._value = value
                 setpoints.append(setpoint)
             done = t == last and traj.done
             self.brain.memory.append(
@@ -214,8 +138,7 @@ class BrainTrainer(Trainer):
         self._fresh = False
 
     def policy_snapshot(self) -> PolicySnapshot:
-        weights = MuscleWeights(self.behavior, self.muscle_spec, tuple(self.sensor_infos), tuple(self.actuator_infos),
-                                self.update_bytes, self.update_version)
+        weights = MuscleWeights(self.behavior, self.muscle_spec, self.wiring, self.update_bytes, self.update_version)
         return PolicySnapshot(self.policy_version, weights, muscle=MUSCLE)
 
     def state(self) -> dict[str, Any]:

@@ -55,6 +55,7 @@ from mlagents_envs.base_env import (
 )
 
 from ml_arl.envs.games.builtin import vector_obs_spec
+from ml_arl.exceptions import PalaestraiComponentError
 from ml_arl.import_path import resolve
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 
@@ -160,6 +161,12 @@ def _with_prefix(uid: Any, env_uid: str) -> str:
     return uid if uid.startswith(f"{env_uid}.") else f"{env_uid}.{uid}"
 
 
+def _is_dummy_objective(objective: Any) -> bool:
+    from palaestrai.agent.dummy_objective import DummyObjective
+
+    return type(objective) is DummyObjective
+
+
 class _Agent:
     """What the adapter keeps per agent between its decisions."""
 
@@ -167,7 +174,10 @@ class _Agent:
         self.wiring = wiring
         self.objective = wiring.objective.build() if wiring.objective is not None else None
         self.memory: Any = None
-        if self.objective is not None:
+        # palaestrAI's DummyObjective is sum(memory.tail(1).rewards): the first value of each reward of the
+        # last row. Computed here without the Memory, whose tail() builds pandas frames (most of a step's cost)
+        self.first_values_sum = wiring.objective is not None and _is_dummy_objective(self.objective)
+        if self.objective is not None and not self.first_values_sum:
             from palaestrai.agent.memory import Memory
 
             self.memory = Memory()
@@ -226,6 +236,18 @@ class PalaestraiEnv(BaseEnv):
             return self._loop.run_until_complete(value)
         return value
 
+    def _guarded(self, owner: Any, method: str, *args: Any) -> Any:
+        """``owner.method(*args)``, awaited when it is a coroutine; what it raises becomes a
+        PalaestraiComponentError (restartable, within the restart quotas), the original as its cause."""
+        try:
+            return self._run(getattr(owner, method)(*args))
+        except PalaestraiComponentError:
+            raise
+        except Exception as err:
+            raise PalaestraiComponentError(
+                f"{type(owner).__name__}.{method}() raised {type(err).__name__}: {err}"
+            ) from err
+
     def _build(self) -> None:
         spec = self._phase_envs[self._phase]
         self._env, self._spec_of = build_environment(spec, self._seed), spec
@@ -233,7 +255,8 @@ class PalaestraiEnv(BaseEnv):
     def _prefixed(self, infos: Any) -> list[Any]:
         uid = self._spec_of.uid if self._spec_of is not None else ""
         out = []
-        for info in copy.deepcopy(list(infos or [])):
+        for info in infos or []:
+            info = _snapshot(info)  # the environment may change its own objects later (tic-tac-toe's board)
             if not str(info.uid).startswith(f"{uid}."):
                 info.uid = f"{uid}.{info.uid}"
             out.append(info)
@@ -258,16 +281,16 @@ class PalaestraiEnv(BaseEnv):
             self._build()
             env = self._env
             assert env is not None
-            return self._baseline(self._run(env.start_environment()))
+            return self._baseline(self._guarded(env, "start_environment"))
         env = self._env
         env._tick, env._done = 0, False
         if type(env).reset is Environment.reset:  # palaestrAI's default reset, without its messages
-            self._run(env.shutdown())
-            return self._baseline(self._run(env.start_environment()))
+            self._guarded(env, "shutdown")
+            return self._baseline(self._guarded(env, "start_environment"))
         from palaestrai.core.protocol import EnvironmentResetRequest
 
         request = EnvironmentResetRequest("ml_arl", env.uid, "ml_arl", "ml_arl", self._phase)
-        return self._baseline(self._run(env.reset(request)))
+        return self._baseline(self._guarded(env, "reset", request))
 
     def _update(self, setpoints: list[Any]) -> tuple[list[Any], list[Any], bool, Optional[bool], Optional[bool]]:
         """Step the environment: (sensor readings, rewards, done, terminated, truncated)."""
@@ -275,12 +298,12 @@ class PalaestraiEnv(BaseEnv):
 
         uid = self._spec_of.uid if self._spec_of is not None else ""
         actuators = []
-        for act in copy.deepcopy(setpoints):
+        for act in map(_snapshot, setpoints):
             act.uid = str(act.uid)[len(uid) + 1:] if str(act.uid).startswith(f"{uid}.") else act.uid
             actuators.append(act)
         env = self._env
         env._tick = getattr(env, "_tick", 0) + 1
-        state = self._run(env.update(actuators))
+        state = self._guarded(env, "update", actuators)
         if isinstance(state, tuple):
             state = EnvironmentState(sensor_information=state[0], rewards=state[1], done=state[2])
         state.sensor_information = self._prefixed(state.sensor_information)
@@ -334,12 +357,14 @@ class PalaestraiEnv(BaseEnv):
         """Close an agent's open transition: its objective (palaestrAI's RolloutWorker order)."""
         if agent.objective is None:
             value = _reward_sum(agent.rewards)
+        elif agent.first_values_sum:
+            value = float(sum(float(np.asarray(r.value, dtype=np.float64).reshape(-1)[0]) for r in agent.rewards))
         else:
             agent.memory.append(
                 agent.wiring.name, sensor_readings=agent.readings, actuator_setpoints=agent.setpoints,
                 rewards=agent.rewards, done=done, terminated=terminated, truncated=truncated,
             )
-            out = agent.objective.internal_reward(agent.memory)
+            out = self._guarded(agent.objective, "internal_reward", agent.memory)
             value = 0.0 if out is None or np.size(out) == 0 else float(np.sum(out))
             agent.memory.append(agent.wiring.name, objective=np.array([value]))
         agent.recent.append(value)
@@ -415,7 +440,7 @@ class PalaestraiEnv(BaseEnv):
             agent.setpoints = []
             for uid, value in zip(agent.wiring.actuators, values):
                 act = copy.copy(self._actuator_proto[uid])
-                act.value = value
+                act._value = value  # encoded from its own space by ActionLayout
                 agent.setpoints.append(act)
             setpoints += agent.setpoints
         sensors, rewards, done, terminated, truncated = self._update(setpoints)
@@ -464,6 +489,16 @@ class PalaestraiEnv(BaseEnv):
         if self._loop is not None:
             self._loop.close()
             self._loop = None
+
+
+def _snapshot(info: Any) -> Any:
+    """A copy of a Sensor/ActuatorInformation that shares its space (palaestrAI deep-copies the
+    space too, which costs most of a step here) but not its value."""
+    out = copy.copy(info)
+    value = getattr(out, "_value", None)
+    if isinstance(value, np.ndarray):
+        out._value = value.copy()
+    return out
 
 
 def _reward_sum(rewards: list[Any]) -> float:

@@ -13,7 +13,8 @@ import torch
 pytest.importorskip("palaestrai")
 
 from ml_arl.messages import Trajectory  # noqa: E402
-from ml_arl.palaestrai.agents import BrainTrainer, PalaestraiMuscle  # noqa: E402
+from ml_arl.palaestrai.agents import BrainTrainer  # noqa: E402
+from ml_arl.palaestrai.muscle import PalaestraiMuscle  # noqa: E402
 from ml_arl.palaestrai.runfile import read  # noqa: E402
 from ml_arl.settings import build_run_options  # noqa: E402
 from ml_arl.stats import StatsReporter  # noqa: E402
