@@ -36,7 +36,7 @@ from typing import Any, Optional
 import numpy as np
 
 from ml_arl.messages import PolicySnapshot, Trajectory
-from ml_arl.palaestrai.env import EnvironmentSpec, PluginSpec, offered
+from ml_arl.palaestrai.definitions import EnvironmentSpec, PluginSpec, offered
 from ml_arl.palaestrai.muscle import MUSCLE, MuscleWeights
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 from ml_arl.trainers.base import Trainer

@@ -40,7 +40,6 @@ import inspect
 import logging
 from collections import deque
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import numpy as np
@@ -56,109 +55,16 @@ from mlagents_envs.base_env import (
 
 from ml_arl.envs.games.builtin import vector_obs_spec
 from ml_arl.exceptions import PalaestraiComponentError
-from ml_arl.import_path import resolve
+from ml_arl.palaestrai.definitions import (
+    PHASE_PARAMETER,
+    AgentWiring,
+    EnvironmentSpec,
+    build_environment,
+    wiring_problems,
+)
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 
 logger = logging.getLogger(__name__)
-
-PHASE_PARAMETER = "palaestrai_phase"  # environment_parameters key: which phase's environment runs
-
-
-@dataclass(frozen=True)
-class PluginSpec:
-    """A palaestrAI ``{name: pkg.mod:Class, params: {...}}``."""
-
-    name: str
-    params: dict[str, Any] = field(default_factory=dict)
-
-    def build(self) -> Any:
-        cls = resolve(self.name)
-        return cls(**self.params)
-
-
-@dataclass(frozen=True)
-class EnvironmentSpec:
-    name: str
-    uid: str
-    params: dict[str, Any] = field(default_factory=dict)
-    reward: Optional[PluginSpec] = None
-    state_transformer: Optional[PluginSpec] = None
-
-
-@dataclass(frozen=True)
-class AgentWiring:
-    """One agent: its behavior name, whitelists (full ``<env uid>.<id>`` ids) and objective."""
-
-    name: str
-    sensors: tuple[str, ...]
-    actuators: tuple[str, ...]
-    objective: Optional[PluginSpec] = None
-    end_episode_at: Optional[tuple[int, float]] = None  # AgentObjectiveTerminationCondition brain_avgN: (N, X)
-
-
-def closest(name: str, options: list[str]) -> str:
-    import difflib
-
-    near = difflib.get_close_matches(name, options, n=1, cutoff=0.0)
-    return near[0] if near else (options[0] if options else "")
-
-
-def wiring_problems(wiring: list[AgentWiring], sensors: list[str], actuators: list[str]) -> list[str]:
-    """One line per sensor or actuator an agent lists that the environment does not offer."""
-    problems = []
-    for agent in wiring:
-        for kind, listed, offered in (("sensor", agent.sensors, sensors), ("actuator", agent.actuators, actuators)):
-            for uid in listed:
-                if uid not in offered:
-                    hint = f"; did you mean {closest(uid, offered)!r}?" if offered else "; it offers none"
-                    problems.append(f"agent {agent.name!r}: the environment has no {kind} {uid!r}{hint}")
-    return problems
-
-
-def build_environment(spec: EnvironmentSpec, seed: int) -> Any:
-    """The palaestrAI environment as its EnvironmentConductor builds it."""
-    params = dict(spec.params)
-    params.update(uid=spec.uid, broker_uri="ipc://*", seed=seed)
-    env = resolve(spec.name)(**params)
-    env._uid = spec.uid
-    env._name = spec.uid
-    if spec.reward is not None:
-        env.reward = spec.reward.build()
-    if spec.state_transformer is not None:
-        env._state_transformer = spec.state_transformer.build()
-    return env
-
-
-def offered(spec: EnvironmentSpec, seed: int) -> tuple[list[Any], list[Any]]:
-    """The SensorInformation and ActuatorInformation the environment offers at its start, with
-    their ``<env uid>.`` ids."""
-    env = build_environment(spec, seed)
-    loop = asyncio.new_event_loop()
-    try:
-        def run(value: Any) -> Any:
-            return loop.run_until_complete(value) if inspect.isawaitable(value) else value
-
-        baseline = run(env.start_environment())
-        sensors, actuators = (baseline[0], baseline[1]) if isinstance(baseline, tuple) else (
-            baseline.sensors_available, baseline.actuators_available)
-        sensors, actuators = copy.deepcopy(list(sensors)), copy.deepcopy(list(actuators))
-        for info in sensors + actuators:
-            info.uid = _with_prefix(info.uid, spec.uid)
-        run(env.shutdown())
-        return sensors, actuators
-    finally:
-        loop.close()
-
-
-def offered_ids(spec: EnvironmentSpec, seed: int) -> tuple[list[str], list[str]]:
-    """The sensor and actuator ids (``<env uid>.<id>``) the environment offers at its start."""
-    sensors, actuators = offered(spec, seed)
-    return [s.uid for s in sensors], [a.uid for a in actuators]
-
-
-def _with_prefix(uid: Any, env_uid: str) -> str:
-    uid = str(uid)
-    return uid if uid.startswith(f"{env_uid}.") else f"{env_uid}.{uid}"
 
 
 def _is_dummy_objective(objective: Any) -> bool:
@@ -187,6 +93,7 @@ class _Agent:
         self.setpoints: list[Any] = []  # the ActuatorInformation it set
         self.rewards: list[Any] = []  # the RewardInformation of the update its action caused
         self.last_objective = 0.0
+        self.closed: Optional[tuple[float, float]] = None  # (reward, objective) of a transition closed early
 
 
 class PalaestraiEnv(BaseEnv):
@@ -197,9 +104,15 @@ class PalaestraiEnv(BaseEnv):
         taking_turns: bool = False,
         seed: int = 0,
         worker_id: int = 0,
+        phase_limits: Optional[list[tuple[Optional[int], int]]] = None,
     ):
         self._phase_envs = list(environments)
         self._phase = 0
+        # per phase (episodes per worker, workers): palaestrAI's worker runs exactly its episodes, and a
+        # worker beyond the phase's count runs none; an idle worker steps nothing until the next phase
+        self._limits = list(phase_limits or [])
+        self._episodes = 0
+        self._idle = False
         self._wiring = list(agents)
         self.taking_turns = taking_turns
         self._seed = int(seed)
@@ -212,6 +125,7 @@ class PalaestraiEnv(BaseEnv):
         self._act_layout: dict[str, ActionLayout] = {}
         self._actuator_proto: dict[str, Any] = {}
         self._agents = {w.name: _Agent(w) for w in self._wiring}
+        self._watch_objectives = any(w.end_episode_at is not None for w in self._wiring)
         self._turn = 0
         self._actions: dict[str, Optional[ActionTuple]] = {}
         self._deciding: list[str] = []
@@ -249,7 +163,7 @@ class PalaestraiEnv(BaseEnv):
             ) from err
 
     def _build(self) -> None:
-        spec = self._phase_envs[self._phase]
+        spec = self._phase_envs[min(self._phase, len(self._phase_envs) - 1)]
         self._env, self._spec_of = build_environment(spec, self._seed), spec
 
     def _prefixed(self, infos: Any) -> list[Any]:
@@ -337,7 +251,20 @@ class PalaestraiEnv(BaseEnv):
 
     # -- episodes ----------------------------------------------------------------------------
 
+    def _quota_reached(self) -> bool:
+        if self._phase >= len(self._limits):
+            return False
+        episodes, workers = self._limits[self._phase]
+        return self._worker_id >= workers or (episodes is not None and self._episodes >= episodes)
+
     def _start_episode(self, first: bool = False, terminal: Optional[dict[str, TerminalSteps]] = None) -> None:
+        if not first and self._quota_reached():
+            self._idle = True  # this worker's episodes of the phase are done: nothing decides until the next phase
+            self._deciding = []
+            for name, spec in self._specs.items():
+                self._steps[name] = (DecisionSteps.empty(spec), (terminal or {}).get(name, TerminalSteps.empty(spec)))
+            return
+        self._idle = False
         sensors, actuators = self._start_environment()
         if first or not self._specs:
             self._lay_out(sensors, actuators)
@@ -381,7 +308,10 @@ class PalaestraiEnv(BaseEnv):
             agent = self._agents[name]
             if name in deciding:
                 reward = 0.0
-                if agent.acted:
+                if agent.closed is not None:  # closed as the update came (brain_avgN)
+                    reward, self._objectives[name] = agent.closed
+                    agent.closed = None
+                elif agent.acted:
                     reward = _reward_sum(agent.rewards)
                     self._objectives[name] = self._complete(agent, False, None, None)
                 else:
@@ -398,14 +328,19 @@ class PalaestraiEnv(BaseEnv):
         terminal: dict[str, TerminalSteps] = {}
         for w in self._wiring:
             agent = self._agents[w.name]
-            if not agent.acted:
+            if agent.closed is not None:
+                reward, self._objectives[w.name] = agent.closed
+                agent.closed = None
+            elif agent.acted:
+                reward = _reward_sum(agent.rewards)
+                self._objectives[w.name] = self._complete(agent, True, terminated, truncated)
+            else:
                 continue
-            reward = _reward_sum(agent.rewards)
-            self._objectives[w.name] = self._complete(agent, True, terminated, truncated)
             obs = self._obs_layout[w.name].encode([self._readings[s].value for s in w.sensors])[None]
             terminal[w.name] = TerminalSteps([obs], np.array([reward], np.float32), np.array([interrupted]),
                                              np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.float32))
         self._terminal_objectives = {name: self._objectives[name] for name in terminal}
+        self._episodes += 1
         self._start_episode(terminal=terminal)
 
     # -- BaseEnv -----------------------------------------------------------------------------
@@ -425,11 +360,17 @@ class PalaestraiEnv(BaseEnv):
         if phase is None:
             return
         phase = int(phase)
-        if phase != self._phase and self._phase_envs[min(phase, len(self._phase_envs) - 1)] != self._spec_of:
+        if phase != self._phase:
+            self._episodes = 0
+        if self._phase_envs[min(phase, len(self._phase_envs) - 1)] != self._spec_of:
             self.close()
-        self._phase = min(phase, len(self._phase_envs) - 1)
+        self._phase = phase
 
     def step(self) -> None:
+        if self._idle:
+            for name, spec in self._specs.items():
+                self._steps[name] = (DecisionSteps.empty(spec), TerminalSteps.empty(spec))
+            return
         setpoints = []
         for name in self._deciding:
             agent = self._agents[name]
@@ -452,6 +393,12 @@ class PalaestraiEnv(BaseEnv):
         if done:
             self._end_episode(bool(truncated and not terminated), terminated, truncated)
             return
+        if self._watch_objectives and not self.taking_turns:
+            # brain_avgN is judged on this update's objectives: close the transitions now (as the
+            # next step would, done being known to be False) and end the episode with this update
+            for name in self._deciding:
+                agent = self._agents[name]
+                agent.closed = (_reward_sum(agent.rewards), self._complete(agent, False, None, None))
         if self._objective_says_done():  # ends the episode as a terminal state, as palaestrAI's done does
             self._end_episode(False, None, None)
             return

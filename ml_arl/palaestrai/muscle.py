@@ -20,7 +20,7 @@ import numpy as np
 from mlagents_envs.base_env import ActionTuple
 
 from ml_arl.exceptions import PalaestraiComponentError
-from ml_arl.palaestrai.env import PluginSpec
+from ml_arl.palaestrai.definitions import PluginSpec
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 from ml_arl.policy.muscle import ActionInfo
 

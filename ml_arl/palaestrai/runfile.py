@@ -31,7 +31,7 @@ from typing import Any, Optional
 
 from ml_arl.exceptions import ConfigError
 from ml_arl.import_path import ImportPathError, resolve
-from ml_arl.palaestrai.env import PHASE_PARAMETER, AgentWiring, EnvironmentSpec, PluginSpec
+from ml_arl.palaestrai.definitions import PHASE_PARAMETER, AgentWiring, EnvironmentSpec, PluginSpec
 from ml_arl.palaestrai.harl import HARL_MUSCLES, HARL_TRAINERS, NOT_OURS, harl_class, translate
 
 logger = logging.getLogger(__name__)
@@ -106,13 +106,15 @@ class _Reader:
         return PluginSpec(name, dict(params))
 
 
-def _expand(reader: _Reader, schedule: Any) -> list[tuple[str, dict[str, Any]]]:
-    """palaestrai 3.5.18's cascade: every top-level phase key inherited whole from the phases before."""
+def _expand(reader: _Reader, schedule: Any) -> list[tuple[str, dict[str, Any], set[str]]]:
+    """palaestrai 3.5.18's cascade: every top-level phase key inherited whole from the phases before.
+    Each phase comes with the keys it gives itself (the others it inherited, or lacks)."""
     if not isinstance(schedule, list) or not schedule:
         reader.problem("schedule", "expected a list of phases, each {<phase name>: {...}}")
         return []
     config: dict[str, Any] = {}
-    phases: list[tuple[str, dict[str, Any]]] = []
+    phases: list[tuple[str, dict[str, Any], set[str]]] = []
+    reported: set[str] = set()
     for i, item in enumerate(schedule):
         where = f"schedule[{i}]"
         if not isinstance(item, dict) or len(item) != 1:
@@ -122,19 +124,20 @@ def _expand(reader: _Reader, schedule: Any) -> list[tuple[str, dict[str, Any]]]:
         body = reader.keys(f"{where}.{name}", body if body is not None else {}, PHASE_KEYS)
         if not body:
             continue  # palaestrAI skips an empty phase
-        missing = [k for k in PHASE_KEYS if k not in body and k not in config]
+        missing = [k for k in PHASE_KEYS if k not in body and k not in config and k not in reported]
+        reported.update(missing)
         if missing:
             reader.problem(f"{where}.{name}", f"{', '.join(missing)} not given and no earlier phase to inherit "
                            f"{'them' if len(missing) > 1 else 'it'} from; the first phase defines all of {', '.join(PHASE_KEYS)}")
         for key, value in body.items():
             config[key] = value
-        phases.append((str(name), copy.deepcopy(config)))
+        phases.append((str(name), copy.deepcopy(config), set(body)))
     return phases
 
 
 def _phase_names_of(results_dir: str, run: str) -> list[str]:
     try:
-        with open(os.path.join(results_dir, run, "phases.json"), encoding="utf-8") as f:
+        with open(os.path.join(results_dir, run, "run_logs", "phases.json"), encoding="utf-8") as f:
             data = json.load(f)
     except (OSError, ValueError):
         return []
@@ -153,6 +156,7 @@ class Translation:
         self.environments: list[EnvironmentSpec] = []
         self.agents: list[AgentWiring] = []
         self.taking_turns = False
+        self.phase_limits: list[tuple[Optional[int], int]] = []  # per phase: (episodes per worker, workers)
 
 
 def read(data: dict[str, Any], path: str, results_dir: str = "results", check_environment: bool = True) -> Translation:
@@ -184,40 +188,50 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
     workers = 1
     env_specs: list[EnvironmentSpec] = []
     wiring: dict[str, AgentWiring] = {}
-    for index, (pname, phase) in enumerate(phases):
+    quiet = _Reader(path)  # an inherited key was checked where it was given: its problems are said once
+    for index, (pname, phase, given) in enumerate(phases):
         where = f"schedule[{index}].{pname}"
-        env_spec = _environment(reader, where, phase.get("environments"))
+        env_spec = None
+        if "environments" in phase:
+            env_spec = _environment(reader if "environments" in given else quiet, where, phase["environments"])
         if env_spec is not None:
             env_specs.append(env_spec)
-        taking_turns, end_at = _simulation(reader, where, phase.get("simulation"))
+        taking_turns, end_at = False, {}
+        if "simulation" in phase:
+            taking_turns, end_at = _simulation(reader if "simulation" in given else quiet, where, phase["simulation"])
         if index == 0:
             out.taking_turns = taking_turns
         elif taking_turns != out.taking_turns:
             reader.problem(f"{where}.simulation", "a phase changes the simulation controller; ml_arl keeps the first phase's")
-        pc = reader.keys(f"{where}.phase_config", phase.get("phase_config") or {}, PHASE_CONFIG_KEYS)
+        r = reader if "phase_config" in given else quiet
+        pc = r.keys(f"{where}.phase_config", phase.get("phase_config") or {}, PHASE_CONFIG_KEYS)
         mode = str(pc.get("mode", "train")).lower()
         if mode not in ("train", "test"):
-            reader.problem(f"{where}.phase_config.mode", f"{pc.get('mode')!r} is not a mode; use train or test")
+            r.problem(f"{where}.phase_config.mode", f"{pc.get('mode')!r} is not a mode; use train or test")
             mode = "train"
         worker = pc.get("worker", 1)
         if not isinstance(worker, int) or worker < 1:
-            reader.problem(f"{where}.phase_config.worker", f"expected a positive integer, got {worker!r}")
+            r.problem(f"{where}.phase_config.worker", f"expected a positive integer, got {worker!r}")
             worker = 1
         workers = max(workers, worker)
         episodes = pc.get("episodes")
-        if episodes is None:
-            reader.problem(f"{where}.phase_config", "no episodes: the phase would never end (a later phase's phase_config "
-                           "replaces the inherited one whole in palaestrAI 3.5.18); give episodes")
-        elif not isinstance(episodes, int) or episodes < 1:
-            reader.problem(f"{where}.phase_config.episodes", f"expected a positive integer, got {episodes!r}")
+        if episodes is None and "phase_config" in phase:
+            r.problem(f"{where}.phase_config", "no episodes: the phase would never end (a later phase's phase_config "
+                      "replaces the inherited one whole in palaestrAI 3.5.18); give episodes")
+        elif episodes is not None and (not isinstance(episodes, int) or episodes < 1):
+            r.problem(f"{where}.phase_config.episodes", f"expected a positive integer, got {episodes!r}")
             episodes = None
         if pc.get("evaluate_every") is not None:
-            reader.warnings.append(f"{path}: {where}.phase_config.evaluate_every: evaluation workers are not run by ml_arl yet; ignored")
+            r.warnings.append(f"{path}: {where}.phase_config.evaluate_every: evaluation workers are not run by ml_arl yet; ignored")
+        ra = reader if "agents" in given else quiet
         agents = phase.get("agents")
-        if not isinstance(agents, list) or not agents:
-            reader.problem(f"{where}.agents", "expected a list of agents")
+        if "agents" in phase and (not isinstance(agents, list) or not agents):
+            ra.problem(f"{where}.agents", "expected a list of agents")
+        if not isinstance(agents, list):
             agents = []
-        ours: dict[str, Any] = {"name": _phase_name(pname, index), "mode": mode}
+        ours: dict[str, Any] = {"name": _phase_name(pname, index), "mode": mode,
+                                "environment_parameters": {PHASE_PARAMETER: index}}
+        out.phase_limits.append((episodes, worker))
         if episodes is not None:
             ours["episodes"] = episodes * worker
         if mode == "test":
@@ -226,19 +240,21 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
         seen: set[str] = set()
         for a_index, agent in enumerate(agents):
             awhere = f"{where}.agents[{a_index}]"
-            agent = reader.keys(awhere, agent, AGENT_KEYS)
+            agent = ra.keys(awhere, agent, AGENT_KEYS)
             name = agent.get("name")
             if not isinstance(name, str) or not name:
-                reader.problem(awhere, "every agent has a name")
+                ra.problem(awhere, "every agent has a name")
                 continue
             awhere = f"{where}.agents[{name}]"
             if name in seen:
-                reader.problem(awhere, "two agents of one phase have this name")
+                ra.problem(awhere, "two agents of one phase have this name")
+                continue
             seen.add(name)
             for key in ("filters", "replay"):
                 if agent.get(key):
-                    reader.problem(f"{awhere}.{key}", f"{key} are not supported by ml_arl yet; remove them")
-            entry = _agent(reader, awhere, agent, end_at.get(name), env_spec, seed or 0)
+                    ra.problem(f"{awhere}.{key}", f"{key} are not supported by ml_arl yet; remove them")
+            # a phase that gives its own agents is checked; inherited ones were, where they were given
+            entry = _agent(ra if name not in first_agents else quiet, awhere, agent, end_at.get(name), env_spec, seed or 0)
             if entry is None:
                 continue
             settings, agent_wiring = entry
@@ -247,21 +263,18 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
                 behaviors[name] = settings
                 wiring[name] = agent_wiring
             elif first_agents[name] != {k: agent.get(k) for k in ("brain", "muscle", "objective", "sensors", "actuators")}:
-                reader.problem(awhere, "a phase changes this agent's brain, muscle, objective, sensors or actuators; "
+                ra.problem(awhere, "a phase changes this agent's brain, muscle, objective, sensors or actuators; "
                                "ml_arl keeps an agent's as its first phase sets them (palaestrAI's docs ask the same of sensors)")
             source = _load(reader, awhere, agent.get("load"), name, uid, index, phases, results_dir)
             if source is not None:
                 load[name] = source
         missing = [n for n in first_agents if n not in seen]
         if missing and agents:
-            reader.problem(f"{where}.agents", f"{', '.join(missing)} left out; ml_arl runs every agent in every phase")
+            ra.problem(f"{where}.agents", f"{', '.join(missing)} left out; ml_arl runs every agent in every phase")
         if load:
             ours["load"] = load
         our_phases.append(ours)
-    if any(e != env_specs[0] for e in env_specs):  # the environment changes: each phase says which one runs
-        for index, ours in enumerate(our_phases):
-            ours["environment_parameters"] = {PHASE_PARAMETER: index}
-    if check_environment and env_specs and not reader.problems:
+    if check_environment and env_specs:  # with the other problems: every problem of the file at once
         _check_wiring(reader, env_specs[0], list(wiring.values()), seed or 0)
     if reader.problems:
         raise ConfigError(reader.problems)
@@ -449,7 +462,7 @@ def _load(reader: _Reader, where: str, data: Any, agent: str, uid: str, index: i
 
 def _check_wiring(reader: _Reader, env: EnvironmentSpec, agents: list[AgentWiring], seed: int) -> None:
     """Start the environment once here and check every agent's sensors and actuators against it."""
-    from ml_arl.palaestrai.env import offered_ids, wiring_problems
+    from ml_arl.palaestrai.definitions import offered_ids, wiring_problems
 
     try:
         sensors, actuators = offered_ids(env, seed)

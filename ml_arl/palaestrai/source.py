@@ -7,16 +7,17 @@ wiring to the workers, where each builds its own ``PalaestraiEnv`` with ``make_e
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from ml_arl.config_file import load_config_file
 from ml_arl.exceptions import ConfigError, EnvironmentSourceError
-from ml_arl.palaestrai.env import AgentWiring, EnvironmentSpec, PalaestraiEnv
+from ml_arl.palaestrai.definitions import AgentWiring, EnvironmentSpec
+from ml_arl.palaestrai.env import PalaestraiEnv
 
 
 def make_env(environments: list[EnvironmentSpec], agents: list[AgentWiring], taking_turns: bool,
-             worker_id: int = 0, seed: int = 0) -> PalaestraiEnv:
-    return PalaestraiEnv(environments, agents, taking_turns, seed=seed, worker_id=worker_id)
+             worker_id: int = 0, seed: int = 0, phase_limits: Optional[list[tuple[Optional[int], int]]] = None) -> PalaestraiEnv:
+    return PalaestraiEnv(environments, agents, taking_turns, seed=seed, worker_id=worker_id, phase_limits=phase_limits)
 
 
 def palaestrai_env_kwargs(env_path: str, path: str) -> dict[str, Any]:
@@ -30,4 +31,5 @@ def palaestrai_env_kwargs(env_path: str, path: str) -> dict[str, Any]:
         translation = read(data, path, check_environment=False)
     except ConfigError as err:
         raise EnvironmentSourceError(f"--env {env_path}: {err.problems[0]}") from None
-    return {"environments": translation.environments, "agents": translation.agents, "taking_turns": translation.taking_turns}
+    return {"environments": translation.environments, "agents": translation.agents, "taking_turns": translation.taking_turns,
+            "phase_limits": translation.phase_limits}

@@ -180,9 +180,11 @@ class ActionLayout:
             n = int(np.prod(space.shape))
             a = np.clip(cont[at[0]: at[0] + n].astype(np.float32), -1.0, 1.0)
             at[0] += n
+            low, high = _flat(space.low).astype(np.float32), _flat(space.high).astype(np.float32)
             if _finite(space):
-                low, high = _flat(space.low).astype(np.float32), _flat(space.high).astype(np.float32)
                 a = low + (a + 1.0) * 0.5 * (high - low)
+            else:  # passed on as they are, within the bound that is finite (Box(0, inf) takes no -0.5)
+                a = np.clip(a, low, high)
             return a.reshape(space.shape).astype(space.dtype)
         if isinstance(space, spaces.Discrete):
             index = int(disc[at[1]]) + int(space.start)

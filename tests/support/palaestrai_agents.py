@@ -70,3 +70,31 @@ class NegatedSum(Objective):
     def internal_reward(self, memory: Any, **kwargs: Any) -> float:
         rewards = memory.tail(1).rewards
         return -self.factor * float(np.nansum(rewards.to_numpy(dtype=float)))
+
+
+class FlakyDummyEnvironment:
+    """palaestrAI's DummyEnvironment whose life ``fail_life`` raises in its ``fail_at``-th update
+    (lives counted in ``state_dir``/lives-<seed>; life 1 is the one arl-learn starts in its own
+    process to check the run file, so a worker's first is life 2): a crashing environment."""
+
+    def __new__(cls, uid: str, broker_uri: Any = None, seed: int = 0, fail_at: int = 5, state_dir: str = ".",
+                fail_life: int = 2, **params: Any) -> Any:
+        import os
+
+        from palaestrai.environment.dummy_environment import DummyEnvironment
+
+        counter = os.path.join(state_dir, f"lives-{seed}")
+        life = int(open(counter).read()) + 1 if os.path.exists(counter) else 1
+        with open(counter, "w") as f:
+            f.write(str(life))
+
+        class _Flaky(DummyEnvironment):  # type: ignore[misc, valid-type]
+            updates = 0
+
+            def update(self, actuators: Any) -> Any:
+                self.updates += 1
+                if life == fail_life and self.updates == fail_at:
+                    raise RuntimeError(f"flaky environment: life {life} fails at update {fail_at}")
+                return super().update(actuators)
+
+        return _Flaky(uid=uid, broker_uri=broker_uri, seed=seed, **params)

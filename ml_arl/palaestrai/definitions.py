@@ -1,0 +1,113 @@
+"""What a palaestrAI run file says about an environment and its agents, and building that
+environment: the definitions the run-file reader (ml_arl.palaestrai.runfile), the environment
+adapter (ml_arl.palaestrai.env) and the agents (ml_arl.palaestrai.agents) share. No torch here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+from ml_arl.import_path import resolve
+
+PHASE_PARAMETER = "palaestrai_phase"  # environment_parameters key: which phase's environment runs
+
+
+@dataclass(frozen=True)
+class PluginSpec:
+    """A palaestrAI ``{name: pkg.mod:Class, params: {...}}``."""
+
+    name: str
+    params: dict[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Any:
+        cls = resolve(self.name)
+        return cls(**self.params)
+
+
+@dataclass(frozen=True)
+class EnvironmentSpec:
+    name: str
+    uid: str
+    params: dict[str, Any] = field(default_factory=dict)
+    reward: Optional[PluginSpec] = None
+    state_transformer: Optional[PluginSpec] = None
+
+
+@dataclass(frozen=True)
+class AgentWiring:
+    """One agent: its behavior name, whitelists (full ``<env uid>.<id>`` ids) and objective."""
+
+    name: str
+    sensors: tuple[str, ...]
+    actuators: tuple[str, ...]
+    objective: Optional[PluginSpec] = None
+    end_episode_at: Optional[tuple[int, float]] = None  # AgentObjectiveTerminationCondition brain_avgN: (N, X)
+
+
+def closest(name: str, options: list[str]) -> str:
+    import difflib
+
+    near = difflib.get_close_matches(name, options, n=1, cutoff=0.0)
+    return near[0] if near else (options[0] if options else "")
+
+
+def wiring_problems(wiring: list[AgentWiring], sensors: list[str], actuators: list[str]) -> list[str]:
+    """One line per sensor or actuator an agent lists that the environment does not offer."""
+    problems = []
+    for agent in wiring:
+        for kind, listed, offered in (("sensor", agent.sensors, sensors), ("actuator", agent.actuators, actuators)):
+            for uid in listed:
+                if uid not in offered:
+                    hint = f"; did you mean {closest(uid, offered)!r}?" if offered else "; it offers none"
+                    problems.append(f"agent {agent.name!r}: the environment has no {kind} {uid!r}{hint}")
+    return problems
+
+
+def build_environment(spec: EnvironmentSpec, seed: int) -> Any:
+    """The palaestrAI environment as its EnvironmentConductor builds it."""
+    params = dict(spec.params)
+    params.update(uid=spec.uid, broker_uri="ipc://*", seed=seed)
+    env = resolve(spec.name)(**params)
+    env._uid = spec.uid
+    env._name = spec.uid
+    if spec.reward is not None:
+        env.reward = spec.reward.build()
+    if spec.state_transformer is not None:
+        env._state_transformer = spec.state_transformer.build()
+    return env
+
+
+def offered(spec: EnvironmentSpec, seed: int) -> tuple[list[Any], list[Any]]:
+    """The SensorInformation and ActuatorInformation the environment offers at its start, with
+    their ``<env uid>.`` ids."""
+    env = build_environment(spec, seed)
+    loop = asyncio.new_event_loop()
+    try:
+        def run(value: Any) -> Any:
+            return loop.run_until_complete(value) if inspect.isawaitable(value) else value
+
+        baseline = run(env.start_environment())
+        sensors, actuators = (baseline[0], baseline[1]) if isinstance(baseline, tuple) else (
+            baseline.sensors_available, baseline.actuators_available)
+        sensors, actuators = copy.deepcopy(list(sensors)), copy.deepcopy(list(actuators))
+        for info in sensors + actuators:
+            info.uid = _with_prefix(info.uid, spec.uid)
+        run(env.shutdown())
+        return sensors, actuators
+    finally:
+        loop.close()
+
+
+def offered_ids(spec: EnvironmentSpec, seed: int) -> tuple[list[str], list[str]]:
+    """The sensor and actuator ids (``<env uid>.<id>``) the environment offers at its start."""
+    sensors, actuators = offered(spec, seed)
+    return [s.uid for s in sensors], [a.uid for a in actuators]
+
+
+def _with_prefix(uid: Any, env_uid: str) -> str:
+    uid = str(uid)
+    return uid if uid.startswith(f"{env_uid}.") else f"{env_uid}.{uid}"
