@@ -431,6 +431,8 @@ def _load(reader: _Reader, where: str, data: Any, agent: str, uid: str, index: i
         return None
     data = reader.keys(f"{where}.load", data, LOAD_KEYS)
     if index == 0 and not all(k in data for k in LOAD_KEYS):
+        if data == {"agent": agent}:  # what arsenAI writes for every agent: palaestrAI ignores it, silently
+            return None
         reader.warnings.append(f"{reader.path}: {where}.load: in the first phase palaestrAI uses a load only when it names "
                                "agent, experiment_run and phase; ignored")
         return None

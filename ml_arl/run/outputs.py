@@ -37,7 +37,20 @@ from ml_arl.timers import Timers
 
 logger = logging.getLogger(__name__)
 
-PROCESS_START = time.time()  # about when the interpreter started (set at import)
+def _process_start() -> float:
+    """When this process started (wall-clock): from /proc where there is one (this module is
+    imported after torch, seconds after the start), else the time of this import."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as f:
+            ticks = int(f.read().rsplit(")", 1)[1].split()[19])  # field 22, starttime, in clock ticks since boot
+        with open("/proc/uptime", encoding="ascii") as f:
+            uptime = float(f.read().split()[0])
+        return time.time() - uptime + ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.time()
+
+
+PROCESS_START = _process_start()  # when the process started
 
 
 class RunOutputs:

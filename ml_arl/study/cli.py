@@ -87,6 +87,15 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as err:
         sys.stderr.write(f"arl-study: error: --run-id {args.run_id!r} {err}\n")
         return 2
+    arsenai = _arsenai_file(args.study)
+    if arsenai:  # an arsenAI design of palaestrAI run files (ml_arl.palaestrai.arsenai)
+        if args.storage or args.ray_address or args.base_port is not None:
+            sys.stderr.write("arl-study: error: --storage, --ray-address and --base-port are for arl-study's own studies; "
+                             "an arsenAI experiment runs its run files here, one after the other\n")
+            return 2
+        from ml_arl.palaestrai.arsenai import run_design
+
+        return run_design(args.study, args.run_id, args.results_dir, args.check, args.resume, args.force)
     try:
         plan = load_plan(args.study)
     except ConfigError as err:
@@ -110,6 +119,20 @@ def main(argv: Optional[list[str]] = None) -> int:
         sys.stdout.write("\n".join(lines) + "\n")
         return 0
     return _run(args, plan)
+
+
+def _arsenai_file(path: str) -> bool:
+    """The study file is an arsenAI experiment (``definitions`` and a ``schedule``); a file that
+    cannot be read is left to load_plan, which says why."""
+    from ml_arl.config_file import load_config_file
+
+    try:
+        data, _ = load_config_file(path)
+    except ConfigError:
+        return False
+    from ml_arl.palaestrai.arsenai import is_experiment_file
+
+    return is_experiment_file(data)
 
 
 def _run(args: argparse.Namespace, plan: Any) -> int:
