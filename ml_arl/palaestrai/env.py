@@ -34,9 +34,7 @@ no torch.
 
 from __future__ import annotations
 
-import asyncio
 import copy
-import inspect
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -54,14 +52,13 @@ from mlagents_envs.base_env import (
 )
 
 from ml_arl.envs.games.builtin import vector_obs_spec
-from ml_arl.exceptions import PalaestraiComponentError
 from ml_arl.palaestrai.definitions import (
     PHASE_PARAMETER,
     AgentWiring,
     EnvironmentSpec,
-    build_environment,
     wiring_problems,
 )
+from ml_arl.palaestrai.driver import EnvironmentDriver
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 
 logger = logging.getLogger(__name__)
@@ -117,9 +114,7 @@ class PalaestraiEnv(BaseEnv):
         self.taking_turns = taking_turns
         self._seed = int(seed)
         self._worker_id = worker_id
-        self._loop: Optional[asyncio.AbstractEventLoop] = None
-        self._env: Any = None
-        self._spec_of: Optional[EnvironmentSpec] = None
+        self._driver = EnvironmentDriver(self._seed)
         self._readings: dict[str, Any] = {}
         self._obs_layout: dict[str, ObservationLayout] = {}
         self._act_layout: dict[str, ActionLayout] = {}
@@ -140,94 +135,6 @@ class PalaestraiEnv(BaseEnv):
         np.random.seed(self._seed % 2**32)
         random.seed(self._seed)
         self._start_episode(first=True)
-
-    # -- palaestrAI's side -------------------------------------------------------------------
-
-    def _run(self, value: Any) -> Any:
-        if inspect.isawaitable(value):
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            return self._loop.run_until_complete(value)
-        return value
-
-    def _guarded(self, owner: Any, method: str, *args: Any) -> Any:
-        """``owner.method(*args)``, awaited when it is a coroutine; what it raises becomes a
-        PalaestraiComponentError (restartable, within the restart quotas), the original as its cause."""
-        try:
-            return self._run(getattr(owner, method)(*args))
-        except PalaestraiComponentError:
-            raise
-        except Exception as err:
-            raise PalaestraiComponentError(
-                f"{type(owner).__name__}.{method}() raised {type(err).__name__}: {err}"
-            ) from err
-
-    def _build(self) -> None:
-        spec = self._phase_envs[min(self._phase, len(self._phase_envs) - 1)]
-        self._env, self._spec_of = build_environment(spec, self._seed), spec
-
-    def _prefixed(self, infos: Any) -> list[Any]:
-        uid = self._spec_of.uid if self._spec_of is not None else ""
-        out = []
-        for info in infos or []:
-            info = _snapshot(info)  # the environment may change its own objects later (tic-tac-toe's board)
-            if not str(info.uid).startswith(f"{uid}."):
-                info.uid = f"{uid}.{info.uid}"
-            out.append(info)
-        return out
-
-    def _baseline(self, baseline: Any) -> tuple[list[Any], list[Any]]:
-        if isinstance(baseline, tuple):
-            sensors, actuators = baseline[0], baseline[1]
-        elif hasattr(baseline, "sensors_available"):
-            sensors, actuators = baseline.sensors_available, baseline.actuators_available
-        elif hasattr(baseline, "sensors"):  # an EnvironmentResetResponse from an environment's own reset()
-            sensors, actuators = baseline.sensors, baseline.actuators
-        else:
-            raise TypeError(f"{type(self._env).__name__}.start_environment() returned {type(baseline).__name__}; "
-                            "expected an EnvironmentBaseline")
-        return self._prefixed(sensors), self._prefixed(actuators)
-
-    def _start_environment(self) -> tuple[list[Any], list[Any]]:
-        from palaestrai.environment import Environment
-
-        if self._env is None:
-            self._build()
-            env = self._env
-            assert env is not None
-            return self._baseline(self._guarded(env, "start_environment"))
-        env = self._env
-        env._tick, env._done = 0, False
-        if type(env).reset is Environment.reset:  # palaestrAI's default reset, without its messages
-            self._guarded(env, "shutdown")
-            return self._baseline(self._guarded(env, "start_environment"))
-        from palaestrai.core.protocol import EnvironmentResetRequest
-
-        request = EnvironmentResetRequest("ml_arl", env.uid, "ml_arl", "ml_arl", self._phase)
-        return self._baseline(self._guarded(env, "reset", request))
-
-    def _update(self, setpoints: list[Any]) -> tuple[list[Any], list[Any], bool, Optional[bool], Optional[bool]]:
-        """Step the environment: (sensor readings, rewards, done, terminated, truncated)."""
-        from palaestrai.environment import EnvironmentState
-
-        uid = self._spec_of.uid if self._spec_of is not None else ""
-        actuators = []
-        for act in map(_snapshot, setpoints):
-            act.uid = str(act.uid)[len(uid) + 1:] if str(act.uid).startswith(f"{uid}.") else act.uid
-            actuators.append(act)
-        env = self._env
-        env._tick = getattr(env, "_tick", 0) + 1
-        state = self._guarded(env, "update", actuators)
-        if isinstance(state, tuple):
-            state = EnvironmentState(sensor_information=state[0], rewards=state[1], done=state[2])
-        state.sensor_information = self._prefixed(state.sensor_information)
-        transformer = getattr(env, "_state_transformer", None)
-        if transformer is not None:
-            state = transformer(state)
-        terminated, truncated = getattr(state, "terminated", None), getattr(state, "truncated", None)
-        done = bool(state.done or terminated or truncated)
-        env._done = done
-        return list(state.sensor_information), list(state.rewards or []), done, terminated, truncated
 
     # -- the layout, from the first start ----------------------------------------------------
 
@@ -265,7 +172,8 @@ class PalaestraiEnv(BaseEnv):
                 self._steps[name] = (DecisionSteps.empty(spec), (terminal or {}).get(name, TerminalSteps.empty(spec)))
             return
         self._idle = False
-        sensors, actuators = self._start_environment()
+        spec = self._phase_envs[min(self._phase, len(self._phase_envs) - 1)]
+        sensors, actuators = self._driver.start(spec, self._phase)
         if first or not self._specs:
             self._lay_out(sensors, actuators)
         self._readings = {s.uid: s for s in sensors}
@@ -291,7 +199,7 @@ class PalaestraiEnv(BaseEnv):
                 agent.wiring.name, sensor_readings=agent.readings, actuator_setpoints=agent.setpoints,
                 rewards=agent.rewards, done=done, terminated=terminated, truncated=truncated,
             )
-            out = self._guarded(agent.objective, "internal_reward", agent.memory)
+            out = self._driver.call(agent.objective, "internal_reward", agent.memory)
             value = 0.0 if out is None or np.size(out) == 0 else float(np.sum(out))
             agent.memory.append(agent.wiring.name, objective=np.array([value]))
         agent.recent.append(value)
@@ -362,8 +270,7 @@ class PalaestraiEnv(BaseEnv):
         phase = int(phase)
         if phase != self._phase:
             self._episodes = 0
-        if self._phase_envs[min(phase, len(self._phase_envs) - 1)] != self._spec_of:
-            self.close()
+        # a phase whose environment differs gets it built at the next start (EnvironmentDriver.start)
         self._phase = phase
 
     def step(self) -> None:
@@ -384,7 +291,7 @@ class PalaestraiEnv(BaseEnv):
                 act._value = value  # encoded from its own space by ActionLayout
                 agent.setpoints.append(act)
             setpoints += agent.setpoints
-        sensors, rewards, done, terminated, truncated = self._update(setpoints)
+        sensors, rewards, done, terminated, truncated = self._driver.update(setpoints)
         for s in sensors:
             self._readings[s.uid] = s
         for name in self._deciding:
@@ -428,24 +335,7 @@ class PalaestraiEnv(BaseEnv):
         return (self._terminal_objectives if terminal else self._objectives).get(behavior, 0.0)
 
     def close(self) -> None:
-        if self._env is not None:
-            try:
-                self._run(self._env.shutdown())
-            finally:
-                self._env = None
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
-
-
-def _snapshot(info: Any) -> Any:
-    """A copy of a Sensor/ActuatorInformation that shares its space (palaestrAI deep-copies the
-    space too, which costs most of a step here) but not its value."""
-    out = copy.copy(info)
-    value = getattr(out, "_value", None)
-    if isinstance(value, np.ndarray):
-        out._value = value.copy()
-    return out
+        self._driver.close_loop()
 
 
 def _reward_sum(rewards: list[Any]) -> float:

@@ -196,7 +196,7 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
             env_spec = _environment(reader if "environments" in given else quiet, where, phase["environments"])
         if env_spec is not None:
             env_specs.append(env_spec)
-        taking_turns, end_at = False, {}
+        taking_turns, end_at = False, {}  # type: tuple[bool, dict[str, tuple[int, float]]]
         if "simulation" in phase:
             taking_turns, end_at = _simulation(reader if "simulation" in given else quiet, where, phase["simulation"])
         if index == 0:
@@ -290,6 +290,7 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
         "env_settings": env_settings,
         "checkpoint_settings": {"run_id": run_name(uid)},
         "phases": our_phases,
+        "results_store": {"record_steps": True},  # palaestrAI records every step (muscle_actions): so do we
     }
     return out
 
@@ -425,7 +426,7 @@ def _agent(reader: _Reader, where: str, agent: dict[str, Any], end_at: Optional[
 
 
 def _load(reader: _Reader, where: str, data: Any, agent: str, uid: str, index: int,
-          phases: list[tuple[str, dict[str, Any]]], results_dir: str) -> Optional[dict[str, Any]]:
+          phases: list[tuple[str, dict[str, Any], set[str]]], results_dir: str) -> Optional[dict[str, Any]]:
     """Our ``load`` entry for a palaestrAI ``load``; None when the brain carries over (the default)."""
     if data is None:
         return None
