@@ -147,3 +147,35 @@ def test_deterministic_repeats_a_run_file_bit_for_bit(tmp_path: Path) -> None:
         assert result.returncode == 0, result.stdout + result.stderr
     first, second = episodes(tmp_path, "one"), episodes(tmp_path, "two")
     assert first == second and len(first) >= 8
+
+
+def test_harl_sac_runs_on_our_sac_and_arl_report_reads_the_run(tmp_path: Path) -> None:
+    path = run_file(tmp_path, "sac", brain="harl:SACBrain")
+    data = yaml.safe_load(path.read_text())
+    for agent_def in data["schedule"][0]["train"]["agents"]:
+        agent_def["brain"]["params"] = {"replay_size": 1000, "fc_dims": [16, 16], "batch_size": 16, "update_after": 10,
+                                        "update_every": 5, "gradient_steps": 5, "lr": 0.001, "polyak": 0.99}
+        agent_def["muscle"]["params"] = {"start_steps": 10}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = arl_learn_here([str(path), "--check"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    config = yaml.safe_load(result.stdout)
+    hp = config["behaviors"]["defender"]["hyperparameters"]
+    assert config["behaviors"]["defender"]["trainer_type"] == "sac"
+    assert (hp["buffer_size"], hp["batch_size"], hp["buffer_init_steps"], hp["steps_per_update"]) == (1000, 16, 10, 1.0)
+    assert hp["tau"] == pytest.approx(0.01)
+    result = arl_learn_here([str(path)], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (tmp_path / "results" / "sac" / "train" / "defender.onnx").is_file()
+    import contextlib
+    import io
+
+    from ml_arl import report
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = report.main([str(tmp_path / "results" / "sac")])
+    assert code in (0, None), out.getvalue()
+    text = out.getvalue()
+    assert "train" in text and "test" in text and "defender" in text and "attacker" in text, text
+    assert (tmp_path / "results" / "sac" / "report.png").is_file()
