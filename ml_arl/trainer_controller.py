@@ -275,7 +275,7 @@ class TrainerController:
                 continue  # a snapshot played it: not this brain's episode (nor in TensorBoard, nor in the store)
             self.managers[brain].record_episodes([ep])
             self.curriculum.record_episode(brain, ep.reward)
-            number = schedule.count_episode(brain)
+            number = schedule.count_episode(brain, ep.objective, ep.length)
             if brain in selfplay.ghosts and not ep.interrupted and ep.group_done:  # a game, as ML-Agents' ghost counts it
                 selfplay.record_game(brain, ep.final)
             self.outputs.record_episode(

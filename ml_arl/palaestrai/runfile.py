@@ -175,9 +175,12 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
     if version is not None and not str(version).startswith("3."):
         reader.warnings.append(f"{path}: version {version}: written for palaestrAI {version}; ml_arl reads 3.5 run files")
     run_config = reader.keys("run_config", top.get("run_config", {}) or {}, ("condition",))
+    run_stop_when: list[dict[str, Any]] = []  # the run's phase_avgN: every phase ends on them
     if run_config.get("condition") is not None:
         cond = run_config["condition"]
         cname = cond.get("name", "") if isinstance(cond, dict) else ""
+        if str(cname).rpartition(":")[2] == "AgentObjectiveTerminationCondition":
+            _objective_rules(reader, "run_config.condition", cond.get("params") or {}, {}, run_stop_when)
         if str(cname).rpartition(":")[2] not in CONDITIONS:
             reader.problem("run_config.condition", f"{cname!r} is not supported; ml_arl runs {', '.join(CONDITIONS)}")
     phases = _expand(reader, top.get("schedule"))
@@ -197,8 +200,10 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
         if env_spec is not None:
             env_specs.append(env_spec)
         taking_turns, end_at = False, {}  # type: tuple[bool, dict[str, tuple[int, float]]]
+        stop_when = list(run_stop_when)
         if "simulation" in phase:
-            taking_turns, end_at = _simulation(reader if "simulation" in given else quiet, where, phase["simulation"])
+            taking_turns, end_at = _simulation(reader if "simulation" in given else quiet, where, phase["simulation"],
+                                               stop_when)
         if index == 0:
             out.taking_turns = taking_turns
         elif taking_turns != out.taking_turns:
@@ -234,6 +239,8 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
         out.phase_limits.append((episodes, worker))
         if episodes is not None:
             ours["episodes"] = episodes * worker
+        if stop_when:
+            ours["stop_when"] = stop_when
         if mode == "test":
             ours["deterministic"] = True
         load: dict[str, Any] = {}
@@ -335,8 +342,34 @@ def _environment(reader: _Reader, where: str, data: Any) -> Optional[Environment
     return EnvironmentSpec(spec.name, env_uid, spec.params, reward, transformer)
 
 
-def _simulation(reader: _Reader, where: str, data: Any) -> tuple[bool, dict[str, tuple[int, float]]]:
-    """(taking turns, {agent: (N, X)} from AgentObjectiveTerminationCondition's brain_avgN)."""
+def _objective_rules(reader: _Reader, where: str, params: Any, end_at: dict[str, tuple[int, float]],
+                     stop_when: list[dict[str, Any]]) -> None:
+    """AgentObjectiveTerminationCondition's params ``{agent: {brain_avgN: X, phase_avgN: Y}}``:
+    brain_avgN ends an agent's episode (``end_at``), phase_avgN the phase (our ``stop_when``)."""
+    if not isinstance(params, dict):
+        reader.problem(f"{where}.params", "expected {<agent name>: {brain_avgN: value, phase_avgN: value}}")
+        return
+    for agent, rules in params.items():
+        for key, value in (rules or {}).items() if isinstance(rules, dict) else []:
+            kind, digits = str(key)[:9], str(key)[9:]
+            if kind not in ("brain_avg", "phase_avg") or not digits.isdigit() or int(digits) < 1:
+                reader.problem(f"{where}.params.{agent}.{key}", "expected brain_avgN: value or phase_avgN: value (N > 0)")
+                continue
+            try:
+                threshold = float(value)
+            except (TypeError, ValueError):
+                reader.problem(f"{where}.params.{agent}.{key}", f"expected a number, got {value!r}")
+                continue
+            if kind == "brain_avg":
+                end_at[str(agent)] = (int(digits), threshold)
+            else:
+                stop_when.append({"behavior": str(agent), "episodes": int(digits), "mean_objective_per_step": threshold})
+
+
+def _simulation(reader: _Reader, where: str, data: Any,
+                stop_when: list[dict[str, Any]]) -> tuple[bool, dict[str, tuple[int, float]]]:
+    """(taking turns, {agent: (N, X)} from AgentObjectiveTerminationCondition's brain_avgN); its
+    phase_avgN go to ``stop_when``."""
     data = reader.keys(f"{where}.simulation", data or {}, SIMULATION_KEYS)
     name = str(data.get("name", ""))
     cls = name.rpartition(":")[2]
@@ -359,15 +392,7 @@ def _simulation(reader: _Reader, where: str, data: Any) -> tuple[bool, dict[str,
             reader.problem(cwhere, f"{cond.get('name')!r} is not supported; ml_arl runs {', '.join(CONDITIONS)}")
             continue
         if cname == "AgentObjectiveTerminationCondition":
-            for agent, rules in (cond.get("params") or {}).items():
-                for key, value in (rules or {}).items() if isinstance(rules, dict) else []:
-                    if key.startswith("brain_avg") and key[9:].isdigit():
-                        end_at[str(agent)] = (int(key[9:]), float(value))
-                    elif key.startswith("phase_avg"):
-                        reader.problem(f"{cwhere}.params.{agent}.{key}", "phase_avgN (ending a phase on the objective) is "
-                                       "not supported by ml_arl yet; brain_avgN is")
-                    else:
-                        reader.problem(f"{cwhere}.params.{agent}.{key}", "expected brain_avgN: value")
+            _objective_rules(reader, cwhere, cond.get("params") or {}, end_at, stop_when)
     return turns, end_at
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any, Optional
 
@@ -69,6 +70,7 @@ class PhaseSchedule:
         self.log = PhaseLog(os.path.join(cp.run_logs_dir, "phases.json"))
         self.acted: dict[str, int] = {}  # brain -> steps acted in this phase
         self.episodes: dict[str, int] = {}  # brain -> episodes finished in this phase
+        self.recent: dict[str, deque[float]] = {}  # brain -> objective per step of its last episodes (stop_when)
         self.resumed = False  # the current phase was running when the run stopped (--resume)
         self.begun = False  # a phase began in this session (none does when every phase is done already)
         self.ended = False  # the current phase ended and saved its brains
@@ -133,6 +135,7 @@ class PhaseSchedule:
         entry["state"] = "running"
         self.acted = dict(entry.get("acted", {})) if self.resumed else {}
         self.episodes = dict(entry.get("episodes", {})) if self.resumed else {}
+        self.recent = {}
         if phase is not None:
             logger.info("Phase %s (%s, %s) begins", phase.name, phase.mode,
                         f"{phase.max_steps} steps" if phase.max_steps is not None else f"{phase.episodes} episodes")
@@ -169,9 +172,23 @@ class PhaseSchedule:
     def count_acted(self, brain: str, n: int) -> None:
         self.acted[brain] = self.acted.get(brain, 0) + n
 
-    def count_episode(self, brain: str) -> int:
+    def count_episode(self, brain: str, objective: float = 0.0, length: int = 0) -> int:
+        """One more episode of ``brain`` (its objective and length, for ``stop_when``); its number."""
         self.episodes[brain] = self.episodes.get(brain, 0) + 1
+        windows = [s.episodes for s in (self.phase.stop_when if self.phase is not None else []) if s.behavior == brain]
+        if windows:
+            recent = self.recent.setdefault(brain, deque(maxlen=max(windows)))
+            recent.append(objective / max(1, length))
         return self.episodes[brain]
+
+    def stopped_early(self) -> Optional[str]:
+        """The phase's ``stop_when`` that holds, said in words; None while none does."""
+        for stop in self.phase.stop_when if self.phase is not None else []:
+            recent = list(self.recent.get(stop.behavior, ()))[-stop.episodes:]
+            if len(recent) == stop.episodes and sum(recent) / len(recent) >= stop.mean_objective_per_step:
+                return (f"{stop.behavior}'s objective per step averaged {sum(recent) / len(recent):.4g} over its last "
+                        f"{stop.episodes} episodes (stop_when: at least {stop.mean_objective_per_step:g})")
+        return None
 
     def done(self, trainers: Mapping[str, Trainer]) -> bool:
         if not trainers:
@@ -181,6 +198,10 @@ class PhaseSchedule:
             return all(t.finished for t in trainers.values())
         learning = [b for b, t in trainers.items() if t.learning]
         counting = learning or list(trainers)
+        reason = self.stopped_early()
+        if reason is not None:
+            logger.info("Phase %s ends early: %s", phase.name, reason)
+            return True
         if phase.episodes is not None:
             return all(self.episodes.get(b, 0) >= phase.episodes for b in counting)
         assert phase.max_steps is not None

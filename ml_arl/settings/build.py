@@ -82,6 +82,9 @@ def _check_phases(
         for name in phase.learn or []:
             if unknown(name):
                 problems.append(f"{where}.learn: '{name}' is not a configured behavior (configured: {configured})")
+        for stop in phase.stop_when:
+            if unknown(stop.behavior):
+                problems.append(f"{where}.stop_when: '{stop.behavior}' is not a configured behavior (configured: {configured})")
         for name in phase.behaviors:
             if unknown(name):
                 problems.append(f"{where}.behaviors: '{name}' is not a configured behavior (configured: {configured})")

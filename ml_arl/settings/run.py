@@ -190,6 +190,16 @@ class LoadSettings(Strict):
     behavior: Optional[str] = None  # default: the same behavior
 
 
+class StopWhen(Strict):
+    """A phase ends early once ``behavior``'s episodes reach an objective: the mean, over its last
+    ``episodes`` episodes of the phase, of each episode's objective per step (palaestrAI's
+    AgentObjectiveTerminationCondition ``phase_avgN``)."""
+
+    behavior: str
+    episodes: Int = Field(gt=0)
+    mean_objective_per_step: Float
+
+
 class PhaseSettings(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     mode: Literal["train", "test"] = "train"
@@ -200,6 +210,7 @@ class PhaseSettings(Strict):
     environment_parameters: Optional[EnvironmentParameters] = None  # on top of the run's environment_parameters
     behaviors: dict[str, dict[str, Any]] = Field(default_factory=dict)  # settings overrides per behavior
     load: dict[str, LoadSettings] = Field(default_factory=dict)  # behavior -> where its brain comes from
+    stop_when: list[StopWhen] = Field(default_factory=list)  # ml_arl: the phase ends early once any of these holds
 
     def learns(self, brain: str) -> bool:
         return self.mode == "train" and (self.learn is None or brain in self.learn)

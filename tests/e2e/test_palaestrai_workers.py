@@ -179,3 +179,28 @@ def test_harl_sac_runs_on_our_sac_and_arl_report_reads_the_run(tmp_path: Path) -
     text = out.getvalue()
     assert "train" in text and "test" in text and "defender" in text and "attacker" in text, text
     assert (tmp_path / "results" / "sac" / "report.png").is_file()
+
+
+def test_phase_avg_ends_a_phase_once_the_objective_is_reached(tmp_path: Path) -> None:
+    """AgentObjectiveTerminationCondition's phase_avgN in run_config: DummyObjective's reward per step
+    averages 4.5 over DummyEnvironment's 10 steps, so phase_avg2: 4.0 ends each phase after the
+    defender's second episode (or the one in flight then), though the train phase asks for 40."""
+    path = run_file(tmp_path, "early", brain="palaestrai.agent:DummyBrain", episodes=40)
+    data = yaml.safe_load(path.read_text())
+    data["run_config"]["condition"] = {"name": "palaestrai.experiment:AgentObjectiveTerminationCondition",
+                                       "params": {"defender": {"phase_avg2": 4.0}}}
+    data["schedule"][1]["test"]["phase_config"]["episodes"] = 3
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = arl_learn_here([str(path)], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Phase train ends early: defender's objective per step averaged 4.5 over its last 2 episodes" in result.stdout
+    rows = episodes(tmp_path, "early")
+    # the phase ends between step messages: an episode already in flight may still finish (palaestrAI
+    # stops its workers at once)
+    assert 2 <= sum(1 for phase, behavior, *_ in rows if (phase, behavior) == ("train", "defender")) <= 3, rows
+    assert "Phase test ends early" in result.stdout
+    data["run_config"]["condition"]["params"] = {"nobody": {"phase_avg2": 4.0}}
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = arl_learn_here([str(path), "--check"], tmp_path)
+    assert result.returncode == 2
+    assert "phases.train.stop_when: 'nobody' is not a configured behavior" in result.stderr, result.stderr
