@@ -68,9 +68,11 @@ class BrainTrainer(Trainer):
         from palaestrai.types import Box, Mode
 
         hp = dict(self.hp)
-        env = hp["environment"]
-        spec = EnvironmentSpec(env["name"], env["uid"], dict(env.get("params") or {}))
-        sensors, actuators = offered(spec, int(hp.get("seed", 0)))
+        sensors, actuators = [], []
+        for env in hp["environments"]:
+            s, a = offered(EnvironmentSpec(env["name"], env["uid"], dict(env.get("params") or {})), int(hp.get("seed", 0)))
+            sensors += s
+            actuators += a
         by_sensor, by_actuator = {s.uid: s for s in sensors}, {a.uid: a for a in actuators}
         self.sensor_infos = [by_sensor[uid] for uid in hp["sensors"]]
         self.actuator_infos = [by_actuator[uid] for uid in hp["actuators"]]

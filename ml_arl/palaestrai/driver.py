@@ -138,3 +138,63 @@ class EnvironmentDriver:
         if self.loop[0] is not None:
             self.loop[0].close()
             self.loop[0] = None
+
+
+class DriverSet:
+    """The environments of one phase in one worker, driven together as palaestrAI's
+    SimulationController drives them: each starts at the episode's start, each is updated every
+    step with the setpoints of its own actuators (none is a valid update), their readings and
+    rewards are joined, and the episode ends when any of them is done (terminated when any is,
+    else truncated when any is)."""
+
+    def __init__(self, seed: int):
+        self.seed = int(seed)
+        self.loop: list[Optional[asyncio.AbstractEventLoop]] = [None]
+        self.drivers: dict[str, EnvironmentDriver] = {}
+
+    def call(self, owner: Any, method: str, *args: Any) -> Any:
+        return guarded(self.loop, owner, method, *args)
+
+    def start(self, specs: tuple[EnvironmentSpec, ...], phase: int) -> tuple[list[Any], list[Any]]:
+        for uid in [u for u in self.drivers if u not in {s.uid for s in specs}]:
+            self.drivers.pop(uid).close()
+        sensors: list[Any] = []
+        actuators: list[Any] = []
+        for index, spec in enumerate(specs):
+            driver = self.drivers.get(spec.uid)
+            if driver is None:
+                driver = self.drivers[spec.uid] = EnvironmentDriver(self.seed + 7919 * index)
+                driver.loop = self.loop
+            s, a = driver.start(spec, phase)
+            sensors += s
+            actuators += a
+        return sensors, actuators
+
+    def update(self, setpoints: list[Any]) -> tuple[list[Any], list[Any], bool, Optional[bool], Optional[bool]]:
+        sensors: list[Any] = []
+        rewards: list[Any] = []
+        done = False
+        terminated: list[Optional[bool]] = []
+        truncated: list[Optional[bool]] = []
+        for uid, driver in self.drivers.items():
+            own = [a for a in setpoints if str(a.uid).startswith(f"{uid}.")]
+            s, r, d, term, trunc = driver.update(own)
+            sensors += s
+            rewards += r
+            done = done or d
+            terminated.append(term)
+            truncated.append(trunc)
+        if any(t is True for t in terminated):
+            return sensors, rewards, True, True, False
+        if any(t is True for t in truncated):
+            return sensors, rewards, True, False, True
+        seen = [t for t in terminated + truncated if t is not None]
+        return sensors, rewards, done, (False if seen else None), (False if seen else None)
+
+    def close_loop(self) -> None:
+        for driver in self.drivers.values():
+            driver.close()
+        self.drivers = {}
+        if self.loop[0] is not None:
+            self.loop[0].close()
+            self.loop[0] = None

@@ -55,10 +55,9 @@ from ml_arl.envs.games.builtin import vector_obs_spec
 from ml_arl.palaestrai.definitions import (
     PHASE_PARAMETER,
     AgentWiring,
-    EnvironmentSpec,
     wiring_problems,
 )
-from ml_arl.palaestrai.driver import EnvironmentDriver
+from ml_arl.palaestrai.driver import DriverSet
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 
 logger = logging.getLogger(__name__)
@@ -96,14 +95,15 @@ class _Agent:
 class PalaestraiEnv(BaseEnv):
     def __init__(
         self,
-        environments: list[EnvironmentSpec],
+        environments: list[Any],  # per phase: its EnvironmentSpecs (a tuple), or one EnvironmentSpec
         agents: list[AgentWiring],
         taking_turns: bool = False,
         seed: int = 0,
         worker_id: int = 0,
         phase_limits: Optional[list[tuple[Optional[int], int]]] = None,
     ):
-        self._phase_envs = list(environments)
+        # per phase, its environments (a phase with one may give it alone)
+        self._phase_envs = [tuple(e) if isinstance(e, (tuple, list)) else (e,) for e in environments]
         self._phase = 0
         # per phase (episodes per worker, workers): palaestrAI's worker runs exactly its episodes, and a
         # worker beyond the phase's count runs none; an idle worker steps nothing until the next phase
@@ -114,7 +114,7 @@ class PalaestraiEnv(BaseEnv):
         self.taking_turns = taking_turns
         self._seed = int(seed)
         self._worker_id = worker_id
-        self._driver = EnvironmentDriver(self._seed)
+        self._driver = DriverSet(self._seed)
         self._readings: dict[str, Any] = {}
         self._obs_layout: dict[str, ObservationLayout] = {}
         self._act_layout: dict[str, ActionLayout] = {}

@@ -153,7 +153,7 @@ class Translation:
 
     def __init__(self) -> None:
         self.config: dict[str, Any] = {}
-        self.environments: list[EnvironmentSpec] = []
+        self.environments: list[tuple[EnvironmentSpec, ...]] = []  # per phase, its environments
         self.agents: list[AgentWiring] = []
         self.taking_turns = False
         self.phase_limits: list[tuple[Optional[int], int]] = []  # per phase: (episodes per worker, workers)
@@ -189,7 +189,7 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
     first_agents: dict[str, dict[str, Any]] = {}
     our_phases: list[dict[str, Any]] = []
     workers = 1
-    env_specs: list[EnvironmentSpec] = []
+    env_specs: list[tuple[EnvironmentSpec, ...]] = []
     wiring: dict[str, AgentWiring] = {}
     quiet = _Reader(path)  # an inherited key was checked where it was given: its problems are said once
     for index, (pname, phase, given) in enumerate(phases):
@@ -317,29 +317,35 @@ def _phase_name(name: str, index: int) -> str:
     return clean or f"phase_{index}"
 
 
-def _environment(reader: _Reader, where: str, data: Any) -> Optional[EnvironmentSpec]:
+def _environment(reader: _Reader, where: str, data: Any) -> Optional[tuple[EnvironmentSpec, ...]]:
+    """A phase's environments (each with its uid, reward and state transformer); None when broken."""
     if not isinstance(data, list) or not data:
-        reader.problem(f"{where}.environments", "expected a list with one environment")
+        reader.problem(f"{where}.environments", "expected a list of environments")
         return None
-    if len(data) > 1:
-        reader.problem(f"{where}.environments", f"{len(data)} environments; ml_arl runs one environment per phase so far")
-    item = reader.keys(f"{where}.environments[0]", data[0], ENV_ITEM_KEYS)
-    env = item.get("environment")
-    if env is None:
-        reader.problem(f"{where}.environments[0]", "no environment: {name: pkg.module:Class, uid: ..., params: {...}}")
-        return None
-    spec = reader.plugin(f"{where}.environments[0].environment", env, uid=True)
-    env_uid = env.get("uid") if isinstance(env, dict) else None
-    if not isinstance(env_uid, str) or not env_uid:
-        reader.problem(f"{where}.environments[0].environment", "uid missing: an environment needs a uid (its sensor and "
-                       "actuator ids start with it)")
-        return None
-    reward = reader.plugin(f"{where}.environments[0].reward", item["reward"]) if item.get("reward") else None
-    transformer = (reader.plugin(f"{where}.environments[0].state_transformer", item["state_transformer"])
-                   if item.get("state_transformer") else None)
-    if spec is None:
-        return None
-    return EnvironmentSpec(spec.name, env_uid, spec.params, reward, transformer)
+    specs: list[EnvironmentSpec] = []
+    for i, item in enumerate(data):
+        ewhere = f"{where}.environments[{i}]"
+        item = reader.keys(ewhere, item, ENV_ITEM_KEYS)
+        env = item.get("environment")
+        if env is None:
+            reader.problem(ewhere, "no environment: {name: pkg.module:Class, uid: ..., params: {...}}")
+            continue
+        spec = reader.plugin(f"{ewhere}.environment", env, uid=True)
+        env_uid = env.get("uid") if isinstance(env, dict) else None
+        if not isinstance(env_uid, str) or not env_uid:
+            reader.problem(f"{ewhere}.environment", "uid missing: an environment needs a uid (its sensor and "
+                           "actuator ids start with it)")
+            continue
+        if any(s.uid == env_uid for s in specs):
+            reader.problem(f"{ewhere}.environment.uid", f"{env_uid!r} is the uid of an earlier environment of this phase; "
+                           "each environment needs its own (its sensor and actuator ids start with it)")
+            continue
+        reward = reader.plugin(f"{ewhere}.reward", item["reward"]) if item.get("reward") else None
+        transformer = (reader.plugin(f"{ewhere}.state_transformer", item["state_transformer"])
+                       if item.get("state_transformer") else None)
+        if spec is not None:
+            specs.append(EnvironmentSpec(spec.name, env_uid, spec.params, reward, transformer))
+    return tuple(specs) if len(specs) == len(data) else None
 
 
 def _objective_rules(reader: _Reader, where: str, params: Any, end_at: dict[str, tuple[int, float]],
@@ -397,7 +403,7 @@ def _simulation(reader: _Reader, where: str, data: Any,
 
 
 def _agent(reader: _Reader, where: str, agent: dict[str, Any], end_at: Optional[tuple[int, float]],
-           env: Optional[EnvironmentSpec], seed: int) -> Optional[tuple[dict[str, Any], AgentWiring]]:
+           env: Optional[tuple[EnvironmentSpec, ...]], seed: int) -> Optional[tuple[dict[str, Any], AgentWiring]]:
     name = agent["name"]
     problems_before = len(reader.problems)
     for key in ("brain", "muscle", "objective", "sensors", "actuators"):
@@ -440,7 +446,7 @@ def _agent(reader: _Reader, where: str, agent: dict[str, Any], end_at: Optional[
             "trainer_type": BRAIN_TRAINER,
             "hyperparameters": {"brain": {"name": b.name, "params": b.params}, "muscle": {"name": m.name, "params": m.params},
                                 "sensors": [str(s) for s in sensors], "actuators": [str(a) for a in actuators],
-                                "environment": {"name": env.name, "uid": env.uid, "params": env.params} if env else {},
+                                "environments": [{"name": e.name, "uid": e.uid, "params": e.params} for e in env or ()],
                                 "seed": seed},
         }
     settings["objective"] = {"name": OBJECTIVE}
@@ -488,15 +494,20 @@ def _load(reader: _Reader, where: str, data: Any, agent: str, uid: str, index: i
     return {"run": run, "phase": names[phase], "behavior": source}
 
 
-def _check_wiring(reader: _Reader, env: EnvironmentSpec, agents: list[AgentWiring], seed: int) -> None:
-    """Start the environment once here and check every agent's sensors and actuators against it."""
+def _check_wiring(reader: _Reader, envs: tuple[EnvironmentSpec, ...], agents: list[AgentWiring], seed: int) -> None:
+    """Start the environments once here and check every agent's sensors and actuators against them."""
     from ml_arl.palaestrai.definitions import offered_ids, wiring_problems
 
-    try:
-        sensors, actuators = offered_ids(env, seed)
-    except Exception as err:  # the user's environment: its failure, in one line
-        reader.problem("environments[0]", f"{env.name} did not start: {type(err).__name__}: {err}")
-        return
+    sensors: list[str] = []
+    actuators: list[str] = []
+    for i, env in enumerate(envs):
+        try:
+            s, a = offered_ids(env, seed)
+        except Exception as err:  # the user's environment: its failure, in one line
+            reader.problem(f"environments[{i}]", f"{env.name} did not start: {type(err).__name__}: {err}")
+            return
+        sensors += s
+        actuators += a
     for problem in wiring_problems(agents, sensors, actuators):
         reader.problem("agents", problem)
 

@@ -15,7 +15,7 @@ from ml_arl.palaestrai.definitions import AgentWiring, EnvironmentSpec
 from ml_arl.palaestrai.env import PalaestraiEnv
 
 
-def make_env(environments: list[EnvironmentSpec], agents: list[AgentWiring], taking_turns: bool,
+def make_env(environments: list[tuple[EnvironmentSpec, ...]], agents: list[AgentWiring], taking_turns: bool,
              worker_id: int = 0, seed: int = 0, phase_limits: Optional[list[tuple[Optional[int], int]]] = None) -> PalaestraiEnv:
     return PalaestraiEnv(environments, agents, taking_turns, seed=seed, worker_id=worker_id, phase_limits=phase_limits)
 

@@ -87,7 +87,7 @@ def one(lines: list[str], needle: str) -> str:
 def test_a_phase_that_gives_only_phase_config_inherits_environments_agents_and_simulation() -> None:
     out = read(run_file(("phase_test", {"phase_config": {"mode": "test", "worker": 1, "episodes": 1}})), PATH)
     spec = EnvironmentSpec(DUMMY_ENV, "myenv", {"discrete": True, "max_iter": 10})
-    assert out.environments == [spec, spec]
+    assert out.environments == [(spec,), (spec,)]  # per phase, its environments
     assert [a.name for a in out.agents] == ["mighty_defender", "evil_attacker"]
     assert [p["name"] for p in out.config["phases"]] == ["phase_train", "phase_test"]
     assert not out.taking_turns
@@ -101,7 +101,7 @@ def test_a_key_a_phase_leaves_out_comes_from_the_latest_phase_that_gave_it() -> 
         ("shorter", {"environments": environments(max_iter=5), "phase_config": {"mode": "train", "episodes": 1}}),
         ("again", {"phase_config": {"mode": "test", "episodes": 2}}),
     ), PATH)
-    assert [e.params["max_iter"] for e in out.environments] == [10, 5, 5]
+    assert [e.params["max_iter"] for (e,) in out.environments] == [10, 5, 5]
     assert [p["environment_parameters"] for p in out.config["phases"]] == [{PHASE_PARAMETER: i} for i in range(3)]
 
 
