@@ -37,7 +37,7 @@ import numpy as np
 
 from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.palaestrai.definitions import EnvironmentSpec, PluginSpec, offered
-from ml_arl.palaestrai.muscle import MUSCLE, MuscleWeights
+from ml_arl.palaestrai.muscle import MUSCLE, FilteredStep, MuscleWeights
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 from ml_arl.trainers.base import Trainer
 
@@ -88,6 +88,11 @@ class BrainTrainer(Trainer):
         self.brain.actuators = [copy.deepcopy(a) for a in actuators if a.uid in set(hp["actuators"])]
         self.brain._dumpers = [self.dumper]
         self.brain.mode = Mode.TRAIN
+        self.filter_specs = tuple(PluginSpec(f["name"], dict(f.get("params") or {})) for f in hp.get("filters") or [])
+        self.filters = [spec.build() for spec in self.filter_specs]
+        for agent_filter in self.filters:  # palaestrAI's Learner: each filter sees the brain, then is set up
+            agent_filter.brain = self.brain
+            agent_filter.setup()
         self.brain.setup()
         self._reward = lambda value: RewardInformation(np.array([value], np.float32), Box(-np.inf, np.inf, (1,)), "reward")
         self.update_bytes: Optional[bytes] = None
@@ -96,7 +101,11 @@ class BrainTrainer(Trainer):
         self._think(f"{self.behavior}-initial", None)  # the muscles' first model, as palaestrAI's first request gets it
 
     def _think(self, muscle_id: str, data: Any) -> None:
+        for agent_filter in self.filters:
+            muscle_id, data = agent_filter.brain_pre_process(muscle_id, data)
         update = self.brain.thinking(muscle_id, data)
+        for agent_filter in reversed(self.filters):
+            update = agent_filter.brain_post_process(update)
         if update is not None:  # palaestrAI tests `is not None`: 0 and {} are updates
             self.update_bytes = pickle.dumps(update)
             self.update_version += 1
@@ -113,8 +122,12 @@ class BrainTrainer(Trainer):
         extras = traj.extras or [None] * len(traj)
         last = len(traj) - 1
         for t in range(len(traj)):
+            step = extras[t]
+            values = self.obs_layout.decode(traj.obs[0][t])
+            if isinstance(step, FilteredStep):  # the readings as the muscle's filters made them
+                values, step = step.readings, step.data
             readings = []
-            for info, value in zip(self.sensor_infos, self.obs_layout.decode(traj.obs[0][t])):
+            for info, value in zip(self.sensor_infos, values):
                 reading = copy.copy(info)
                 reading._value = value  # decoded from its own space: no need to check it again
                 readings.append(reading)
@@ -129,7 +142,7 @@ class BrainTrainer(Trainer):
                 rewards=[self._reward(float(env_rewards[t]))], objective=np.array([float(traj.rewards[t])]),
                 done=done, terminated=done and not traj.interrupted, truncated=done and traj.interrupted,
             )
-            self._think(muscle_id, extras[t])
+            self._think(muscle_id, step)
             if done:
                 self.brain.store()
 
@@ -140,7 +153,8 @@ class BrainTrainer(Trainer):
         self._fresh = False
 
     def policy_snapshot(self) -> PolicySnapshot:
-        weights = MuscleWeights(self.behavior, self.muscle_spec, self.wiring, self.update_bytes, self.update_version)
+        weights = MuscleWeights(self.behavior, self.muscle_spec, self.wiring, self.update_bytes, self.update_version,
+                                self.filter_specs)
         return PolicySnapshot(self.policy_version, weights, muscle=MUSCLE)
 
     def state(self) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Optional
 
 import numpy as np
@@ -40,7 +40,16 @@ class MuscleWeights:
     wiring: bytes
     update: Optional[bytes] = None  # pickle of the brain's latest update
     update_version: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    filters: tuple[PluginSpec, ...] = ()  # the agent's palaestrAI filters, in the run file's order
+
+
+@dataclass(frozen=True)
+class FilteredStep:
+    """What a muscle with filters hands its brain with a step: its data, and the sensor readings'
+    values as the filters made them (the brain's memory holds those)."""
+
+    data: Any
+    readings: list[Any]
 
 
 class PalaestraiMuscle:
@@ -65,6 +74,14 @@ class PalaestraiMuscle:
         setup = getattr(self.muscle, "setup", None)
         if callable(setup):
             setup()
+        # palaestrAI's filters, each its own instance per muscle: pre-processing in order, post-processing
+        # in reverse, as its RolloutWorker runs them
+        self.filters = []
+        for spec in weights.filters:
+            agent_filter = spec.build()
+            agent_filter.muscle = self.muscle
+            agent_filter.setup()
+            self.filters.append(agent_filter)
         self.set_weights(weights)
 
     def set_weights(self, weights: MuscleWeights) -> None:
@@ -92,17 +109,24 @@ class PalaestraiMuscle:
                 sensors.append(reading)
             for actuator, offered_one in zip(self.available, self.actuators):
                 actuator._value = copy.copy(offered_one._value)
+            available: list[Any] = list(self.available)
             try:
-                out = self.muscle.propose_actions(sensors, list(self.available))
+                for agent_filter in self.filters:
+                    sensors, available = agent_filter.muscle_pre_process(sensors=sensors, actuators_available=available)
+                filtered = [r.value for r in sensors] if self.filters else None
+                out = self.muscle.propose_actions(sensors, available)
+                setpoints, data = out if isinstance(out, tuple) else (out, None)
+                for agent_filter in reversed(self.filters):
+                    setpoints, data = agent_filter.muscle_post_process(setpoints=setpoints, data_for_brain=data)
             except Exception as err:
                 raise PalaestraiComponentError(
-                    f"{type(self.muscle).__name__}.propose_actions() raised {type(err).__name__}: {err}"
+                    f"{type(self.muscle).__name__}.propose_actions() (or its filters) raised {type(err).__name__}: {err}"
                 ) from err
-            setpoints, data = out if isinstance(out, tuple) else (out, None)
             by_uid = {a.uid: a for a in setpoints or []}
             values = [by_uid[a.uid].value if a.uid in by_uid else a.value for a in self.actuators]
             cont[i], disc[i] = self.act_layout.encode(values)
-            extras.append(data)
+            # with filters, the brain's memory holds the readings as the filters made them (palaestrAI's Learner)
+            extras.append(data if filtered is None else FilteredStep(data, filtered))
         d = len(self.branches) + self.act_layout.continuous
         zeros = np.zeros(n, np.float32)
         return ActionInfo(cont, disc, np.zeros((n, d), np.float32), zeros, allowed,

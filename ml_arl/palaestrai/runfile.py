@@ -257,9 +257,9 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
                 ra.problem(awhere, "two agents of one phase have this name")
                 continue
             seen.add(name)
-            for key in ("filters", "replay"):
-                if agent.get(key):
-                    ra.problem(f"{awhere}.{key}", f"{key} are not supported by ml_arl yet; remove them")
+            if agent.get("replay"):
+                ra.problem(f"{awhere}.replay", "replay (offline data from palaestrAI's store) is not supported by ml_arl "
+                           "yet; remove it")
             # a phase that gives its own agents is checked; inherited ones were, where they were given
             entry = _agent(ra if name not in first_agents else quiet, awhere, agent, end_at.get(name), env_spec, seed or 0)
             if entry is None:
@@ -415,6 +415,19 @@ def _agent(reader: _Reader, where: str, agent: dict[str, Any], end_at: Optional[
     brain_name = brain.get("name", "") if isinstance(brain, dict) else ""
     harl = harl_class(str(brain_name))
     objective = reader.plugin(f"{where}.objective", agent["objective"])
+    filters: list[PluginSpec] = []
+    raw_filters = agent.get("filters") or []
+    if not isinstance(raw_filters, list):
+        reader.problem(f"{where}.filters", "expected a list of {name, params}")
+        raw_filters = []
+    for i, item in enumerate(raw_filters):
+        spec = reader.plugin(f"{where}.filters[{i}]", item)
+        if spec is not None:
+            filters.append(spec)
+    if raw_filters and harl is not None:
+        reader.problem(f"{where}.filters", f"filters run with palaestrAI's Brain/Muscle API; harl:{harl} runs on our "
+                       "trainers here, whose observations are normalised by network_settings.normalize; remove them")
+        return None
     sensors, actuators = agent["sensors"], agent["actuators"]
     for key, ids in (("sensors", sensors), ("actuators", actuators)):
         if not isinstance(ids, list) or not all(isinstance(s, (str, int)) for s in ids):
@@ -447,6 +460,7 @@ def _agent(reader: _Reader, where: str, agent: dict[str, Any], end_at: Optional[
             "hyperparameters": {"brain": {"name": b.name, "params": b.params}, "muscle": {"name": m.name, "params": m.params},
                                 "sensors": [str(s) for s in sensors], "actuators": [str(a) for a in actuators],
                                 "environments": [{"name": e.name, "uid": e.uid, "params": e.params} for e in env or ()],
+                                "filters": [{"name": f.name, "params": f.params} for f in filters],
                                 "seed": seed},
         }
     settings["objective"] = {"name": OBJECTIVE}

@@ -98,3 +98,36 @@ class FlakyDummyEnvironment:
                 return super().update(actuators)
 
         return _Flaky(uid=uid, broker_uri=broker_uri, seed=seed, **params)
+
+
+class OffsetFilter:
+    """A palaestrAI filter (duck-typed: palaestrai.agent.Filter's hooks) that adds ``offset`` to every
+    Discrete reading the muscle sees (wrapping within its space) and to every update the brain sends."""
+
+    def __init__(self, offset: int = 1):
+        self.offset = int(offset)
+        self.brain: Any = None
+        self.muscle: Any = None
+        self.set_up = False
+
+    def setup(self) -> None:
+        self.set_up = True
+
+    def muscle_pre_process(self, sensors: list[Any], actuators_available: list[Any]) -> tuple[list[Any], list[Any]]:
+        import copy
+
+        out = []
+        for sensor in sensors:
+            sensor = copy.copy(sensor)
+            sensor._value = (int(np.asarray(sensor.value).reshape(-1)[0]) + self.offset) % int(sensor.space.n)
+            out.append(sensor)
+        return out, actuators_available
+
+    def muscle_post_process(self, setpoints: list[Any], data_for_brain: Any) -> tuple[list[Any], Any]:
+        return setpoints, data_for_brain
+
+    def brain_pre_process(self, muscle_id: str, data_from_muscle: Any) -> tuple[str, Any]:
+        return muscle_id, data_from_muscle
+
+    def brain_post_process(self, potential_update: Any) -> Any:
+        return None if potential_update is None else potential_update + self.offset

@@ -101,3 +101,37 @@ def test_dummy_muscle_samples_differ_from_step_to_step_and_repeat_with_the_seed(
     assert len({tuple(a) for a in first}) > 1
     assert actions(5) == first
     assert actions(6) != first
+
+
+def test_filters_run_on_both_sides_in_palaestrais_order() -> None:
+    data = run_file("tests.support.palaestrai_agents:CountingBrain", "tests.support.palaestrai_agents:CountingMuscle", {})
+    data["schedule"][0]["p"]["agents"][0]["filters"] = [
+        {"name": "tests.support.palaestrai_agents:OffsetFilter", "params": {"offset": 2}}]
+    trainer = trainer_for(data)
+    assert trainer.filters[0].set_up and trainer.filters[0].brain is trainer.brain
+    assert trainer.brain.calls == 1
+    # the brain's first update (call 3) comes back through brain_post_process: 3 + 2
+    trainer.add_experience(trajectory(2, start=True, done=False, extras=[None, None]))
+    trainer.update()
+    snapshot = trainer.policy_snapshot()
+    assert pickle.loads(snapshot.weights.update) == 3 + 2
+    muscle = PalaestraiMuscle(snapshot.weights, False, seed=0)
+    assert muscle.filters[0].set_up and muscle.filters[0].muscle is muscle.muscle
+    info = muscle.act([trajectory(1, False, False, [None]).obs[0]], None)
+    step = info.extras[0]
+    assert step.data["seen"] == 2  # the muscle saw the reading 0 as the filter made it: 0 + 2
+    assert step.readings == [2, 2]
+    # the brain's memory holds the readings as the muscle's filters made them
+    trainer.add_experience(trajectory(1, start=False, done=False, extras=[step]))  # its observation decodes as 0, 0
+    assert list(trainer.brain.memory.tail(1).sensor_readings.iloc[-1]) == [2, 2]
+
+
+def test_filters_with_a_harl_brain_are_one_line() -> None:
+    data = run_file("harl:PPOBrain", "harl:PPOMuscle", {})
+    data["schedule"][0]["p"]["agents"][0]["filters"] = [
+        {"name": "tests.support.palaestrai_agents:OffsetFilter", "params": {}}]
+    from ml_arl.exceptions import ConfigError
+
+    with pytest.raises(ConfigError) as err:
+        read(data, "run.yml")
+    assert len(err.value.problems) == 1 and "filters run with palaestrAI's Brain/Muscle API" in err.value.problems[0]
