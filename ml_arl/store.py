@@ -31,7 +31,8 @@ _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS episodes (
     id INTEGER PRIMARY KEY, run TEXT, phase TEXT, mode TEXT, behavior TEXT, agent TEXT, worker INTEGER,
-    episode INTEGER, length INTEGER, env_reward REAL, objective REAL, elo REAL NULL, wall_time REAL);
+    episode INTEGER, length INTEGER, env_reward REAL, objective REAL, elo REAL NULL, wall_time REAL,
+    policy TEXT NULL);
 CREATE INDEX IF NOT EXISTS episodes_run_phase_behavior ON episodes (run, phase, behavior);
 CREATE TABLE IF NOT EXISTS steps (
     run TEXT, phase TEXT, behavior TEXT, agent TEXT, worker INTEGER, episode INTEGER, step INTEGER,
@@ -52,7 +53,7 @@ CREATE VIEW IF NOT EXISTS muscles_cumulative_objective AS
 """
 _INSERT_EPISODE = (
     "INSERT INTO episodes (run, phase, mode, behavior, agent, worker, episode, length, env_reward, objective, elo,"
-    " wall_time) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " wall_time, policy) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _INSERT_STEP = "INSERT INTO steps VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 _UPSERT_PHASE = (
@@ -102,6 +103,9 @@ class ResultsStore:
             self._conn.execute("PRAGMA busy_timeout=5000")
             with self._conn:
                 self._conn.executescript(_SCHEMA)
+                columns = {row[1] for row in self._conn.execute("PRAGMA table_info(episodes)")}
+                if "policy" not in columns:  # a database written before fixed policies (--resume): the column is added
+                    self._conn.execute("ALTER TABLE episodes ADD COLUMN policy TEXT NULL")
                 self._conn.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.Error as err:
@@ -122,11 +126,12 @@ class ResultsStore:
 
     def record_episode(
         self, *, phase: str, mode: str, behavior: str, agent: str, worker: int, episode: int, length: int,
-        env_reward: float, objective: float, elo: Optional[float], wall_time: float,
+        env_reward: float, objective: float, elo: Optional[float], wall_time: float, policy: Optional[str] = None,
     ) -> None:
+        """One finished episode; ``policy``: the fixed policy that played it (None: the behavior's own brain)."""
         self._episodes.append((
             self.run_id, phase, mode, behavior, agent, int(worker), int(episode), int(length), float(env_reward),
-            float(objective), None if elo is None else float(elo), float(wall_time),
+            float(objective), None if elo is None else float(elo), float(wall_time), policy,
         ))
         self._maybe_flush()
 

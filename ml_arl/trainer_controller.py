@@ -278,8 +278,10 @@ class TrainerController:
             number = schedule.count_episode(brain, ep.objective, ep.length)
             if brain in selfplay.ghosts and not ep.interrupted and ep.group_done:  # a game, as ML-Agents' ghost counts it
                 selfplay.record_game(brain, ep.final)
+            played = schedule.phase.plays(brain) if schedule.phase is not None else None
             self.outputs.record_episode(
-                schedule.name, schedule.mode, brain, ep, batch.worker_id, number, selfplay.elo(brain)
+                schedule.name, schedule.mode, brain, ep, batch.worker_id, number, selfplay.elo(brain),
+                played.name if played is not None else None,
             )
         swaps: set[str] = set()
         for behavior, (total, count) in batch.entropy.items():

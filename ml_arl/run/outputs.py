@@ -166,12 +166,14 @@ class RunOutputs:
         self._agent_episodes[key] = [episode + 1, 0] if traj.done else [episode, first + len(traj)]
 
     def record_episode(
-        self, phase: str, mode: str, brain: str, ep: EpisodeStat, worker_id: int, number: int, elo: Optional[float]
+        self, phase: str, mode: str, brain: str, ep: EpisodeStat, worker_id: int, number: int, elo: Optional[float],
+        policy: Optional[str] = None,
     ) -> None:
         if self.store is not None:
             self.store.record_episode(
                 phase=phase, mode=mode, behavior=brain, agent=ep.agent_id, worker=worker_id, episode=number,
                 length=ep.length, env_reward=ep.reward, objective=ep.objective, elo=elo, wall_time=time.time(),
+                policy=policy,
             )
 
     # ------------------------------------------------------------------ the end

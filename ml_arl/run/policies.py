@@ -6,9 +6,10 @@ to the workers with their next step request.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from ml_arl.envs.managers.env_manager import EnvManager
+from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicyMessage, PolicySnapshot
 from ml_arl.run.selfplay import SelfPlay
 from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings
@@ -30,6 +31,19 @@ def policy_message(
     )
 
 
+def fixed_policy_snapshot(name: str, params: dict[str, Any], trainer: Trainer) -> PolicySnapshot:
+    """The snapshot that makes fixed policy ``name`` play the trainer's behavior; ConfigError (one
+    line) when it cannot play it (a droop on a behavior without inverter actions)."""
+    from ml_arl.baselines import PolicyWeights, policy_path, policy_problem
+
+    problem = policy_problem(name, trainer.spec)
+    if problem is not None:
+        raise ConfigError([f"phases: play: {trainer.behavior}: {problem}"])
+    spec = trainer.spec.action_spec
+    weights = PolicyWeights(name, int(spec.continuous_size), tuple(int(b) for b in spec.discrete_branches), dict(params))
+    return PolicySnapshot(trainer.policy_version, weights, muscle=policy_path(name))
+
+
 class PolicyRouter:
     def __init__(self, env_manager: EnvManager, options: RunOptions):
         self.env_manager = env_manager
@@ -43,6 +57,9 @@ class PolicyRouter:
         self-play team that does not learn now, the opponent snapshot drawn for it."""
         brain = trainer.behavior
         live = self.live[brain]
+        policy = phase.plays(brain) if phase is not None else None
+        if policy is not None:  # a fixed policy plays the behavior in this phase (ml_arl.baselines)
+            live = fixed_policy_snapshot(policy.name, policy.params, trainer)
         for behavior_id in behavior_ids:
             snapshot = selfplay.snapshot_for(brain, behavior_id, live)
             if snapshot is None:

@@ -82,6 +82,17 @@ def _check_phases(
         for name in phase.learn or []:
             if unknown(name):
                 problems.append(f"{where}.learn: '{name}' is not a configured behavior (configured: {configured})")
+        for name, policy in phase.play.items():
+            if unknown(name):
+                problems.append(f"{where}.play: '{name}' is not a configured behavior (configured: {configured})")
+            if phase.learn and name in phase.learn:
+                problems.append(f"{where}.play: '{name}' is in learn too; a behavior a fixed policy plays does not learn")
+            try:
+                from ml_arl.baselines import policy_path
+
+                policy_path(policy.name)
+            except ValueError as err:
+                problems.append(f"{where}.play.{name}.name: {err}")
         for stop in phase.stop_when:
             if unknown(stop.behavior):
                 problems.append(f"{where}.stop_when: '{stop.behavior}' is not a configured behavior (configured: {configured})")

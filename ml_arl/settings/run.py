@@ -200,6 +200,14 @@ class StopWhen(Strict):
     mean_objective_per_step: Float
 
 
+class PolicySettings(Strict):
+    """A fixed policy that plays a behavior in a phase: a built-in name (no_op, random,
+    volt_var_droop, greedy) or pkg.module:Class, and its params (ml_arl.baselines)."""
+
+    name: str
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
 class PhaseSettings(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
     mode: Literal["train", "test"] = "train"
@@ -211,9 +219,14 @@ class PhaseSettings(Strict):
     behaviors: dict[str, dict[str, Any]] = Field(default_factory=dict)  # settings overrides per behavior
     load: dict[str, LoadSettings] = Field(default_factory=dict)  # behavior -> where its brain comes from
     stop_when: list[StopWhen] = Field(default_factory=list)  # ml_arl: the phase ends early once any of these holds
+    play: dict[str, PolicySettings] = Field(default_factory=dict)  # behavior -> the fixed policy that plays it here
+
+    def plays(self, brain: str) -> Optional[PolicySettings]:
+        """The fixed policy that plays ``brain`` in this phase, or None (its own brain plays)."""
+        return self.play.get(brain)
 
     def learns(self, brain: str) -> bool:
-        return self.mode == "train" and (self.learn is None or brain in self.learn)
+        return self.mode == "train" and (self.learn is None or brain in self.learn) and brain not in self.play
 
 
 class RunOptions(Strict):
