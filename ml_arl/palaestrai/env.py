@@ -101,6 +101,7 @@ class PalaestraiEnv(BaseEnv):
         seed: int = 0,
         worker_id: int = 0,
         phase_limits: Optional[list[tuple[Optional[int], int]]] = None,
+        phase_agents: Optional[list[Optional[list[str]]]] = None,
     ):
         # per phase, its environments (a phase with one may give it alone)
         self._phase_envs = [tuple(e) if isinstance(e, (tuple, list)) else (e,) for e in environments]
@@ -108,6 +109,7 @@ class PalaestraiEnv(BaseEnv):
         # per phase (episodes per worker, workers): palaestrAI's worker runs exactly its episodes, and a
         # worker beyond the phase's count runs none; an idle worker steps nothing until the next phase
         self._limits = list(phase_limits or [])
+        self._phase_agents = list(phase_agents or [])  # per phase, the agents that act (None: all)
         self._episodes = 0
         self._idle = False
         self._wiring = list(agents)
@@ -185,7 +187,8 @@ class PalaestraiEnv(BaseEnv):
         self._emit(self._next_deciding(), terminal or {})
 
     def _next_deciding(self) -> list[str]:
-        names = [w.name for w in self._wiring]
+        active = self._phase_agents[self._phase] if self._phase < len(self._phase_agents) else None
+        names = [w.name for w in self._wiring if active is None or w.name in active]  # a phase may leave agents out
         return [names[self._turn % len(names)]] if self.taking_turns else names
 
     def _complete(self, agent: _Agent, done: bool, terminated: Optional[bool], truncated: Optional[bool]) -> float:

@@ -92,6 +92,7 @@ class Translation:
         self.agents: list[AgentWiring] = []
         self.taking_turns = False
         self.phase_limits: list[tuple[Optional[int], int]] = []  # per phase: (episodes per worker, workers)
+        self.phase_agents: list[Optional[list[str]]] = []  # per phase: the agents it runs (None: every agent)
 
 
 def read(data: dict[str, Any], path: str, results_dir: str = "results", check_environment: bool = True) -> Translation:
@@ -123,6 +124,7 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
     behaviors: dict[str, dict[str, Any]] = {}
     first_agents: dict[str, dict[str, Any]] = {}
     our_phases: list[dict[str, Any]] = []
+    phase_agent_names: list[list[str]] = []  # per phase, the agents it gives (or inherits)
     workers = 1
     env_specs: list[tuple[EnvironmentSpec, ...]] = []
     wiring: dict[str, AgentWiring] = {}
@@ -210,12 +212,16 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
             source = load_section(reader, awhere, agent.get("load"), name, uid, index, phases, results_dir)
             if source is not None:
                 load[name] = source
-        missing = [n for n in first_agents if n not in seen]
-        if missing and agents:
-            ra.problem(f"{where}.agents", f"{', '.join(missing)} left out; ml_arl runs every agent in every phase")
+        phase_agent_names.append(list(seen))
         if load:
             ours["load"] = load
         our_phases.append(ours)
+    everyone = list(wiring)
+    for ours, names in zip(our_phases, phase_agent_names):  # a phase may leave agents out: they sit it out
+        active = None if set(names) == set(everyone) else [n for n in everyone if n in names]
+        out.phase_agents.append(active)
+        if active is not None:
+            ours["act"] = active
     if check_environment and env_specs:  # with the other problems: every problem of the file at once
         _check_wiring(reader, env_specs[0], list(wiring.values()), seed or 0)
     if reader.problems:

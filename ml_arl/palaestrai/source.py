@@ -16,8 +16,10 @@ from ml_arl.palaestrai.env import PalaestraiEnv
 
 
 def make_env(environments: list[tuple[EnvironmentSpec, ...]], agents: list[AgentWiring], taking_turns: bool,
-             worker_id: int = 0, seed: int = 0, phase_limits: Optional[list[tuple[Optional[int], int]]] = None) -> PalaestraiEnv:
-    return PalaestraiEnv(environments, agents, taking_turns, seed=seed, worker_id=worker_id, phase_limits=phase_limits)
+             worker_id: int = 0, seed: int = 0, phase_limits: Optional[list[tuple[Optional[int], int]]] = None,
+             phase_agents: Optional[list[Optional[list[str]]]] = None) -> PalaestraiEnv:
+    return PalaestraiEnv(environments, agents, taking_turns, seed=seed, worker_id=worker_id, phase_limits=phase_limits,
+                         phase_agents=phase_agents)
 
 
 def palaestrai_env_kwargs(env_path: str, path: str) -> dict[str, Any]:
@@ -32,4 +34,4 @@ def palaestrai_env_kwargs(env_path: str, path: str) -> dict[str, Any]:
     except ConfigError as err:
         raise EnvironmentSourceError(f"--env {env_path}: {err.problems[0]}") from None
     return {"environments": translation.environments, "agents": translation.agents, "taking_turns": translation.taking_turns,
-            "phase_limits": translation.phase_limits}
+            "phase_limits": translation.phase_limits, "phase_agents": translation.phase_agents}

@@ -197,7 +197,7 @@ class PhaseSchedule:
         if phase is None:
             return all(t.finished for t in trainers.values())
         learning = [b for b, t in trainers.items() if t.learning]
-        counting = learning or list(trainers)
+        counting = learning or [b for b in trainers if phase.acts(b)] or list(trainers)
         reason = self.stopped_early()
         if reason is not None:
             logger.info("Phase %s ends early: %s", phase.name, reason)

@@ -82,6 +82,13 @@ def _check_phases(
         for name in phase.learn or []:
             if unknown(name):
                 problems.append(f"{where}.learn: '{name}' is not a configured behavior (configured: {configured})")
+        for name in phase.act or []:
+            if unknown(name):
+                problems.append(f"{where}.act: '{name}' is not a configured behavior (configured: {configured})")
+        if phase.act is not None:
+            for name in [n for n in (phase.learn or []) if n not in phase.act]:
+                problems.append(f"{where}.learn: '{name}' does not act in this phase (act: {', '.join(phase.act)}); "
+                                "add it to act or remove it from learn")
         for name, policy in phase.play.items():
             if unknown(name):
                 problems.append(f"{where}.play: '{name}' is not a configured behavior (configured: {configured})")

@@ -220,13 +220,19 @@ class PhaseSettings(Strict):
     load: dict[str, LoadSettings] = Field(default_factory=dict)  # behavior -> where its brain comes from
     stop_when: list[StopWhen] = Field(default_factory=list)  # ml_arl: the phase ends early once any of these holds
     play: dict[str, PolicySettings] = Field(default_factory=dict)  # behavior -> the fixed policy that plays it here
+    act: Optional[list[str]] = None  # behaviors that act in this phase (default: all); the others sit it out
 
     def plays(self, brain: str) -> Optional[PolicySettings]:
         """The fixed policy that plays ``brain`` in this phase, or None (its own brain plays)."""
         return self.play.get(brain)
 
     def learns(self, brain: str) -> bool:
-        return self.mode == "train" and (self.learn is None or brain in self.learn) and brain not in self.play
+        return (self.mode == "train" and (self.learn is None or brain in self.learn) and brain not in self.play
+                and self.acts(brain))
+
+    def acts(self, brain: str) -> bool:
+        """The behavior acts in this phase (it is not sitting it out)."""
+        return self.act is None or brain in self.act
 
 
 class RunOptions(Strict):

@@ -204,3 +204,18 @@ def test_phase_avg_ends_a_phase_once_the_objective_is_reached(tmp_path: Path) ->
     result = arl_learn_here([str(path), "--check"], tmp_path)
     assert result.returncode == 2
     assert "phases.train.stop_when: 'nobody' is not a configured behavior" in result.stderr, result.stderr
+
+
+def test_a_phase_may_leave_an_agent_out(tmp_path: Path) -> None:
+    """palaestrAI runs the agents a phase lists: the attacker alone in the test phase, the
+    defender sitting it out (it neither acts nor counts)."""
+    path = run_file(tmp_path, "alone", brain="palaestrai.agent:DummyBrain", episodes=2)
+    data = yaml.safe_load(path.read_text())
+    data["schedule"][1]["test"]["agents"] = [agent("attacker", 5, "palaestrai.agent:DummyBrain")]
+    data["schedule"][1]["test"]["phase_config"]["episodes"] = 3
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    result = arl_learn_here([str(path)], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    rows = episodes(tmp_path, "alone")
+    counts = {(p, b): sum(1 for row in rows if row[:2] == (p, b)) for p in ("train", "test") for b in ("defender", "attacker")}
+    assert counts == {("train", "defender"): 2, ("train", "attacker"): 2, ("test", "defender"): 0, ("test", "attacker"): 3}
