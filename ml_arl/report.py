@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="arl-report", description="Summary table and learning curves of an arl-learn run, or an arl-study study.")
     p.add_argument("results_dir", metavar="RESULTS_DIR",
                    help=f"run folder (results/<run-id>) or its {STORE_FILENAME}, or a study's folder (results/<study>)")
+    p.add_argument("seeds", metavar="MORE_RUNS", nargs="*",
+                   help="more runs of the same config (other seeds): a resilience matrix pools them, its intervals over "
+                   "seeds and episodes")
     p.add_argument("--output", metavar="PATH", help=f"where to write the PNG (default: RESULTS_DIR/{PNG_FILENAME})")
     p.add_argument("--no-plot", action="store_true", help="only print the table")
     return p
@@ -164,6 +167,29 @@ def _report_study(folder: str, draw: bool) -> int:
     return 0
 
 
+def _report_matrices(store: str, results: RunResults, more: list[str], draw: bool) -> list[str]:
+    """Print the run's resilience matrices (pooled over ``more`` runs) and write their heat maps."""
+    from ml_arl.report_matrix import build_matrices, format_matrix, plot_matrix
+
+    runs = [(os.path.dirname(store), results)]
+    for path in more:
+        other = locate_store(path)
+        runs.append((os.path.dirname(other), read_results(other)))
+    written = []
+    for m in build_matrices(runs):
+        print()
+        print(format_matrix(m, len(runs)))
+        if draw:
+            output = os.path.join(os.path.dirname(store), f"matrix-{m.group}.png")
+            try:
+                plot_matrix(m, output)
+            except OSError as err:
+                raise ReportError(f"cannot write {output}: {err.strerror or err}; pass --no-plot") from err
+            print(output)
+            written.append(output)
+    return written
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     try:
@@ -174,6 +200,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not results.series:
             raise ReportError(f"{store} has no episodes yet; report a run that has finished at least one episode")
         print(format_table(summary_rows(results)))
+        _report_matrices(store, results, args.seeds, not args.no_plot)
         if args.no_plot:
             return 0
         output = args.output or os.path.join(os.path.dirname(store), PNG_FILENAME)

@@ -22,6 +22,7 @@ from ml_arl.exceptions import ConfigError
 from ml_arl.import_path import ImportPathError, resolve, split
 from ml_arl.objectives import ObjectiveError, build_objective
 from ml_arl.settings.errors import validate
+from ml_arl.settings.matrix import expand_matrices
 from ml_arl.settings.parameters import check_environment_parameters, curricula_criteria, is_curriculum
 from ml_arl.settings.run import EnvSettings, PhaseSettings, RunOptions, phase_settings
 from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, TrainerSettings
@@ -333,6 +334,7 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
     behaviors_raw, defaults_raw = _take_trainer_sections(data, problems)
     # environment_parameters mappings are checked on their own (even when other sections fail)
     parameters_raw = data.pop("environment_parameters") if isinstance(data.get("environment_parameters"), dict) else None
+    expand_matrices(data, problems)  # a matrix phase becomes its pairings' test phases
     phase_parameters_raw = _take_phase_parameters(data)
 
     base, errs = validate(RunOptions, data, ())

@@ -221,6 +221,8 @@ class PhaseSettings(Strict):
     stop_when: list[StopWhen] = Field(default_factory=list)  # ml_arl: the phase ends early once any of these holds
     play: dict[str, PolicySettings] = Field(default_factory=dict)  # behavior -> the fixed policy that plays it here
     act: Optional[list[str]] = None  # behaviors that act in this phase (default: all); the others sit it out
+    group: Optional[str] = None  # the matrix phase this pairing comes from (ml_arl.settings.matrix)
+    cell: dict[str, str] = Field(default_factory=dict)  # its players: behavior -> learned or a policy name
 
     def plays(self, brain: str) -> Optional[PolicySettings]:
         """The fixed policy that plays ``brain`` in this phase, or None (its own brain plays)."""

@@ -66,3 +66,38 @@ def test_bad_policies_are_one_line_each(tmp_path: Path) -> None:
     assert result.returncode == 2, result.stdout + result.stderr
     assert "play: Attacker: policy volt_var_droop plays GridDefense's Defender (6 continuous actions" in result.stdout + result.stderr
     assert "Traceback" not in result.stdout + result.stderr
+
+
+def test_a_matrix_phase_plays_every_pairing_and_arl_report_shows_it(tmp_path: Path) -> None:
+    from ml_arl import report
+
+    path = tmp_path / "matrix.yaml"
+    path.write_text(yaml.safe_dump(config([{"name": "m", "mode": "test", "episodes": 4, "matrix": {
+        "Defender": ["learned", "volt_var_droop"], "Attacker": ["greedy", "none"]}}]), sort_keys=False))
+    check = arl_learn_here([str(path), "--run-id", "m", "--check"], tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    phases = yaml.safe_load(check.stdout)["phases"]
+    assert [p["name"] for p in phases] == ["m.learned-vs-greedy", "m.learned-vs-none", "m.volt_var_droop-vs-greedy",
+                                           "m.volt_var_droop-vs-none"]
+    assert phases[3]["play"] == {"Defender": {"name": "volt_var_droop", "params": {}}, "Attacker": {"name": "no_op", "params": {}}}
+    assert phases[0]["play"] == {"Attacker": {"name": "greedy", "params": {}}} and phases[0]["cell"]["Defender"] == "learned"
+    for run_id, seed in (("m", "3"), ("m2", "4")):
+        result = arl_learn_here([str(path), "--run-id", run_id, "--seed", seed], tmp_path)
+        assert result.returncode == 0, result.stdout + result.stderr
+    import contextlib
+    import io
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        code = report.main([str(tmp_path / "results" / "m"), str(tmp_path / "results" / "m2")])
+    text = out.getvalue()
+    assert code == 0, text
+    assert "matrix m: Defender's mean return, 95 % interval over 2 runs and their episodes" in text, text
+    line = next(row for row in text.splitlines() if row.startswith("volt_var_droop "))
+    greedy, none = [float(cell.split(" [")[0]) for cell in line.split("  ")[1:] if cell.strip()]
+    assert greedy < none  # the greedy attack costs the droop
+    assert (tmp_path / "results" / "m" / "matrix-m.png").is_file()
+    bad = config([{"name": "m", "mode": "train", "max_steps": 10, "matrix": {"Defender": ["learned"]}}])
+    path.write_text(yaml.safe_dump(bad))
+    result = arl_learn_here([str(path), "--run-id", "bad", "--check"], tmp_path)
+    assert result.returncode == 2 and "phases.m.matrix: a matrix plays its pairings in test mode" in result.stderr
