@@ -97,6 +97,11 @@ class Translation:
 
 def read(data: dict[str, Any], path: str, results_dir: str = "results", check_environment: bool = True) -> Translation:
     """A run file's data -> Translation; ConfigError with every problem at once."""
+    try:
+        import palaestrai  # noqa: F401  (its classes are the run file's: environments, objectives, agents)
+    except ImportError as err:
+        raise ConfigError([f"{path}: a palaestrAI run file needs palaestrai installed ({err}); "
+                           "pip install -e '.[palaestrai]' (make install does)"]) from None
     reader = Reader(path)
     top = reader.keys("top level", data, RUN_KEYS)
     uid = top.get("uid", top.get("id"))
