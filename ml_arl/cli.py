@@ -111,7 +111,7 @@ def _parse(argv: list[str]) -> tuple[RunOptions, bool]:
         from ml_arl.palaestrai.runfile import translate_file
 
         results_dir = overrides.get("checkpoint_settings", {}).get("results_dir", "results")
-        data = translate_file(data, path, results_dir)
+        data = translate_file(data, path, results_dir, overrides.get("env_settings", {}).get("num_envs"))
     if not data:
         logger.warning("%s: the config is empty; every behavior trains with the default settings", path)
     return build_run_options(data, overrides, path), check

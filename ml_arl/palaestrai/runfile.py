@@ -274,6 +274,12 @@ def _check_wiring(reader: Reader, envs: tuple[EnvironmentSpec, ...], agents: lis
         reader.problem("agents", problem)
 
 
-def translate_file(data: dict[str, Any], path: str, results_dir: str = "results") -> dict[str, Any]:
-    """Our config dict for a run file (the CLI's entry)."""
-    return read(data, path, results_dir).config
+def translate_file(data: dict[str, Any], path: str, results_dir: str = "results",
+                   num_envs: Optional[int] = None) -> dict[str, Any]:
+    """Our config dict for a run file (the CLI's entry); ``num_envs``: a --num-envs given with it."""
+    config = read(data, path, results_dir).config
+    workers = config["env_settings"]["num_envs"]
+    if num_envs is not None and isinstance(num_envs, int) and num_envs < workers:
+        raise ConfigError([f"{path}: --num-envs {num_envs} is fewer than the {workers} workers a phase of the run file "
+                           "asks for (phase_config.worker); each runs its own episodes, so give at least that many"])
+    return config

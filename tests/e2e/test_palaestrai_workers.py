@@ -219,3 +219,11 @@ def test_a_phase_may_leave_an_agent_out(tmp_path: Path) -> None:
     rows = episodes(tmp_path, "alone")
     counts = {(p, b): sum(1 for row in rows if row[:2] == (p, b)) for p in ("train", "test") for b in ("defender", "attacker")}
     assert counts == {("train", "defender"): 2, ("train", "attacker"): 2, ("test", "defender"): 0, ("test", "attacker"): 3}
+
+
+def test_fewer_workers_than_a_phase_asks_for_is_one_line(tmp_path: Path) -> None:
+    path = run_file(tmp_path, "two", brain="palaestrai.agent:DummyBrain", worker=2)
+    result = arl_learn_here([str(path), "--num-envs", "1", "--check"], tmp_path)
+    assert result.returncode == 2
+    assert "--num-envs 1 is fewer than the 2 workers a phase of the run file asks for" in result.stderr, result.stderr
+    assert arl_learn_here([str(path), "--num-envs", "3", "--check"], tmp_path).returncode == 0  # more is fine: they idle
