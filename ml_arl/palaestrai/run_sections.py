@@ -267,15 +267,16 @@ def load_section(reader: Reader, where: str, data: Any, agent: str, uid: str, in
         if phase == index - 1 and source == agent:
             return None  # the brain carries over from the phase before
         return {"phase": phase_name(phases[phase][0], phase), "behavior": source}
-    names = phase_names_of(results_dir, run)
+    folder = run_name(run)  # the run's folder: its uid as arl-learn names runs
+    names = phase_names_of(results_dir, folder)
     if not names:
         reader.problem(f"{where}.load.experiment_run", f"no run {run!r} in {results_dir} (looked for "
-                       f"{os.path.join(results_dir, run, 'phases.json')})")
+                       f"{os.path.join(results_dir, folder, 'run_logs', 'phases.json')})")
         return None
     if phase >= len(names):
         reader.problem(f"{where}.load.phase", f"run {run!r} has phases 0-{len(names) - 1} ({', '.join(names)})")
         return None
-    return {"run": run, "phase": names[phase], "behavior": source}
+    return {"run": folder, "phase": names[phase], "behavior": source}
 
 
 def phase_name(name: str, index: int) -> str:
@@ -283,3 +284,11 @@ def phase_name(name: str, index: int) -> str:
 
     clean = re.sub(r"[^A-Za-z0-9_.-]", "_", name).lstrip("_.-")
     return clean or f"phase_{index}"
+
+
+def run_name(uid: str) -> str:
+    """The run id a uid gives: the uid with every run of other characters than letters, digits,
+    '-', '_' and '.' made one '-' (``Two dummy agents`` -> ``Two-dummy-agents``)."""
+    import re
+
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", uid).strip("-.") or "palaestrai-run"

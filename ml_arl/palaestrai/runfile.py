@@ -37,6 +37,7 @@ from ml_arl.palaestrai.run_sections import (
     load_section,
     objective_rules,
     phase_name,
+    run_name,
     simulation_section,
 )
 
@@ -246,14 +247,6 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
         "results_store": {"record_steps": True},  # palaestrAI records every step (muscle_actions): so do we
     }
     return out
-
-
-def run_name(uid: str) -> str:
-    """The run id a uid gives: the uid with every run of other characters than letters, digits,
-    '-', '_' and '.' made one '-' (``Two dummy agents`` -> ``Two-dummy-agents``)."""
-    import re
-
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", uid).strip("-.") or "palaestrai-run"
 
 
 def _check_wiring(reader: Reader, envs: tuple[EnvironmentSpec, ...], agents: list[AgentWiring], seed: int) -> None:

@@ -227,3 +227,17 @@ def test_fewer_workers_than_a_phase_asks_for_is_one_line(tmp_path: Path) -> None
     assert result.returncode == 2
     assert "--num-envs 1 is fewer than the 2 workers a phase of the run file asks for" in result.stderr, result.stderr
     assert arl_learn_here([str(path), "--num-envs", "3", "--check"], tmp_path).returncode == 0  # more is fine: they idle
+
+
+def test_load_names_an_earlier_run_by_its_uid_even_with_spaces(tmp_path: Path) -> None:
+    first = run_file(tmp_path, "earlier", brain="tests.support.palaestrai_agents:CountingBrain")
+    data = yaml.safe_load(first.read_text())
+    data["uid"] = "An earlier run"  # its folder: results/An-earlier-run
+    first.write_text(yaml.safe_dump(data, sort_keys=False))
+    assert arl_learn_here([str(first)], tmp_path).returncode == 0
+    assert (tmp_path / "results" / "An-earlier-run").is_dir()
+    later = run_file(tmp_path, "later", brain="tests.support.palaestrai_agents:CountingBrain",
+                     test_load={"experiment_run": "An earlier run", "phase": 0, "agent": "attacker"})
+    result = arl_learn_here([str(later), "--check"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "run: An-earlier-run" in result.stdout
