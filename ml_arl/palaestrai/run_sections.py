@@ -150,6 +150,9 @@ def simulation_section(reader: Reader, where: str, data: Any,
     name = str(data.get("name", ""))
     cls = name.rpartition(":")[2]
     turns = False
+    if cls in TAKING_TURNS + VANILLA and not palaestrai_module(name, "palaestrai.simulation"):
+        reader.problem(f"{where}.simulation.name", f"{name!r}: palaestrAI's controllers are in palaestrai.simulation "
+                       f"(palaestrai.simulation:{cls})")
     if cls in TAKING_TURNS:
         turns = True
     elif cls not in VANILLA:
@@ -166,6 +169,10 @@ def simulation_section(reader: Reader, where: str, data: Any,
         cname = str(cond.get("name", "")).rpartition(":")[2]
         if cname not in CONDITIONS:
             reader.problem(cwhere, f"{cond.get('name')!r} is not supported; ml_arl runs {', '.join(CONDITIONS)}")
+            continue
+        if not condition_module_ok(str(cond.get("name", ""))):
+            reader.problem(cwhere, f"{cond.get('name')!r}: palaestrAI's termination conditions are in "
+                           f"palaestrai.experiment (palaestrai.experiment:{cname})")
             continue
         if cname == "AgentObjectiveTerminationCondition":
             objective_rules(reader, cwhere, cond.get("params") or {}, end_at, stop_when)
@@ -292,3 +299,15 @@ def run_name(uid: str) -> str:
     import re
 
     return re.sub(r"[^A-Za-z0-9_.-]+", "-", uid).strip("-.") or "palaestrai-run"
+
+
+def palaestrai_module(name: str, package: str) -> bool:
+    """``name`` (module:Class) is in ``package`` or one of its modules."""
+    module = name.partition(":")[0]
+    return module == package or module.startswith(package + ".")
+
+
+def condition_module_ok(name: str) -> bool:
+    """A termination condition named in palaestrAI's modules (palaestrai.experiment, or the deprecated
+    VanillaSimControllerTerminationCondition's palaestrai.simulation)."""
+    return palaestrai_module(name, "palaestrai.experiment") or palaestrai_module(name, "palaestrai.simulation")

@@ -33,6 +33,7 @@ from ml_arl.palaestrai.run_sections import (
     CONDITIONS,
     Reader,
     agent_section,
+    condition_module_ok,
     environment_section,
     load_section,
     objective_rules,
@@ -51,8 +52,9 @@ PHASE_CONFIG_KEYS = ("mode", "worker", "episodes", "evaluate_every", "store_raw_
 
 
 def is_run_file(data: Any) -> bool:
-    """A palaestrAI run file: a ``schedule`` and none of our sections."""
-    return isinstance(data, dict) and "schedule" in data and "behaviors" not in data and "phases" not in data
+    """A palaestrAI run file: a ``schedule`` (or a ``uid`` with a ``run_config``) and none of our sections."""
+    return (isinstance(data, dict) and ("schedule" in data or ("uid" in data and "run_config" in data))
+            and "behaviors" not in data and "phases" not in data)
 
 
 def _expand(reader: Reader, schedule: Any) -> list[tuple[str, dict[str, Any], set[str]]]:
@@ -96,7 +98,8 @@ class Translation:
         self.phase_agents: list[Optional[list[str]]] = []  # per phase: the agents it runs (None: every agent)
 
 
-def read(data: dict[str, Any], path: str, results_dir: str = "results", check_environment: bool = True) -> Translation:
+def read(data: dict[str, Any], path: str, results_dir: str = "results", check_environment: bool = True,
+         log_warnings: bool = True) -> Translation:
     """A run file's data -> Translation; ConfigError with every problem at once."""
     try:
         import palaestrai  # noqa: F401  (its classes are the run file's: environments, objectives, agents)
@@ -106,6 +109,8 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
     reader = Reader(path)
     top = reader.keys("top level", data, RUN_KEYS)
     uid = top.get("uid", top.get("id"))
+    if "uid" not in top and "id" in top:
+        reader.warnings.append(f"{path}: id: palaestrAI 3.5.18's schema wants uid (id is refused there); read as the uid")
     if not isinstance(uid, str) or not uid:
         reader.problem("uid", "a run file names its run: uid: <name>")
         uid = "palaestrai-run"
@@ -125,7 +130,12 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
             objective_rules(reader, "run_config.condition", cond.get("params") or {}, {}, run_stop_when)
         if str(cname).rpartition(":")[2] not in CONDITIONS:
             reader.problem("run_config.condition", f"{cname!r} is not supported; ml_arl runs {', '.join(CONDITIONS)}")
-    phases = _expand(reader, top.get("schedule"))
+        elif not condition_module_ok(str(cname)):
+            reader.problem("run_config.condition", f"{cname!r}: palaestrAI's termination conditions are in "
+                           "palaestrai.experiment")
+    if "schedule" not in top:
+        reader.problem("schedule", "missing: a run file lists its phases under schedule: [{<phase name>: {...}}, ...]")
+    phases = _expand(reader, top.get("schedule")) if "schedule" in top else []
     out = Translation()
     behaviors: dict[str, dict[str, Any]] = {}
     first_agents: dict[str, dict[str, Any]] = {}
@@ -232,7 +242,7 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
         _check_wiring(reader, env_specs[0], list(wiring.values()), seed or 0)
     if reader.problems:
         raise ConfigError(reader.problems)
-    for warning in reader.warnings:
+    for warning in reader.warnings if log_warnings else []:
         logger.warning("%s", warning)
     out.environments = env_specs
     out.agents = list(wiring.values())

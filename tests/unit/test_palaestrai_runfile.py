@@ -392,3 +392,26 @@ def test_is_run_file_tells_run_files_from_our_configs() -> None:
     assert not is_run_file(None)
     assert not is_run_file([{"schedule": []}])
     assert not is_run_file(copy.deepcopy(ours) | {"uid": "x"})
+
+
+def test_a_misspelled_module_of_a_controller_or_condition_is_one_line() -> None:
+    lines = problems(run_file(first=first_phase(simulation=simulation("palaestrai.simulaton:Vanilla"))))
+    assert "palaestrAI's controllers are in palaestrai.simulation (palaestrai.simulation:Vanilla)" in one(lines, "simulaton")
+    data = run_file()
+    data["run_config"]["condition"]["name"] = "palaestrai.experimnt:VanillaRunGovernorTerminationCondition"
+    assert "palaestrAI's termination conditions are in palaestrai.experiment" in one(problems(data), "experimnt")
+
+
+def test_a_run_file_without_its_schedule_is_told_so_and_id_is_read_with_a_warning(caplog: pytest.LogCaptureFixture) -> None:
+    data = run_file()
+    data["schedul"] = data.pop("schedule")
+    assert is_run_file(data)  # uid and run_config: a run file, whose schedule is missing
+    lines = problems(data)
+    assert any("unknown key 'schedul'; did you mean 'schedule'?" in line for line in lines), lines
+    assert any("schedule: missing" in line for line in lines), lines
+    data = run_file()
+    data["id"] = data.pop("uid")
+    with caplog.at_level("WARNING"):
+        out = read(data, PATH)
+    assert out.config["checkpoint_settings"]["run_id"] == "Two-dummy-agents"
+    assert "id: palaestrAI 3.5.18's schema wants uid" in caplog.text
