@@ -88,7 +88,6 @@ class _Agent:
         self.readings: list[Any] = []  # the SensorInformation it decided on
         self.setpoints: list[Any] = []  # the ActuatorInformation it set
         self.rewards: list[Any] = []  # the RewardInformation of the update its action caused
-        self.last_objective = 0.0
         self.closed: Optional[tuple[float, float]] = None  # (reward, objective) of a transition closed early
 
 
@@ -206,7 +205,6 @@ class PalaestraiEnv(BaseEnv):
             value = 0.0 if out is None or np.size(out) == 0 else float(np.sum(out))
             agent.memory.append(agent.wiring.name, objective=np.array([value]))
         agent.recent.append(value)
-        agent.last_objective = value
         agent.acted = False
         return value
 
@@ -261,8 +259,6 @@ class PalaestraiEnv(BaseEnv):
         return BehaviorMapping(dict(self._specs))
 
     def reset(self) -> None:
-        for agent in self._agents.values():
-            agent.acted = False
         self._start_episode()
 
     def set_environment_parameters(self, params: Mapping[str, Any]) -> None:

@@ -58,7 +58,6 @@ class PalaestraiMuscle:
     def __init__(self, weights: MuscleWeights, deterministic: bool = False, seed: int = 0):
         self.deterministic = deterministic
         self._version = -1
-        self._agent = weights.agent
         self.muscle = weights.muscle.build()
         self.muscle._uid = weights.agent  # palaestrAI names a muscle after its agent
         sensors, actuators = pickle.loads(weights.wiring)
