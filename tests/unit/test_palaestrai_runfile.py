@@ -415,3 +415,37 @@ def test_a_run_file_without_its_schedule_is_told_so_and_id_is_read_with_a_warnin
         out = read(data, PATH)
     assert out.config["checkpoint_settings"]["run_id"] == "Two-dummy-agents"
     assert "id: palaestrAI 3.5.18's schema wants uid" in caplog.text
+
+
+# -- (f) what ml_arl does not run: said, not silently dropped ---------------------------------------
+
+def test_replay_is_one_line_saying_it_is_not_supported() -> None:
+    phase = first_phase()
+    phase["agents"][0]["replay"] = [{"experiment_run": "old", "phase": 0}]
+    assert "remove it" in one(problems(run_file(first=phase)), "agents[mighty_defender].replay")
+
+
+def test_evaluate_every_is_a_warning_and_the_run_file_still_reads(caplog: pytest.LogCaptureFixture) -> None:
+    phase = first_phase()
+    phase["phase_config"]["evaluate_every"] = 5
+    with caplog.at_level("WARNING", logger=RUNFILE_LOGGER):
+        out = read(run_file(first=phase), PATH)
+    assert out.config["phases"][0]["episodes"] == 6
+    assert "phase_config.evaluate_every: evaluation workers are not run by ml_arl yet; ignored" in caplog.text
+
+
+@pytest.mark.parametrize("key,value", [
+    ("brain", {"name": "harl:PPOBrain", "params": {}}),
+    ("objective", {"name": "tests.support.palaestrai_agents:NegatedSum", "params": {}}),
+    ("sensors", ["myenv.0", "myenv.1"]),
+])
+def test_a_later_phase_that_changes_an_agent_is_one_line(key: str, value: Any) -> None:
+    later = first_phase()
+    later["agents"][1][key] = value
+    line = one(problems(run_file(("phase_test", later))), "schedule[1].phase_test.agents[evil_attacker]")
+    assert "changes this agent's brain, muscle, objective, sensors or actuators" in line
+
+
+def test_a_later_phase_that_changes_the_controller_is_one_line() -> None:
+    later = first_phase(simulation=simulation("palaestrai.simulation:TakingTurns"))
+    assert "changes the simulation controller" in one(problems(run_file(("phase_test", later))), "phase_test.simulation")
