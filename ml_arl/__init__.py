@@ -6,3 +6,27 @@ from ml_arl.protocol import install_aliases as _install_aliases
 
 # mlagents-envs' modules get our generated Unity messages (ml_arl/protocol/__init__.py says why)
 _install_aliases()
+
+# The Python API (docs/python-api.md), imported on first use so that `import ml_arl` stays light
+_API = {
+    "train": "ml_arl.api",
+    "Run": "ml_arl.api",
+    "load_policy": "ml_arl.inference",
+    "evaluate": "ml_arl.inference",
+    "make_env": "ml_arl.inference",
+    "Callback": "ml_arl.callbacks",
+    "StopTraining": "ml_arl.callbacks",
+    "StopOnReward": "ml_arl.callbacks",
+    "EvalCallback": "ml_arl.callbacks",
+    "CheckpointEvery": "ml_arl.callbacks",
+}
+
+__all__ = ["__version__", *_API]
+
+
+def __getattr__(name: str) -> object:
+    if name in _API:
+        import importlib
+
+        return getattr(importlib.import_module(_API[name]), name)
+    raise AttributeError(f"module 'ml_arl' has no attribute {name!r}")

@@ -18,7 +18,7 @@ import threading
 from types import FrameType
 from typing import Any, NoReturn, Optional
 
-from ml_arl.config_file import load_config_file
+from ml_arl.api import InterruptedWhileStopping, options_from, train_options
 from ml_arl.exceptions import (
     ArlError,
     ConfigError,
@@ -28,7 +28,7 @@ from ml_arl.exceptions import (
     TrainerThreadError,
     WorkerError,
 )
-from ml_arl.settings import RunOptions, build_run_options, cli_flags
+from ml_arl.settings import RunOptions, cli_flags
 from ml_arl.text import one_line
 
 logger = logging.getLogger("ml_arl")
@@ -100,22 +100,7 @@ def _parse(argv: list[str]) -> tuple[RunOptions, bool]:
     for flag in FLAGS:
         if flag.name in args:
             overrides.setdefault(flag.section, {})[flag.name] = args[flag.name]
-    if path is None:
-        return build_run_options({}, overrides, "(no config file)"), check
-    data, warnings = load_config_file(path)
-    for warning in warnings:
-        logger.warning("%s", warning)
-    from ml_arl.palaestrai.runfile import is_run_file
-
-    if is_run_file(data):  # a palaestrAI experiment run file, as palaestrai 3.5.18 reads it
-        from ml_arl.palaestrai.runfile import translate_file
-
-        results_dir = overrides.get("checkpoint_settings", {}).get("results_dir", "results")
-        data = translate_file(data, path, results_dir, overrides.get("env_settings", {}).get("num_envs"))
-    if not data:
-        logger.warning("%s: the config is empty; every behavior trains with the default settings", path)
-    return build_run_options(data, overrides, path), check
-
+    return options_from(path, overrides), check
 
 
 def check_only(options: RunOptions) -> int:
@@ -171,28 +156,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     # Ctrl-C saves and stops the run however arl-learn was started: a shell without job control
     # starts a background command with SIGINT ignored, and Python keeps it so
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    if options.env_settings.manager == "subprocess" and options.env_settings.backend == "subprocess":
-        from ml_arl.envs.managers.forkserver import prestart
-
-        prestart()  # the worker server boots while the run directory is checked and the env resolved
-    env_manager = None
-    started = False
     try:
-        from ml_arl.envs.managers.factory import create_env_manager
-        from ml_arl.results_dir import resolve_seed, validate_run_directories
-
-        validate_run_directories(options)  # --force deletes only once everything has been checked
-        seed = resolve_seed(options)
-        # Workers start now and import their env while this process imports torch.
-        env_manager = create_env_manager(options, seed)
-        env_manager.launch()
-        logger.debug("Launched %d environment worker(s); importing torch", options.env_settings.num_envs)
-        from ml_arl.trainer_controller import TrainerController
-
-        controller = TrainerController(options, env_manager, seed)
-        started = True
-        env_manager = None  # the controller owns it now and closes it
-        controller.start_learning()
+        train_options(options)
     except ConfigError as err:
         for problem in err.problems:
             logger.error("%s", one_line(problem))
@@ -203,15 +168,10 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ArlError as err:
         logger.error("%s", one_line(str(err)))
         return err.exit_code
+    except InterruptedWhileStopping:
+        logger.warning("Interrupted again while stopping: the final checkpoint may be missing; those saved before are intact.")
     except KeyboardInterrupt:
-        if not started:
-            logger.info("Interrupted before training started.")
-        else:  # a second interrupt, while the first one's checkpoint was being saved
-            logger.warning("Interrupted again while stopping: the final checkpoint may be missing; those saved before are intact.")
-        return 0
-    finally:
-        if env_manager is not None:
-            env_manager.close()
+        logger.info("Interrupted before training started.")
     return 0
 
 

@@ -22,6 +22,7 @@ from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.agent_processor import AgentManager
 from ml_arl.behavior_id import brain_name
+from ml_arl.callbacks import CallbackList, StopTraining
 from ml_arl.envs.managers.env_manager import EnvManager
 from ml_arl.envs.managers.factory import create_env_manager
 from ml_arl.exceptions import ConfigError
@@ -63,8 +64,10 @@ def set_torch_threads() -> None:
 
 
 class TrainerController:
-    def __init__(self, options: RunOptions, env_manager: Optional[EnvManager] = None, seed: Optional[int] = None):
+    def __init__(self, options: RunOptions, env_manager: Optional[EnvManager] = None, seed: Optional[int] = None,
+                 callbacks: Optional[CallbackList] = None):
         self.options = options
+        self.callbacks = callbacks if callbacks is not None else CallbackList()
         self.train_model = not options.checkpoint_settings.inference
         self.timers = Timers()
         self.seed = resolve_seed(options) if seed is None else seed
@@ -74,7 +77,7 @@ class TrainerController:
         set_torch_threads()
         self.env_manager = env_manager if env_manager is not None else create_env_manager(options, self.seed)
         self.schedule = PhaseSchedule(options)
-        self.outputs = RunOutputs(options, self.timers)
+        self.outputs = RunOutputs(options, self.timers, [self.callbacks] if self.callbacks.callbacks else [])
         self.brains = Brains(options, self.schedule, device, self.seed)
         self.selfplay = SelfPlay(self.seed)
         self.policies = PolicyRouter(self.env_manager, options)
@@ -100,7 +103,9 @@ class TrainerController:
         return self.outputs.env_steps
 
     # ------------------------------------------------------------------ start / loop / shutdown
-    def start_learning(self) -> None:
+    def start_learning(self) -> bool:
+        """Run every pending phase; True when Ctrl-C interrupted it (a checkpoint is saved then, as
+        when a callback stops the run)."""
         interrupted = False
         try:
             with self.timers.timed("env_start"):
@@ -116,15 +121,20 @@ class TrainerController:
         except KeyboardInterrupt:
             interrupted = True
             logger.info("Learning was interrupted; saving a final checkpoint.")
+        except StopTraining as stop:
+            logger.info("%s; saving a final checkpoint.", stop)
         finally:
             self._shutdown()
-        if not interrupted:
+        if not interrupted and not self.callbacks.stop_requested:
             logger.info("Training finished after %d environment steps.", self.env_steps.total)
+        return interrupted
 
     def _shutdown(self) -> None:
         """Stop the trainers, save what is safe to save, write the run logs, close everything."""
         self.progress.close()
         self.threads.stop()
+        if self.callbacks.stop_requested and self.schedule.begun and not self.schedule.ended:
+            self._last_summaries()  # a callback stopped the run: what it reached is in TensorBoard and Run.stats
         try:
             if self.train_model and self.outputs.ready and self.schedule.begun and not self.schedule.ended:
                 self.brains.save_final(self.outputs.status, self._elos(), self.threads.unsafe())
@@ -166,6 +176,7 @@ class TrainerController:
         self.selfplay.new_phase(self.trainers, self.brains.behavior_ids, self.policies.live, self.brains.saved_elo)
         schedule.save_log()
         self.outputs.record_phase(schedule.name, index, schedule.mode, "running")
+        self.callbacks.phase(schedule.name)
         for brain, trainer in self.trainers.items():
             self._push_policies(brain)
             self.threads.start(brain, trainer)
@@ -173,6 +184,8 @@ class TrainerController:
             self._add_behavior(behavior, spec)
         self.progress.open(self.trainers)
         while not schedule.done(self.trainers):
+            if self.callbacks.stop_requested:
+                raise StopTraining(f"Stopped by a callback ({self.callbacks.reason})")
             self.advance()
             self.progress.update(self.trainers)
         self._end_phase()
@@ -183,14 +196,18 @@ class TrainerController:
             self.outputs.switch_begins()  # until the next phase's first steps arrive
         self.progress.close()
         self.threads.stop()
-        for trainer in self.trainers.values():
-            if trainer.step % trainer.settings.summary_freq or not trainer.step:
-                trainer.write_summary(trainer.step)  # the last partial period: every episode reaches TensorBoard
+        self._last_summaries()
         if self.train_model:
             self.brains.save_final(self.outputs.status, self._elos(), self.threads.unsafe())
         self.schedule.end()
         self.outputs.record_phase(self.schedule.name, self.schedule.index, self.schedule.mode, "done")
         self.threads.rearm()
+
+    def _last_summaries(self) -> None:
+        """The last partial period's summary of each trainer: every episode reaches TensorBoard."""
+        for trainer in self.trainers.values():
+            if trainer.step % trainer.settings.summary_freq or not trainer.step:
+                trainer.write_summary(trainer.step)
 
     # ------------------------------------------------------------------ brains appear
     def _add_behavior(self, behavior_id: str, spec: BehaviorSpec) -> None:
@@ -213,6 +230,8 @@ class TrainerController:
         manager = AgentManager(brain, stats, trainer.settings.threaded and self.threads.allowed, self.threads.stop_event)
         trainer.subscribe_trajectory_queue(manager.trajectory_queue)
         trainer.publish_policy_queue(manager.policy_queue)
+        if self.callbacks.callbacks:
+            trainer.on_checkpoint = self.callbacks.checkpoint
         self.managers[brain] = manager
         self.policies.live[brain] = trainer.policy_snapshot()
         self.selfplay.setup(brain, trainer, self.brains.saved_elo)
@@ -283,6 +302,8 @@ class TrainerController:
                 schedule.name, schedule.mode, brain, ep, batch.worker_id, number, selfplay.elo(brain),
                 played.name if played is not None else None,
             )
+            if self.callbacks.callbacks:
+                self.callbacks.episode(brain, ep)
         swaps: set[str] = set()
         for behavior, (total, count) in batch.entropy.items():
             brain = brain_of[behavior]

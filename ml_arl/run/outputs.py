@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import time
+from collections.abc import Sequence
 from typing import Any, Optional
 
 import ml_arl
@@ -54,13 +55,14 @@ PROCESS_START = _process_start()  # when the process started
 
 
 class RunOutputs:
-    def __init__(self, options: RunOptions, timers: Timers):
+    def __init__(self, options: RunOptions, timers: Timers, extra_writers: Sequence[StatsWriter] = ()):
         cp = options.checkpoint_settings
         self.options = options
         self.timers = timers
         self.run_path = cp.write_path
         self.writers: list[StatsWriter] = []  # reporters hold this list: it is replaced in place
         self.trackers: list[StatsWriter] = []  # MLflow, W&B, entry-point plugins: one run for all phases
+        self.extra_writers = list(extra_writers)  # train()'s callbacks: beside the trackers, in every phase
         self.status = TrainingStatus(os.path.join(cp.run_logs_dir, "training_status.json"))
         self.store: Optional[ResultsStore] = None
         self.env_steps = StepCounter()
@@ -126,6 +128,7 @@ class RunOutputs:
             GaugeWriter(self.timers),
             ConsoleWriter(),
             *self.trackers,
+            *self.extra_writers,
         ]
         self.status = TrainingStatus(os.path.join(run_logs, "training_status.json"))
         if cp.resume:

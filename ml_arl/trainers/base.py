@@ -30,6 +30,7 @@ import pickle
 import queue
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, Optional, TypeVar
 
@@ -39,6 +40,7 @@ from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.agent_processor import AgentManagerQueue
 from ml_arl.checkpoints import CheckpointManager, load_torch
+from ml_arl.envs.specs import spec_to_plain
 from ml_arl.exceptions import RunDirectoryError
 from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.settings import TrainerSettings
@@ -98,6 +100,7 @@ class Trainer(ABC, Generic[HP]):
         self.trajectory_queues: list[AgentManagerQueue[Trajectory]] = []
         self.policy_queues: list[AgentManagerQueue[PolicySnapshot]] = []
         self.rng = np.random.default_rng(seed)
+        self.on_checkpoint: Optional[Callable[[str], None]] = None  # train()'s callbacks: told each saved path
         self.build()
 
     def build(self) -> None:  # noqa: B027 - optional: a trainer with its own __init__ builds there
@@ -234,11 +237,17 @@ class Trainer(ABC, Generic[HP]):
     def save_checkpoint(self, final: bool = False) -> Optional[str]:
         if self.checkpoints is None:
             return None
+        state = self.state()
+        # what ml_arl.load_policy needs to rebuild the actor from this file alone
+        state.setdefault("Behavior", {"name": self.behavior, "spec": spec_to_plain(self.spec),
+                                      "settings": self.settings.model_dump(mode="json")})
         path = self.checkpoints.save(
-            self.step, self.state(), self.stats.take_mean_episode_reward(), final=final, export=self.export_onnx if self.onnx_actor() is not None else None
+            self.step, state, self.stats.take_mean_episode_reward(), final=final, export=self.export_onnx if self.onnx_actor() is not None else None
         )
         self.saved_step = self.step
         logger.info("Saved checkpoint %s", path)
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(path)
         return path
 
     def load(self, path: str, resume: bool) -> None:
