@@ -180,9 +180,11 @@ class Run:
             name = phase.name if phase is not None else schedule.name
             mode = phase.mode if phase is not None else schedule.mode
             entry = dict(logged.get(name, {}))
-            if phase is None or not entry:  # the unnamed phase keeps no log entry
+            if phase is None:  # the unnamed phase keeps no log entry
                 state = "done" if schedule.ended else ("running" if schedule.begun else "pending")
                 entry = {"state": state, "acted": dict(schedule.acted), "episodes": dict(schedule.episodes)}
+            elif not entry:
+                entry = {"state": "pending"}
             out.append({"index": index, "name": name, "mode": mode, **entry})
         return out
 
