@@ -20,7 +20,7 @@ demo: $(STAMP)
 	$(BIN)/arl-learn config/ppo/Reach.yaml --run-id demo --force
 
 lint: $(STAMP)
-	$(BIN)/ruff check ml_arl tests bench
+	$(BIN)/ruff check ml_arl tests bench examples
 	$(BIN)/mypy ml_arl
 
 # `lint`, with mypy (about a minute of one core from a cold cache, as in CI) beside the tests, its
@@ -29,7 +29,7 @@ lint: $(STAMP)
 # Bytecode caching stays on for the tests even where the environment turns it off: pytest rewrites
 # every test module's asserts and would redo that (about 2 s of CPU) in each of its processes.
 test: $(STAMP)
-	$(BIN)/ruff check ml_arl tests bench
+	$(BIN)/ruff check ml_arl tests bench examples
 	$(BIN)/mypy ml_arl > $(VENV)/mypy.log 2>&1 & mypy=$$!; \
 	PYTHONDONTWRITEBYTECODE= $(BIN)/python -m pytest -q -n 2 --durations=25 tests; tests=$$?; \
 	wait $$mypy; typed=$$?; echo "$(BIN)/mypy ml_arl:"; cat $(VENV)/mypy.log; \
