@@ -1,4 +1,5 @@
-"""Train CartPole from Python, stop once it is solved, then load the policy and evaluate it.
+"""Train CartPole from Python, stop once it is solved, load the policy, evaluate it, and drive
+arl-learn's workers as a gymnasium vector environment with it.
 
     python examples/python_api.py [--results-dir results] [--threshold 475]
 
@@ -36,6 +37,16 @@ def main() -> None:
 
     # 3. Act on observations of your own.
     print("action for a centred pole:", policy.act([0.0, 0.0, 0.0, 0.0]))
+
+    # 4. Step arl-learn's environment workers yourself: a gymnasium VectorEnv (same-step autoreset).
+    envs = ml_arl.make_vec_env("gymnasium:CartPole-v1", num_envs=2, seed=7)
+    obs, _ = envs.reset()
+    ended = []
+    for _ in range(1000):
+        obs, rewards, terminated, truncated, infos = envs.step(policy.act(obs))
+        ended += [int(i) for i in (terminated | truncated).nonzero()[0]]
+    envs.close()
+    print(f"vector env: {envs.num_envs} sub-environments, {len(ended)} episodes ended in 1,000 steps")
 
 
 if __name__ == "__main__":  # train() starts worker processes: a script needs this guard

@@ -14,6 +14,7 @@ _API = {
     "load_policy": "ml_arl.inference",
     "evaluate": "ml_arl.inference",
     "make_env": "ml_arl.inference",
+    "make_vec_env": "ml_arl.vector_env",
     "Callback": "ml_arl.callbacks",
     "StopTraining": "ml_arl.callbacks",
     "StopOnReward": "ml_arl.callbacks",

@@ -21,7 +21,7 @@ from enum import IntEnum
 from typing import Any, Literal, NamedTuple, Optional, Union
 
 import numpy as np
-from mlagents_envs.base_env import BehaviorSpec
+from mlagents_envs.base_env import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
 # --------------------------------------------------------------------------- experience
 
@@ -300,7 +300,16 @@ class CloseCommand:
     """Close the environment and exit."""
 
 
-WorkerCommand = Union[StepCommand, ResetCommand, SetParametersCommand, CloseCommand]
+@dataclass(frozen=True)
+class ActCommand:
+    """Outside actions (ml_arl.vector_env): set these actions, step the environment once, and
+    answer with every behavior's steps; with no actions, answer without stepping. A behavior
+    with deciding agents and no actions here gets empty ones."""
+
+    actions: dict[str, ActionTuple] = field(default_factory=dict)
+
+
+WorkerCommand = Union[StepCommand, ResetCommand, SetParametersCommand, CloseCommand, ActCommand]
 
 
 @dataclass(frozen=True)
@@ -350,4 +359,12 @@ class ClosedReply:
     worker_id: int
 
 
-WorkerReply = Union[SpecsReply, StepReply, ResetReply, FailedReply, ClosedReply]
+@dataclass(frozen=True)
+class ObservationReply:
+    """An ActCommand is done: each behavior's (DecisionSteps, TerminalSteps), as the env gave them."""
+
+    worker_id: int
+    steps: dict[str, tuple[DecisionSteps, TerminalSteps]]
+
+
+WorkerReply = Union[SpecsReply, StepReply, ResetReply, FailedReply, ClosedReply, ObservationReply]

@@ -24,11 +24,12 @@ def test_the_docs_show_the_example_as_it_is() -> None:
 @pytest.mark.slow
 def test_the_python_api_example_trains_stops_loads_and_evaluates(tmp_path: Path) -> None:
     proc = subprocess.run(
-        [sys.executable, str(EXAMPLE), "--results-dir", str(tmp_path), "--threshold", "200"],
+        [sys.executable, str(EXAMPLE), "--results-dir", str(tmp_path), "--threshold", "475"],
         cwd=ROOT, capture_output=True, text=True, timeout=240, env=dict(os.environ, PYTHONPATH=str(ROOT)),
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "stopped: StopOnReward" in proc.stdout, proc.stdout
+    assert re.search(r"vector env: 2 sub-environments, \d+ episodes ended", proc.stdout), proc.stdout
     mean = float(re.search(r"evaluation: mean return ([\d.]+)", proc.stdout).group(1))  # type: ignore[union-attr]
-    assert mean >= 100, proc.stdout  # stopped at 200 in training; deterministic play is usually higher
+    assert mean >= 300, proc.stdout  # solved in training (475 over 20 episodes); played deterministically
     assert (tmp_path / "cartpole-api" / "CartPole.onnx").is_file()

@@ -32,7 +32,7 @@ from typing import Any, Optional
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
-from ml_arl.messages import FailedReply, PolicyMessage, StepBatch, WorkerFailure, WorkerReply
+from ml_arl.messages import FailedReply, PolicyMessage, StepBatch, WorkerCommand, WorkerFailure, WorkerReply
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
@@ -239,6 +239,12 @@ class EnvManager(ABC):
                 if again.worker_id != wid:
                     raise
                 failure = again
+
+    def exchange(self, commands: dict[int, WorkerCommand]) -> dict[int, Optional[WorkerReply]]:
+        """Send each worker (by id) its command, await the replies, each against its deadline.
+        A worker that fails or does not answer in time is restarted within the quota (or this
+        raises), freshly reset: its entry is None. For outside actions (ml_arl.vector_env)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot take outside actions")
 
     @abstractmethod
     def restart_worker(self, worker_id: int) -> None:

@@ -13,14 +13,16 @@ import traceback
 from collections.abc import Callable
 from typing import Any, Optional
 
-from mlagents_envs.base_env import BaseEnv, BehaviorSpec
+from mlagents_envs.base_env import ActionTuple, BaseEnv, BehaviorSpec
 
 from ml_arl.agent_processor import AgentProcessor
 from ml_arl.exceptions import RESTARTABLE_EXCEPTIONS, ArlError
 from ml_arl.import_path import resolve
 from ml_arl.messages import (
+    ActCommand,
     EnvStatAggregation,
     EpisodeStat,
+    ObservationReply,
     PolicyMessage,
     ResetCommand,
     ResetReply,
@@ -161,6 +163,22 @@ class EnvRunner:
             env_stats,
         )
 
+    def act(self, actions: dict[str, ActionTuple]) -> ObservationReply:
+        """Outside actions (ml_arl.vector_env): set them (empty ones for a deciding behavior without
+        any), step once if any were given, and hand back every behavior's steps."""
+        env = self.env
+        if actions:
+            for behavior, spec in dict(env.behavior_specs).items():
+                action = actions.get(behavior)
+                if action is None:
+                    decision, _ = env.get_steps(behavior)
+                    if not len(decision):
+                        continue
+                    action = spec.action_spec.empty_action(len(decision))
+                env.set_actions(behavior, action)
+            env.step()
+        return ObservationReply(self.worker_id, {b: env.get_steps(b) for b in env.behavior_specs})
+
     def reset(self) -> None:
         self.env.reset()
         for proc in self.processors.values():
@@ -183,6 +201,8 @@ def answer(runner: EnvRunner, command: WorkerCommand, steps_per_message: int) ->
         for behavior, msg in command.policies.items():
             runner.set_policy(behavior, msg)
         return StepReply(runner.worker_id, runner.run(steps_per_message))
+    if isinstance(command, ActCommand):
+        return runner.act(command.actions)
     if isinstance(command, ResetCommand):
         runner.reset()
         return ResetReply(runner.worker_id)

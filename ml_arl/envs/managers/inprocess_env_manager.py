@@ -19,7 +19,7 @@ from ml_arl.envs.managers.env_manager import EnvManager, WorkerErrorLog, worker_
 from ml_arl.envs.managers.env_runner import EnvRunner, answer, failure_of
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import WorkerError
-from ml_arl.messages import FailedReply, StepBatch, StepCommand, StepReply
+from ml_arl.messages import FailedReply, StepBatch, StepCommand, StepReply, WorkerCommand, WorkerReply
 from ml_arl.settings import EnvSettings
 
 logger = logging.getLogger(__name__)
@@ -100,6 +100,18 @@ class InProcessEnvManager(EnvManager):
             return reply.batch
 
         return self._each(run)
+
+    def exchange(self, commands: dict[int, WorkerCommand]) -> dict[int, Optional[WorkerReply]]:
+        out: dict[int, Optional[WorkerReply]] = {}
+        for worker_id, command in sorted(commands.items()):
+            try:
+                out[worker_id] = answer(self.runners[worker_id], command, self.settings.steps_per_message)
+            except Exception as exc:
+                failure = self._error(worker_id, exc)
+                failure.__cause__ = exc
+                self.handle_failure(failure)
+                out[worker_id] = None
+        return out
 
     def _close_failed(self, worker_id: int, runner: EnvRunner) -> None:
         try:

@@ -96,6 +96,26 @@ class PipelinedEnvManager(EnvManager, Generic[W]):
         await the RESETs, each worker against its own deadline; then restart the workers that
         failed or timed out (within the quota; a restarted worker starts reset, with ``self.parameters``)."""
 
+    def _ask_many(self, asks: list[tuple[W, WorkerCommand]]) -> list[Optional[WorkerReply]]:
+        """``_ask`` of several workers; a backend that can sends them all before it awaits any."""
+        return [self._ask(worker, command) for worker, command in asks]
+
+    def exchange(self, commands: dict[int, WorkerCommand]) -> dict[int, Optional[WorkerReply]]:
+        members = self._members()
+        asks = [(members[wid], command) for wid, command in sorted(commands.items())]
+        out: dict[int, Optional[WorkerReply]] = {}
+        for (worker, _), reply in zip(asks, self._ask_many(asks)):
+            if reply is None:
+                failure = self._timed_out(worker, "answer", self.reply_timeout)
+            elif isinstance(reply, FailedReply):
+                failure = self._failure(worker, reply)
+            else:
+                out[worker.worker_id] = reply
+                continue
+            self.handle_failure(failure)  # restarts it, reset, within the quota; or raises
+            out[worker.worker_id] = None
+        return out
+
     def _failure(self, worker: W, reply: WorkerReply, during: str = "") -> WorkerError:
         return worker_error(worker.worker_id, reply, during)
 

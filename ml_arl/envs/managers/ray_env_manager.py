@@ -237,6 +237,10 @@ class RayEnvManager(PipelinedEnvManager[_Handle]):
     def _ask(self, handle: _Handle, command: WorkerCommand) -> Optional[WorkerReply]:
         return self._reply_within(handle, handle.actor.call.remote(command), self.reply_timeout)
 
+    def _ask_many(self, asks: list[tuple[_Handle, WorkerCommand]]) -> list[Optional[WorkerReply]]:
+        refs = [(handle, handle.actor.call.remote(command)) for handle, command in asks]  # all step at once
+        return [self._reply_within(handle, ref, self.reply_timeout) for handle, ref in refs]
+
     def _started(self, handle: _Handle, reply: SpecsReply) -> None:
         handle.node = reply.node
         logger.debug("worker %d runs on Ray node %s", handle.worker_id, handle.node)

@@ -168,6 +168,16 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         worker.send(command)
         return self._recv(worker) if wait([worker.conn, worker.process.sentinel], timeout=self.reply_timeout) else None
 
+    def _ask_many(self, asks: list[tuple[_Worker, WorkerCommand]]) -> list[Optional[WorkerReply]]:
+        for worker, command in asks:
+            worker.send(command)  # all step at once
+        deadline = time.monotonic() + self.reply_timeout
+        return [
+            self._recv(worker) if wait([worker.conn, worker.process.sentinel], timeout=max(deadline - time.monotonic(), 0.0))
+            else None
+            for worker, _ in asks
+        ]
+
     def launch(self) -> None:
         if not self.workers:
             self.workers = [self._spawn(i) for i in range(self.settings.num_envs)]
