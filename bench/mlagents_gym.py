@@ -1,0 +1,363 @@
+"""Unity ML-Agents 1.1.0's own trainer on a gymnasium task (the reference side of issue 33's comparisons).
+
+A gymnasium environment is wrapped as an ``mlagents_envs`` ``BaseEnv`` the way an ML-Agents user would write
+one (nothing of ml_arl is imported: this runs in ML-Agents' own venv), and ML-Agents' ``TrainerController``,
+``SubprocessEnvManager`` and ``TrainerFactory`` train it from an ML-Agents YAML config, as
+``mlagents/trainers/learn.py`` does for a Unity build.
+
+How episodes are reported (the same as the wrapper behind the earlier ML-Agents Hopper seeds 1-3):
+
+* one ``BaseEnv`` per worker holds ``--copies`` gymnasium copies as agents 0..N-1 of one behavior (the
+  config's behavior name, e.g. "Hopper"); ``--num-envs`` workers (SubprocessEnvManager's processes);
+* observations are float32, continuous actions are clipped to the action space before ``env.step``;
+* a terminated episode is a TerminalSteps entry with interrupted=False, a time-limit truncation one with
+  interrupted=True (terminated wins when both are set); the final observation and last reward go there;
+* the copy is reset at once and the new episode's first decision step (reward 0) is in the same
+  ``get_steps`` as the terminal step, as Unity does for an agent that ends its episode;
+* every finished episode is appended by its worker to ``<results-dir>/<run-id>/episodes-w{worker_id}.csv``
+  (columns wall_time,return,length,truncated); episodes cut by the end of training are not recorded.
+
+The score of a run is the mean return of the last 10% of its episodes (all agents and both workers, in order
+of ending by wall_time; at least one episode). At the end it prints
+``SCORE seed=N score=X episodes=E wall_s=W``.
+
+Needs the reference venv from ``../shared/tools/install-mlagents-reference.sh`` (ML-Agents 1.1.0, torch CPU,
+gymnasium + mujoco), e.g. ``bash ../shared/tools/install-mlagents-reference.sh /work/mlref``; then:
+
+    /work/mlref/bin/python bench/mlagents_gym.py --config config/mujoco/mlagents-walker/Hopper-ppo.yaml \\
+        --seed 4 --results-dir /tmp/mlref-runs
+
+Defaults: --env Hopper-v5, --copies 8, --num-envs 2, --steps 500000 (overrides the behavior's max_steps),
+--run-id <Behavior>-ppo-s<seed>. The run folder is replaced if it exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import math
+import os
+import shutil
+import time
+from typing import Dict, List, Optional, Tuple
+
+import sys
+
+# bench/ (this script's folder, sys.path[0]) holds bench/mujoco.py, which would shadow the mujoco package
+_HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
+
+import numpy as np  # noqa: E402
+import yaml  # noqa: E402
+
+from mlagents_envs.base_env import (  # noqa: E402
+    ActionSpec,
+    ActionTuple,
+    BaseEnv,
+    BehaviorMapping,
+    BehaviorSpec,
+    DecisionSteps,
+    DimensionProperty,
+    ObservationSpec,
+    ObservationType,
+    TerminalSteps,
+)
+
+
+class GymBaseEnv(BaseEnv):
+    """``copies`` gymnasium environments as agents 0..copies-1 of one ML-Agents behavior."""
+
+    # No Unity academy behind it: SubprocessEnvManager's worker then sends no training analytics.
+    academy_capabilities = None
+
+    def __init__(
+        self,
+        env_id: str,
+        behavior_name: str,
+        copies: int,
+        seed: int,
+        worker_id: int = 0,
+        episode_csv: Optional[str] = None,
+    ) -> None:
+        import gymnasium as gym
+
+        self._envs = [gym.make(env_id) for _ in range(copies)]
+        self._name = behavior_name
+        self._seeds = [seed * 10_000 + worker_id * copies + i for i in range(copies)]
+        self._seeded = False
+        space = self._envs[0].action_space
+        if not isinstance(space, gym.spaces.Box):
+            raise ValueError(f"{env_id}: only continuous (Box) action spaces are supported, got {space}")
+        self._low = space.low.astype(np.float32)
+        self._high = space.high.astype(np.float32)
+        obs_shape = self._envs[0].observation_space.shape
+        self._spec = BehaviorSpec(
+            observation_specs=[
+                ObservationSpec(
+                    shape=tuple(obs_shape),
+                    dimension_property=(DimensionProperty.NONE,) * len(obs_shape),
+                    observation_type=ObservationType.DEFAULT,
+                    name="gym_obs",
+                )
+            ],
+            action_spec=ActionSpec.create_continuous(int(np.prod(space.shape))),
+        )
+        self._n = copies
+        self._ids = np.arange(copies, dtype=np.int32)
+        self._obs = np.zeros((copies,) + tuple(obs_shape), dtype=np.float32)
+        self._actions: Optional[np.ndarray] = None
+        self._ep_return = np.zeros(copies, dtype=np.float64)
+        self._ep_length = np.zeros(copies, dtype=np.int64)
+        self._steps: Tuple[DecisionSteps, TerminalSteps] = (
+            DecisionSteps.empty(self._spec),
+            TerminalSteps.empty(self._spec),
+        )
+        self._csv = None
+        if episode_csv is not None:
+            new = not os.path.exists(episode_csv)
+            self._csv = open(episode_csv, "a", newline="")
+            self._writer = csv.writer(self._csv)
+            if new:
+                self._writer.writerow(["wall_time", "return", "length", "truncated"])
+                self._csv.flush()
+
+    # --- BaseEnv -------------------------------------------------------------------------------------------
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        return BehaviorMapping({self._name: self._spec})
+
+    def reset(self) -> None:
+        for i, env in enumerate(self._envs):
+            kwargs = {} if self._seeded else {"seed": self._seeds[i]}
+            obs, _ = env.reset(**kwargs)
+            if not self._seeded:
+                env.action_space.seed(self._seeds[i])
+            self._obs[i] = obs
+        self._seeded = True
+        self._ep_return[:] = 0.0
+        self._ep_length[:] = 0
+        self._actions = None
+        self._steps = (self._decision(np.zeros(self._n, dtype=np.float32)), TerminalSteps.empty(self._spec))
+
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        self._check_name(behavior_name)
+        cont = np.asarray(action.continuous, dtype=np.float32).reshape(self._n, -1)
+        self._actions = cont.copy()
+
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
+        self._check_name(behavior_name)
+        if self._actions is None:
+            self._actions = np.zeros((self._n, self._spec.action_spec.continuous_size), dtype=np.float32)
+        self._actions[int(agent_id)] = np.asarray(action.continuous, dtype=np.float32).reshape(-1)
+
+    def step(self) -> None:
+        if self._actions is None:  # no action set: Unity's agents would act with zeros
+            self._actions = np.zeros((self._n, self._spec.action_spec.continuous_size), dtype=np.float32)
+        rewards = np.zeros(self._n, dtype=np.float32)
+        t_obs, t_rew, t_int, t_ids = [], [], [], []
+        for i, env in enumerate(self._envs):
+            act = np.clip(self._actions[i], self._low, self._high)
+            obs, reward, terminated, truncated, _ = env.step(act)
+            self._ep_return[i] += float(reward)
+            self._ep_length[i] += 1
+            if terminated or truncated:
+                interrupted = bool(truncated and not terminated)
+                t_obs.append(np.asarray(obs, dtype=np.float32))
+                t_rew.append(float(reward))
+                t_int.append(interrupted)
+                t_ids.append(i)
+                self._record(self._ep_return[i], int(self._ep_length[i]), interrupted)
+                self._ep_return[i] = 0.0
+                self._ep_length[i] = 0
+                obs, _ = env.reset()
+                rewards[i] = 0.0  # the new episode's first decision step
+            else:
+                rewards[i] = float(reward)
+            self._obs[i] = obs
+        self._actions = None
+        if t_ids:
+            k = len(t_ids)
+            terminal = TerminalSteps(
+                obs=[np.stack(t_obs).astype(np.float32)],
+                reward=np.asarray(t_rew, dtype=np.float32),
+                interrupted=np.asarray(t_int, dtype=bool),
+                agent_id=np.asarray(t_ids, dtype=np.int32),
+                group_id=np.zeros(k, dtype=np.int32),
+                group_reward=np.zeros(k, dtype=np.float32),
+            )
+        else:
+            terminal = TerminalSteps.empty(self._spec)
+        self._steps = (self._decision(rewards), terminal)
+
+    def get_steps(self, behavior_name: str) -> Tuple[DecisionSteps, TerminalSteps]:
+        self._check_name(behavior_name)
+        return self._steps
+
+    def close(self) -> None:
+        for env in self._envs:
+            env.close()
+        if self._csv is not None:
+            self._csv.close()
+            self._csv = None
+
+    # --- helpers -------------------------------------------------------------------------------------------
+    def _decision(self, rewards: np.ndarray) -> DecisionSteps:
+        return DecisionSteps(
+            obs=[self._obs.copy()],
+            reward=rewards.astype(np.float32),
+            agent_id=self._ids.copy(),
+            action_mask=None,
+            group_id=np.zeros(self._n, dtype=np.int32),
+            group_reward=np.zeros(self._n, dtype=np.float32),
+        )
+
+    def _record(self, ret: float, length: int, truncated: bool) -> None:
+        if self._csv is not None:
+            self._writer.writerow([f"{time.time():.6f}", f"{ret:.6f}", length, int(truncated)])
+            self._csv.flush()
+
+    def _check_name(self, behavior_name: str) -> None:
+        if behavior_name != self._name:
+            raise KeyError(f"unknown behavior {behavior_name!r} (this env has {self._name!r})")
+
+
+class GymEnvFactory:
+    """SubprocessEnvManager's env factory: (worker_id, side_channels) -> BaseEnv (side channels unused)."""
+
+    def __init__(self, env_id: str, behavior_name: str, copies: int, seed: int, out_dir: str) -> None:
+        self.env_id, self.behavior_name, self.copies, self.seed, self.out_dir = (
+            env_id, behavior_name, copies, seed, out_dir)
+
+    def __call__(self, worker_id: int, side_channels: List) -> BaseEnv:
+        return GymBaseEnv(
+            self.env_id, self.behavior_name, self.copies, self.seed, worker_id,
+            episode_csv=os.path.join(self.out_dir, f"episodes-w{worker_id}.csv"),
+        )
+
+
+def read_episodes(run_dir: str) -> List[Tuple[float, float, int, bool]]:
+    """(wall_time, return, length, truncated) of every recorded episode of a run, in order of ending."""
+    rows = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "episodes-w*.csv"))):
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                rows.append((float(r["wall_time"]), float(r["return"]), int(r["length"]), r["truncated"] == "1"))
+    rows.sort(key=lambda r: r[0])
+    return rows
+
+
+def score(returns: List[float]) -> float:
+    """Mean return of the last 10% of episodes (at least one)."""
+    if not returns:
+        return math.nan
+    tail = returns[-max(1, len(returns) // 10):]
+    return float(np.mean(tail))
+
+
+def _legacy_onnx_export() -> None:
+    """ML-Agents 1.1.0 exports with the TorchScript exporter; torch >= 2.9 defaults to dynamo."""
+    import torch
+
+    export = torch.onnx.export
+    if getattr(export, "_mlagents_legacy", False):
+        return
+
+    def legacy(*args, **kwargs):
+        kwargs.setdefault("dynamo", False)
+        return export(*args, **kwargs)
+
+    legacy._mlagents_legacy = True  # type: ignore[attr-defined]
+    torch.onnx.export = legacy
+
+
+def main(argv: Optional[List[str]] = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--config", required=True, help="ML-Agents trainer YAML (behaviors, env_settings, ...)")
+    parser.add_argument("--env", default="Hopper-v5", help="gymnasium id (default Hopper-v5)")
+    parser.add_argument("--behavior", default=None,
+                        help="behavior name (default: the config's only behavior, else the env id's prefix)")
+    parser.add_argument("--copies", type=int, default=8, help="gymnasium copies per worker (agents)")
+    parser.add_argument("--num-envs", type=int, default=2, help="env worker processes")
+    parser.add_argument("--steps", type=int, default=500_000, help="max_steps of the behavior")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--results-dir", default="results")
+    parser.add_argument("--run-id", default=None)
+    args = parser.parse_args(argv)
+
+    _legacy_onnx_export()
+    from mlagents import torch_utils
+    from mlagents.plugins.stats_writer import register_stats_writer_plugins
+    from mlagents.plugins.trainer_type import register_trainer_plugins
+    from mlagents.trainers.environment_parameter_manager import EnvironmentParameterManager
+    from mlagents.trainers.learn import write_run_options, write_timing_tree, write_training_status
+    from mlagents.trainers.settings import RunOptions
+    from mlagents.trainers.stats import StatsReporter
+    from mlagents.trainers.subprocess_env_manager import SubprocessEnvManager
+    from mlagents.trainers.trainer import TrainerFactory
+    from mlagents.trainers.trainer_controller import TrainerController
+    from mlagents_envs import logging_util
+
+    register_trainer_plugins()  # fills TrainerFactory's trainer types (mlagents-learn does it in its parser)
+    logging_util.set_log_level(logging_util.INFO)
+
+    with open(args.config) as f:
+        config = yaml.safe_load(f)
+    behaviors = config.get("behaviors") or {}
+    behavior = args.behavior or (next(iter(behaviors)) if len(behaviors) == 1 else args.env.split("-")[0])
+    if behavior not in behaviors:
+        raise SystemExit(f"{args.config}: no behavior {behavior!r} (has {sorted(behaviors)})")
+    behaviors[behavior]["max_steps"] = args.steps
+    env_settings = config.setdefault("env_settings", {})
+    # env_path is never launched here, but ML-Agents wants one set when num_envs > 1
+    env_settings["env_path"] = f"gymnasium:{args.env}"
+    env_settings.update(num_envs=args.num_envs, num_areas=args.copies, seed=args.seed)
+    run_id = args.run_id or f"{behavior}-ppo-s{args.seed}"
+    config.setdefault("checkpoint_settings", {}).update(
+        run_id=run_id, results_dir=os.path.abspath(args.results_dir), force=True, resume=False)
+    options = RunOptions.from_dict(config)
+
+    ckpt = options.checkpoint_settings
+    write_path = ckpt.write_path
+    if os.path.isdir(write_path):
+        shutil.rmtree(write_path)
+    os.makedirs(ckpt.run_logs_dir, exist_ok=True)
+
+    torch_utils.set_torch_config(options.torch_settings)
+    for sw in register_stats_writer_plugins(options):
+        StatsReporter.add_writer(sw)
+
+    factory = GymEnvFactory(args.env, behavior, args.copies, args.seed, write_path)
+    env_manager = SubprocessEnvManager(factory, options, options.env_settings.num_envs)
+    param_manager = EnvironmentParameterManager(options.environment_parameters, args.seed, restore=False)
+    trainer_factory = TrainerFactory(
+        trainer_config=options.behaviors,
+        output_path=write_path,
+        train_model=True,
+        load_model=False,
+        seed=args.seed,
+        param_manager=param_manager,
+        init_path=None,
+        multi_gpu=False,
+    )
+    tc = TrainerController(trainer_factory, write_path, run_id, param_manager, True, args.seed)
+
+    started = time.perf_counter()
+    try:
+        tc.start_learning(env_manager)
+    finally:
+        env_manager.close()
+        write_run_options(write_path, options)
+        write_timing_tree(ckpt.run_logs_dir)
+        write_training_status(ckpt.run_logs_dir)
+    wall = time.perf_counter() - started
+
+    episodes = read_episodes(write_path)
+    returns = [r[1] for r in episodes]
+    truncated = sum(1 for r in episodes if r[3])
+    print(f"episodes: {len(episodes)} ({truncated} truncated by the time limit) in {write_path}", flush=True)
+    print(f"SCORE seed={args.seed} score={score(returns):.1f} episodes={len(returns)} wall_s={wall:.0f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
