@@ -2,21 +2,41 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
-STAMP := $(VENV)/.installed
+# Two installs, each with its stamp. The core (torch + `pip install -e .`, what `pip install ml_arl`
+# gives a user) is all `make demo` needs. The full one adds the extras the tests, lint and docs use
+# (Ray, MLflow, W&B, PettingZoo, palaestrAI, pandapower, onnxruntime, the dev tools); `make install`
+# means the full one. Figures for both: docs/dependencies.md (bench/install_size.sh measures them).
+CORE_STAMP := $(VENV)/.core-installed
+STAMP := $(VENV)/.full-installed
+EXTRAS := dev,pettingzoo,ray,trackers,palaestrai
 
-.PHONY: install demo test test-fast lint bench protos smoke smoke-pythons docs clean
+.PHONY: install install-core demo test test-fast lint bench protos smoke smoke-pythons docs clean
 
-$(STAMP): setup.py
+# torch first and pinned: the CPU wheel on these machines; a bare "torch" would pull CUDA. Every later
+# install finds torch==2.13.0 there, and setup.py's torch>=2.4 then installs nothing more.
+define venv_with_torch
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip wheel "setuptools<80"
-	# torch first and pinned: the CPU wheel on these machines; a bare "torch" would pull CUDA.
 	$(BIN)/pip install "torch==2.13.0"
-	$(BIN)/pip install -e ".[dev,pettingzoo,ray,trackers,palaestrai]"
-	touch $(STAMP)
+endef
+
+$(CORE_STAMP): setup.py
+	$(venv_with_torch)
+	$(BIN)/pip install -e .
+	touch $(CORE_STAMP)
+
+# One resolution of the core and the extras together, from scratch as from a core venv; a full venv
+# holds the core, so it stamps both.
+$(STAMP): setup.py
+	$(venv_with_torch)
+	$(BIN)/pip install -e ".[$(EXTRAS)]"
+	touch $(CORE_STAMP) $(STAMP)
 
 install: $(STAMP)
 
-demo: $(STAMP)
+install-core: $(CORE_STAMP)
+
+demo: $(CORE_STAMP)
 	$(BIN)/arl-learn config/ppo/Reach.yaml --run-id demo --force
 
 lint: $(STAMP)
