@@ -8,6 +8,7 @@ is imported (results_dir) as well as for checkpoints.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import tempfile
@@ -37,8 +38,73 @@ RESULTS_ADVICE = (
 )
 
 
+REMOVED_ADVICE = "nothing more of this run can be saved; start it again (with --force, or another --run-id)"
+
+
+_WATCHED: dict[str, tuple[str, str, tuple[int, int]]] = {}  # realpath -> (folder as named, a file in it, its (dev, ino))
+
+
+def watch_folder(folder: str, witness: str, ident: tuple[int, int]) -> None:
+    """Writes into ``folder`` (a run's, held by this process) check first that it is still there:
+    ``witness``, a file in it, must still be the file ``ident`` (st_dev, st_ino) names."""
+    _WATCHED[os.path.realpath(folder)] = (folder, witness, ident)
+
+
+def unwatch_folder(folder: str) -> None:
+    _WATCHED.pop(os.path.realpath(folder), None)
+
+
+def forget_watched() -> None:
+    _WATCHED.clear()
+
+
+def removed_folder(path: str) -> Optional[str]:
+    """The watched folder that ``path`` is in, if it was removed (or replaced) since it was watched."""
+    if not _WATCHED:
+        return None
+    full = os.path.realpath(path)
+    for key, (folder, witness, ident) in list(_WATCHED.items()):
+        if full == key or full.startswith(key + os.sep):
+            try:
+                st = os.stat(witness, follow_symlinks=False)
+            except OSError:
+                return folder
+            if (st.st_dev, st.st_ino) != ident:
+                return folder
+    return None
+
+
+def removed_error(path: str, folder: str, run: bool = True) -> ResultsWriteError:
+    what = "the run folder" if run else "the folder"
+    return ResultsWriteError(f"{path}: cannot write: {what} {folder} was removed while the run was writing to it; {REMOVED_ADVICE}")
+
+
+def _missing_folder(path: str) -> Optional[str]:
+    """The outermost missing folder above ``path`` (below one that exists), if any."""
+    folder = os.path.dirname(os.path.abspath(path))
+    missing: Optional[str] = None
+    while folder and not os.path.isdir(folder):
+        missing = folder
+        parent = os.path.dirname(folder)
+        if parent == folder:
+            break
+        folder = parent
+    if missing is None:
+        return None
+    rel = os.path.relpath(missing)
+    return missing if rel.startswith(os.pardir) else rel
+
+
 def write_error(path: str, err: OSError, advice: str = RESULTS_ADVICE) -> ResultsWriteError:
-    """The one-line error for a file of the run that could not be written; ``advice`` says what to do."""
+    """The one-line error for a file of the run that could not be written; ``advice`` says what to do.
+    A folder that vanished under the run (ENOENT) is said as that, not as a full disk."""
+    if err.errno == errno.ENOENT:
+        removed = removed_folder(path)
+        if removed is not None:
+            return removed_error(path, removed)
+        missing = _missing_folder(path)
+        if missing is not None:
+            return removed_error(path, missing, run=False)
     reason = err.strerror or str(err) or type(err).__name__
     return ResultsWriteError(f"{path}: cannot write ({reason}); {advice}")
 
@@ -62,6 +128,9 @@ def atomic_write(path: str, write: Callable[[Any], None], mode: str = "wb") -> N
     run killed at any moment, sees the old file or the new one, never a part. An OSError (disk full,
     read-only folder) becomes a ResultsWriteError naming ``path``; the old file is left as it was."""
     folder = os.path.dirname(os.path.abspath(path))
+    removed = removed_folder(path)
+    if removed is not None:  # not made again: the run's folder is gone (or another run's now)
+        raise removed_error(path, removed)
     tmp: Optional[str] = None
     try:
         os.makedirs(folder, exist_ok=True)
