@@ -33,16 +33,17 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ("HalfCheetah", "Hopper", "Walker2d")
 
-# Published means at 1M environment steps (the tasks' v4 / v3 versions; v5 changes no dynamics of
-# these three). Sources: docs/benchmarks/mujoco.md.
+# Published figures at 1M environment steps; how each source computes its figure is in
+# docs/benchmarks/mujoco.md ("Published anchors"). CleanRL: gymnasium v4, 3 seeds, end of training;
+# rl-zoo: one agent (v3), deterministic evaluation; Tianshou: best 10-seed average over training.
 ANCHORS = {
     "ppo": {
-        "CleanRL PPO (v4)": {"HalfCheetah": 2906, "Hopper": 2052, "Walker2d": 2891},
+        "CleanRL PPO (v4)": {"HalfCheetah": 1442.64, "Hopper": 2382.86, "Walker2d": 2287.95},
         "rl-zoo PPO (v3)": {"HalfCheetah": 5819, "Hopper": 2410, "Walker2d": 3479},
+        "Tianshou PPO": {"HalfCheetah": 5784, "Hopper": 2609, "Walker2d": 3589},
     },
     "sac": {
-        "CleanRL SAC (v4)": {"HalfCheetah": 9635, "Hopper": 2310, "Walker2d": 3591},
-        "rl-zoo SAC (v3)": {"HalfCheetah": 9535, "Hopper": 2326, "Walker2d": 3863},
+        "Tianshou SAC": {"HalfCheetah": 12139, "Hopper": 3542, "Walker2d": 5007},
     },
 }
 
