@@ -3,9 +3,9 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 # Two installs, each with its stamp. The core (torch + `pip install -e .`, what `pip install ml_arl`
-# gives a user) is all `make demo` needs. The full one adds the extras the tests, lint and docs use
-# (Ray, MLflow, W&B, PettingZoo, palaestrAI, pandapower, onnxruntime, the dev tools); `make install`
-# means the full one. Figures for both: docs/dependencies.md (bench/install_size.sh measures them).
+# gives a user) is all `make demo`, `make bench` and `make protos` need. The full one adds the extras
+# the tests, lint and docs use (Ray, MLflow, W&B, PettingZoo, palaestrAI, pandapower, onnxruntime, the
+# dev tools); `make install` means the full one. Figures for both: docs/dependencies.md (bench/install_size.sh measures them).
 CORE_STAMP := $(VENV)/.core-installed
 STAMP := $(VENV)/.full-installed
 EXTRAS := dev,pettingzoo,ray,trackers,palaestrai
@@ -25,8 +25,8 @@ $(CORE_STAMP): setup.py
 	$(BIN)/pip install -e .
 	touch $(CORE_STAMP)
 
-# One resolution of the core and the extras together, from scratch as from a core venv; a full venv
-# holds the core, so it stamps both.
+# The core and the extras in one resolution, in a fresh venv or over a core one (the same pip freeze
+# either way); a full venv holds the core, so it stamps both.
 $(STAMP): setup.py
 	$(venv_with_torch)
 	$(BIN)/pip install -e ".[$(EXTRAS)]"
@@ -103,13 +103,13 @@ smoke-pythons:
 docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
-bench: $(STAMP)
+bench: $(CORE_STAMP)
 	$(BIN)/python bench/pipeline.py
 
 # The Unity protocol's Python modules from the .proto files beside them (ml_arl/protocol/__init__.py).
 # grpcio-tools is pinned: its version decides the protobuf and grpcio floors in setup.py.
 PROTOS := ml_arl/protocol/communicator_objects
-protos: $(STAMP)
+protos: $(CORE_STAMP)
 	$(BIN)/pip install "grpcio-tools==1.84.0"
 	$(BIN)/python -m grpc_tools.protoc -I. --python_out=. --pyi_out=. $(PROTOS)/*.proto
 	$(BIN)/python -m grpc_tools.protoc -I. --grpc_python_out=. $(PROTOS)/unity_to_external.proto
