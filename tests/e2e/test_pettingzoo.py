@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -14,6 +15,7 @@ from mlagents_envs.base_env import ActionTuple
 pytest.importorskip("pettingzoo")
 pytest.importorskip("mpe2")
 
+from ml_arl.callbacks import CallbackList, StopOnReward  # noqa: E402
 from ml_arl.envs.adapters.pettingzoo_env import PettingZooEnv, behavior_of, make_pettingzoo_env  # noqa: E402
 from ml_arl.envs.sources import resolve_env  # noqa: E402
 from ml_arl.settings import build_run_options  # noqa: E402
@@ -23,7 +25,7 @@ from tests.support.runs import arl_learn, arl_learn_here, tiny_config, write_con
 
 SPREAD_RANDOM = -27.7  # simple_spread_v3 (N=3, 25 steps): mean agent return of uniform random play over 900 episodes
 SPREAD_THRESHOLD = -21.5  # the last 60 agent returns (20 games); 60 random ones average -31.5 .. -25.6
-SPREAD_SOLVED = -21.0  # solving_spread ends the run there (the same 60 returns), not at max_steps
+SPREAD_SOLVED = -21.0  # the learning run stops there (the same 60 returns), not at max_steps
 
 
 def test_behavior_names_come_from_agent_name_prefixes() -> None:
@@ -107,9 +109,9 @@ def test_aec_env_runs_through_arl_learn(tmp_path: Path) -> None:
     assert status["player"]["final_checkpoint"]["steps"] >= 600
 
 
-def _train(tmp_path: Path, config: dict) -> TrainerController:
+def _train(tmp_path: Path, config: dict, callbacks: Optional[CallbackList] = None) -> TrainerController:
     config.setdefault("checkpoint_settings", {}).update({"results_dir": str(tmp_path), "run_id": "learn"})
-    controller = TrainerController(build_run_options(config, {}, "test"))
+    controller = TrainerController(build_run_options(config, {}, "test"), callbacks=callbacks)
     controller.start_learning()
     return controller
 
@@ -117,14 +119,14 @@ def _train(tmp_path: Path, config: dict) -> TrainerController:
 @pytest.mark.slow
 def test_simple_spread_learns_above_random(tmp_path: Path) -> None:
     config = tiny_config(
-        "tests.support.pettingzoo_envs:solving_spread", max_steps=40000, time_horizon=25,
+        "pettingzoo:mpe2.simple_spread_v3", max_steps=40000, time_horizon=25,
         hyperparameters={"batch_size": 256, "buffer_size": 1500, "learning_rate": 3e-3, "beta": 5e-3, "num_epoch": 8,
                          "learning_rate_schedule": "constant"},
         network_settings={"hidden_units": 64, "num_layers": 2, "normalize": True},
     )
-    # the run stops (solving_spread) once the last 60 returns average SPREAD_SOLVED, above the threshold
-    config["env_settings"].update({"manager": "inprocess", "num_envs": 1, "seed": 1, "env_args": [f"solved_at={SPREAD_SOLVED}"]})
-    controller = _train(tmp_path, config)
+    config["env_settings"].update({"manager": "inprocess", "num_envs": 1, "seed": 1})
+    # the run stops once the last 60 returns average SPREAD_SOLVED, above the threshold
+    controller = _train(tmp_path, config, CallbackList([StopOnReward("agent", SPREAD_SOLVED, 60)]))
     rewards = list(controller.managers["agent"].recent_rewards)
     assert len(rewards) >= 60
     assert np.mean(rewards[-60:]) > SPREAD_THRESHOLD > SPREAD_RANDOM, (np.mean(rewards[-60:]), controller.trainers["agent"].step)

@@ -16,10 +16,12 @@ from typing import Any, Optional
 import numpy as np
 import pytest
 
+from ml_arl.callbacks import Callback, CallbackList
 from ml_arl.envs.games.builtin import Reach
 from ml_arl.envs.games.grid import GridDefense
 from ml_arl.envs.parameters import draw
 from ml_arl.exceptions import ConfigError
+from ml_arl.messages import EpisodeStat
 from ml_arl.run.curriculum import lesson_complete
 from ml_arl.settings import CompletionCriteria, build_run_options, lesson_values, resolve_parameter_seeds
 from ml_arl.store import STORE_FILENAME
@@ -349,21 +351,31 @@ def test_three_lessons_advance_by_reward_after_min_lesson_length(tmp_path: Path)
     assert status(tmp_path / "reward" / "run_logs")["bonus"] == {"lesson_num": 2}
 
 
+class StopInLesson2(Callback):
+    """Stops the run (it saves, as Ctrl-C does) in lesson 2 of "bonus" once the trainer reaches step 600
+    (40 % of max_steps): at the end of the call whose episodes take it there (each of lesson_env's
+    10-step episodes is one trajectory, of 10 trainer steps)."""
+
+    def __init__(self) -> None:
+        self.controller: Optional[TrainerController] = None
+        self.steps = 0
+
+    def on_episode(self, behavior: str, episode: EpisodeStat) -> Optional[bool]:
+        assert self.controller is not None
+        self.steps += episode.length
+        return False if self.controller.curriculum.lesson["bonus"] == 1 and self.steps >= 600 else None
+
+
 def test_resume_continues_in_the_saved_lesson(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """Stopped (Ctrl-C) in lesson 2 of 3 at 40 % of max_steps; --resume starts in lesson 2 (a new
+    """Stopped (a callback) in lesson 2 of 3 at 40 % of max_steps; --resume starts in lesson 2 (a new
     curriculum would start in lesson 1 and move on only then), and moves on to lesson 3."""
     caplog.set_level(logging.INFO)
     params = {"bonus": curriculum(("easy", 0.0, criteria(threshold=0.2)), ("medium", 1.0, criteria(threshold=0.7)),
                                   ("hard", 2.0, None))}
-    controller = TrainerController(build_run_options(lesson_config(tmp_path, "resume", params, log="first.jsonl"), {}, "test"))
-    advance = controller.advance
-
-    def stop_in_lesson_2() -> None:
-        advance()
-        if controller.curriculum.lesson["bonus"] == 1 and controller.trainers["Learner"].step >= 600:
-            raise KeyboardInterrupt
-
-    controller.advance = stop_in_lesson_2  # type: ignore[method-assign]
+    stop = StopInLesson2()
+    controller = TrainerController(build_run_options(lesson_config(tmp_path, "resume", params, log="first.jsonl"), {}, "test"),
+                                   callbacks=CallbackList([stop]))
+    stop.controller = controller
     controller.start_learning()
     stopped_at = controller.trainers["Learner"].step
     assert received(tmp_path / "first.jsonl") == [0.0, 1.0] and stopped_at < 0.7 * 1500

@@ -25,7 +25,7 @@ from ml_arl.policy.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import NetworkSettings, build_run_options
 from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.sac_networks import Critic
-from tests.support.simple_envs import SUCCESS_THRESHOLD, last5
+from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
 DEFAULT, GOAL = ObservationType.DEFAULT, ObservationType.GOAL_SIGNAL
 
@@ -205,8 +205,7 @@ def _learn(
 ) -> tuple[TrainerController, list[float]]:
     config: dict[str, Any] = {
         "env_settings": {"env_path": "tests.support.goal_envs:goal_signal_reach", "manager": "inprocess", "seed": seed,
-                         # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one slow episode early)
-                         "env_args": [*actions, "solved_at=0.95"]},
+                         "env_args": actions},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "goal"},
         "default_settings": {
             "trainer_type": trainer, "summary_freq": 500, "max_steps": max_steps or (6000 if trainer == "ppo" else 2000),
@@ -215,7 +214,8 @@ def _learn(
         },
         "behaviors": {},
     }
-    controller = TrainerController(build_run_options(config, {}, "test"))
+    # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one slow episode early)
+    controller = TrainerController(build_run_options(config, {}, "test"), callbacks=stop_when_solved(0.95))
     controller.start_learning()
     return controller, list(controller.managers["GoalReach"].recent_rewards)
 

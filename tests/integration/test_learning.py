@@ -6,11 +6,15 @@ with ML-Agents' default network."""
 
 from __future__ import annotations
 
+from collections import deque
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
 
+from ml_arl.callbacks import Callback, CallbackList, StopOnReward, StopTraining
+from ml_arl.messages import EpisodeStat
 from ml_arl.settings import build_run_options
 from ml_arl.trainer_controller import TrainerController
 from tests.support.runs import tiny_config
@@ -18,11 +22,29 @@ from tests.support.runs import tiny_config
 REACH_THRESHOLD = 0.8  # mean return over the last 20 episodes; random play scores about -0.1
 
 
-def train(tmp_path: Path, config: dict, behavior: str) -> tuple[TrainerController, list[float]]:
+class StopWhenAWorkerSolved(Callback):
+    """Stops the run once the last ``window`` returns of ``behavior`` that one worker's environment
+    gave (EpisodeStat.agent_id is "<worker>-<agent id>") average ``threshold``."""
+
+    def __init__(self, behavior: str, threshold: float, window: int):
+        self.behavior, self.threshold, self.window = behavior, threshold, window
+        self.returns: dict[str, deque[float]] = {}
+
+    def on_episode(self, behavior: str, episode: EpisodeStat) -> None:
+        if behavior != self.behavior:
+            return
+        worker = episode.agent_id.split("-", 1)[0]
+        last = self.returns.setdefault(worker, deque(maxlen=self.window))
+        last.append(episode.reward)
+        if len(last) == self.window and float(np.mean(last)) >= self.threshold:
+            raise StopTraining(f"worker {worker}: the last {self.window} returns average {np.mean(last):.3f}")
+
+
+def train(tmp_path: Path, config: dict, behavior: str, stop: Optional[Callback] = None) -> tuple[TrainerController, list[float]]:
     config.setdefault("checkpoint_settings", {}).update({"results_dir": str(tmp_path), "run_id": "learn"})
     config["env_settings"].setdefault("seed", 1)
     options = build_run_options(config, {}, "test")
-    controller = TrainerController(options)
+    controller = TrainerController(options, callbacks=CallbackList([stop]) if stop is not None else None)
     controller.start_learning()
     return controller, list(controller.managers[behavior].recent_rewards)
 
@@ -32,12 +54,12 @@ def train(tmp_path: Path, config: dict, behavior: str) -> tuple[TrainerControlle
     [("builtin:Reach", "Reach"), ("builtin:ReachDiscrete", "ReachDiscrete"), ("builtin:ReachHybrid", "ReachHybrid")],
 )
 def test_ppo_learns_reach(tmp_path: Path, env: str, behavior: str) -> None:
-    # the run ends once a worker's env saw its last 60 returns average 0.9 (tests/support/simple_envs.py
-    # StopWhenSolved; a wider window than the assertion's, whose 20 come from both workers), or at 24000 steps
-    config = tiny_config("tests.support.simple_envs:solved_builtin", max_steps=24000,
+    # the run ends once one worker's last 60 returns average 0.9 (a wider window than the assertion's,
+    # whose 20 come from both workers), or at 24000 steps
+    config = tiny_config(env, max_steps=24000,
                          hyperparameters={"batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
-    config["env_settings"].update({"manager": "inprocess", "num_envs": 2, "env_args": [f"name={behavior}", "solved_at=0.9", "window=60"]})
-    controller, rewards = train(tmp_path, config, behavior)
+    config["env_settings"].update({"manager": "inprocess", "num_envs": 2})
+    controller, rewards = train(tmp_path, config, behavior, StopWhenAWorkerSolved(behavior, 0.9, 60))
     assert len(rewards) >= 20
     assert np.mean(rewards[-20:]) >= REACH_THRESHOLD, rewards[-20:]
     print(f"{env}: solved after {controller.trainers[behavior].step} steps")
@@ -60,19 +82,14 @@ def test_ppo_solves_cartpole(tmp_path: Path, name: str) -> None:
     (100k for both)."""
     import yaml
 
-    from tests.support.solved_envs import TRACKER
-
     config = yaml.safe_load((Path(__file__).resolve().parents[2] / "config/ppo" / name).read_text())
-    config["env_settings"]["seed"] = 1
-    # the shipped config's CartPole (same env, hyperparameters and max_steps), in this process: its
-    # environment ends the run like a Ctrl-C once the last 20 returns average 475, instead of
-    # training on to max_steps (tests/support/solved_envs.py)
-    config["env_settings"].update({"env_path": "tests.support.solved_envs:cartpole", "manager": "inprocess"})
-    TRACKER.reset()
-    controller, rewards = train(tmp_path, config, "CartPole")
+    config["env_settings"].update({"seed": 1, "manager": "inprocess"})
+    # the shipped config (env, hyperparameters and max_steps), in this process; the run stops once
+    # the last 20 returns average 475 instead of training on to max_steps
+    controller, rewards = train(tmp_path, config, "CartPole", StopOnReward("CartPole", 475, 20))
     assert len(rewards) >= 20
     assert np.mean(rewards[-20:]) >= 475, rewards[-20:]
-    print(f"{name}: CartPole solved after {controller.trainers['CartPole'].step} steps ({TRACKER.stopped_at} episodes)")
+    print(f"{name}: CartPole solved after {controller.trainers['CartPole'].step} steps")
 
 
 @pytest.mark.slow

@@ -33,7 +33,7 @@ from ml_arl.trainers.poca import POCATrainer, poca_loss
 from ml_arl.trainers.ppo import PPOTrainer, masked_mean, ppo_loss, sequence_rows
 from ml_arl.trainers.replay_buffer import ReplayBuffer
 from ml_arl.trainers.sac import SACTrainer
-from tests.support.simple_envs import SUCCESS_THRESHOLD, GoalReach, last5
+from tests.support.simple_envs import SUCCESS_THRESHOLD, GoalReach, last5, stop_when_solved
 
 MEMORY = {"memory_size": 16, "sequence_length": 4}
 
@@ -553,8 +553,7 @@ def _memory_config(tmp_path: Path, trainer_type: str, actions: str, max_steps: i
     env_args = [actions, "continuous=0"] if actions.startswith("discrete") else [actions]
     return {
         "env_settings": {"env_path": "tests.support.simple_envs:goal_reach", "manager": "inprocess", "seed": 1,
-                         # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one miss early)
-                         "env_args": [*env_args, "show_goal_steps=2", "solved_at=0.95", f"n_agents={n_agents}"]},
+                         "env_args": [*env_args, "show_goal_steps=2", f"n_agents={n_agents}"]},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "memory"},
         "default_settings": {
             "trainer_type": trainer_type, "summary_freq": 500, "max_steps": max_steps,
@@ -566,7 +565,8 @@ def _memory_config(tmp_path: Path, trainer_type: str, actions: str, max_steps: i
 
 
 def _remembers(tmp_path: Path, config: dict[str, Any]) -> None:
-    controller = TrainerController(build_run_options(config, {}, "test"))
+    # stop once the last 20 returns average 0.95 (0.9 can stop a discrete run one miss early)
+    controller = TrainerController(build_run_options(config, {}, "test"), callbacks=stop_when_solved(0.95))
     controller.start_learning()
     returns = list(controller.managers["GoalReach"].recent_rewards)
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
@@ -612,7 +612,6 @@ def test_sac_resumes_with_the_memories_of_its_saved_replay_buffer(tmp_path: Path
     monkeypatch.setattr(SACTrainer, "load", load)
     hp = {"batch_size": 32, "buffer_size": 5000, "buffer_init_steps": 50, "steps_per_update": 4, "save_replay_buffer": True}
     config = _memory_config(tmp_path, "sac", "continuous=1", 100, hp)
-    config["env_settings"]["env_args"].remove("solved_at=0.95")
     TrainerController(build_run_options(copy.deepcopy(config), {}, "test")).start_learning()
     with np.load(tmp_path / "memory" / "GoalReach" / "last_replay_buffer.npz") as data:
         saved = {k: data[k] for k in data.files}

@@ -22,7 +22,7 @@ from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.common import lambda_returns
 from ml_arl.trainers.poca import POCATrainer, clipped_value_loss, group_done, poca_loss
 from tests.support import simple_envs
-from tests.support.simple_envs import SUCCESS_THRESHOLD, last5
+from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_groups_solved
 
 SPEC = BehaviorSpec([vector_obs_spec(1)], ActionSpec(1, ()))
 
@@ -206,7 +206,7 @@ def test_group_cumulative_reward_forgets_an_episode_a_reset_cut_off() -> None:
 
 def _train(tmp_path: Path, variant: str) -> tuple[TrainerController, list[float]]:
     config = {
-        "env_settings": {"env_path": "tests.support.simple_envs:group_reach", "env_args": [f"variant={variant}", "n_groups=4", "solved_at=1.0"],
+        "env_settings": {"env_path": "tests.support.simple_envs:group_reach", "env_args": [f"variant={variant}", "n_groups=4"],
                          "manager": "inprocess", "seed": SEED},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": "poca"},
         "default_settings": {
@@ -222,10 +222,10 @@ def _train(tmp_path: Path, variant: str) -> tuple[TrainerController, list[float]
         "behaviors": {},
     }
     simple_envs.GROUP_REACH_ENVS.clear()
-    controller = TrainerController(build_run_options(config, {}, "test"))
+    # the run ends once the last 20 agents all succeeded (successes are +-1.06), or at MAX_STEPS
+    controller = TrainerController(build_run_options(config, {}, "test"), callbacks=stop_when_groups_solved(1.0))
     controller.start_learning()
     (env,) = simple_envs.GROUP_REACH_ENVS
-    # the run ends once the last 20 agents all succeeded (successes are +-1.06), or at MAX_STEPS
     return controller, env.final_rewards
 
 

@@ -116,6 +116,7 @@ def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: i
 
 @pytest.mark.slow
 def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
+    from ml_arl.callbacks import CallbackList, StopOnReward
     from ml_arl.envs.managers.ray_env_manager import RayEnvManager
     from ml_arl.settings import build_run_options
     from ml_arl.trainer_controller import TrainerController
@@ -126,20 +127,11 @@ def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
     config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learn"}
     import ray
 
-    controller = TrainerController(build_run_options(config, {}, "test"))
+    # the run stops once the last 20 returns average SOLVED (above the test's 0.8), not at max_steps
+    controller = TrainerController(build_run_options(config, {}, "test"),
+                                   callbacks=CallbackList([StopOnReward("ReachDiscrete", SOLVED, 20)]))
     manager = controller.env_manager
     assert isinstance(manager, RayEnvManager)
-    advance = controller.advance
-
-    def advance_until_solved() -> None:
-        """Stop as Ctrl-C does once the last 20 returns average SOLVED (above the test's 0.8), not at max_steps."""
-        advance()
-        agents = controller.managers.get("ReachDiscrete")
-        recent = list(agents.recent_rewards)[-20:] if agents is not None else []
-        if len(recent) == 20 and np.mean(recent) >= SOLVED:
-            raise KeyboardInterrupt
-
-    controller.advance = advance_until_solved  # type: ignore[method-assign]
     controller.start_learning()
     rewards = list(controller.managers["ReachDiscrete"].recent_rewards)
     assert len(rewards) >= 20 and np.mean(rewards[-20:]) >= 0.8, rewards[-20:]

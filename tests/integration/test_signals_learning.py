@@ -16,7 +16,7 @@ from ml_arl.demo import load_demonstrations
 from ml_arl.exceptions import ConfigError
 from ml_arl.settings import build_run_options
 from ml_arl.trainer_controller import TrainerController
-from tests.support.simple_envs import SUCCESS_THRESHOLD, last5
+from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
 PPO = {"trainer_type": "ppo", "hyperparameters": {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant",
                                                   "batch_size": 16, "buffer_size": 64},
@@ -28,19 +28,17 @@ SAC = {"trainer_type": "sac", "hyperparameters": {"learning_rate": 5.0e-3, "lear
 TRAINERS = {"ppo": PPO, "sac": SAC}
 
 
-def run(tmp_path: Path, trainer: dict[str, Any], env_args: list[str], run_id: str, stop_when_solved: bool = True,
+def run(tmp_path: Path, trainer: dict[str, Any], env_args: list[str], run_id: str, stop_once_solved: bool = True,
         **settings: Any) -> TrainerController:
-    solved = ["solved_at=0.9"] if stop_when_solved else []
     config = {
-        # the run ends once solved (the last 20 returns above 0.9) or at max_steps
-        "env_settings": {"env_path": "tests.support.simple_envs:goal_reach", "env_args": [*env_args, *solved],
-                         "manager": "inprocess", "seed": 1},
+        "env_settings": {"env_path": "tests.support.simple_envs:goal_reach", "env_args": env_args, "manager": "inprocess", "seed": 1},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": run_id},
         "default_settings": {**trainer, "summary_freq": 100, "max_steps": 1000, **settings},
         "behaviors": {},
     }
     options = build_run_options(config, {}, "test")
-    controller = TrainerController(options)
+    # the run ends once solved (the last 20 returns average 0.9) or at max_steps
+    controller = TrainerController(options, callbacks=stop_when_solved(0.9) if stop_once_solved else None)
     controller.start_learning()
     return controller
 
@@ -109,7 +107,7 @@ def test_gail_and_behavioral_cloning_learn_from_demonstrations(
     demo_path = str(expert_demos[kind])
     env_args = ["continuous=1"] if kind == "continuous" else ["continuous=0", "discrete=1"]
     controller = run(
-        tmp_path, TRAINERS[trainer], env_args, "gail", stop_when_solved=False, max_steps=500,
+        tmp_path, TRAINERS[trainer], env_args, "gail", stop_once_solved=False, max_steps=500,
         reward_signals={"gail": {"encoding_size": 32, "demo_path": demo_path}},
         behavioral_cloning={"demo_path": demo_path, "steps": 1000},
     )

@@ -19,7 +19,7 @@ from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import NetworkSettings, build_run_options
 from ml_arl.trainer_controller import TrainerController
-from tests.support.simple_envs import SUCCESS_THRESHOLD, last5
+from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
 VARIABLE = (DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE)
 
@@ -256,8 +256,9 @@ def _config(tmp_path: Path, trainer: str, env_args: list[str], max_steps: int, h
     }
 
 
-def _train(config: dict[str, Any]) -> list[float]:
-    controller = TrainerController(build_run_options(config, {}, "test"))
+def _train(config: dict[str, Any], solved_at: float) -> list[float]:
+    """The run ends once the last 20 returns average ``solved_at``, or at max_steps."""
+    controller = TrainerController(build_run_options(config, {}, "test"), callbacks=stop_when_solved(solved_at, "EntityReach"))
     controller.start_learning()
     return list(controller.managers["EntityReach"].recent_rewards)
 
@@ -266,8 +267,8 @@ def test_ppo_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     hyper = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
     # stop once the last 20 returns average 0.95 (at 0.9 a run can stop with its last 5 just below 0.9); 4 agents
     # act in one call: about as many steps to solve as 1 agent, a third less time
-    config = _config(tmp_path, "ppo", ["solved_at=0.95", "n_agents=4"], 6000, hyper, {"num_layers": 1, "hidden_units": 32})
-    returns = _train(config)
+    config = _config(tmp_path, "ppo", ["n_agents=4"], 6000, hyper, {"num_layers": 1, "hidden_units": 32})
+    returns = _train(config, 0.95)
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
     check_onnx(str(tmp_path / "ppo" / "EntityReach.onnx"))
 
@@ -277,9 +278,8 @@ def test_poca_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     """Two agents of one group (POCA's critic attends over the group; each agent's own encoder over
     its entities), each reaching its own goal."""
     hyper = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
-    config = _config(tmp_path, "poca", ["solved_at=0.95", "grouped=true", "n_agents=2"], 6000, hyper,
-                     {"num_layers": 1, "hidden_units": 32})
-    returns = _train(config)
+    config = _config(tmp_path, "poca", ["grouped=true", "n_agents=2"], 6000, hyper, {"num_layers": 1, "hidden_units": 32})
+    returns = _train(config, 0.95)
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
 
 
@@ -289,9 +289,8 @@ def test_sac_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
     # about 900-1500 steps on seeds 1-3; an update every 2 steps keeps it well inside the time of a test
     hyper = {"learning_rate": 1e-3, "learning_rate_schedule": "constant", "batch_size": 16, "buffer_init_steps": 100,
              "buffer_size": 5000, "tau": 0.01, "init_entcoef": 0.01, "steps_per_update": 2}
-    config = _config(tmp_path, "sac", ["vectors=0", "continuous=0", "discrete=1", "solved_at=0.9"], 3000, hyper,
-                     {"num_layers": 1, "hidden_units": 16})
-    returns = _train(config)
+    config = _config(tmp_path, "sac", ["vectors=0", "continuous=0", "discrete=1"], 3000, hyper, {"num_layers": 1, "hidden_units": 16})
+    returns = _train(config, 0.9)
     assert last5(returns) > SUCCESS_THRESHOLD, returns[-10:]
 
 

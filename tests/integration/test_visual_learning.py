@@ -16,7 +16,7 @@ from ml_arl.exceptions import ConfigError
 from ml_arl.policy.onnx_export import check_onnx
 from ml_arl.settings import build_run_options
 from ml_arl.trainer_controller import TrainerController
-from tests.support.simple_envs import last5
+from tests.support.simple_envs import last5, stop_when_solved
 
 PPO = {"trainer_type": "ppo", "hyperparameters": {"learning_rate": 3.0e-4, "learning_rate_schedule": "constant",
                                                   "batch_size": 16, "buffer_size": 64}}
@@ -30,8 +30,7 @@ SOLVED_AT = 0.9
 
 
 def _train(tmp_path: Path, encoder: str) -> list[float]:
-    env_args = ["continuous=0", "discrete=1", "step_size=0.5", "vectors=0", "images=1", f"image_size={IMAGE_SIZES[encoder]}",
-                f"solved_at={SOLVED_AT}"]
+    env_args = ["continuous=0", "discrete=1", "step_size=0.5", "vectors=0", "images=1", f"image_size={IMAGE_SIZES[encoder]}"]
     network = {"num_layers": 1, "hidden_units": 32, "vis_encode_type": encoder}
     config = {
         "env_settings": {"env_path": "tests.support.simple_envs:goal_reach", "env_args": env_args, "manager": "inprocess", "seed": 1},
@@ -39,7 +38,7 @@ def _train(tmp_path: Path, encoder: str) -> list[float]:
         "default_settings": {**PPO, "network_settings": network, "summary_freq": 100, "max_steps": 900},
         "behaviors": {},
     }
-    controller = TrainerController(build_run_options(config, {}, "test"))
+    controller = TrainerController(build_run_options(config, {}, "test"), callbacks=stop_when_solved(SOLVED_AT))
     controller.start_learning()
     check_onnx(str(tmp_path / encoder / "GoalReach.onnx"))  # the final export keeps to Unity's contract
     return list(controller.managers["GoalReach"].recent_rewards)

@@ -17,8 +17,8 @@ GOAL_OBS = 1  # index of the goal-signal observation
 
 
 class GoalSignalReach(GoalReach):
-    def __init__(self, continuous: int = 1, discrete: int = 0, seed: int = 0, solved_at: Optional[float] = None):
-        super().__init__(continuous, discrete, seed=seed, solved_at=solved_at)
+    def __init__(self, continuous: int = 1, discrete: int = 0, seed: int = 0):
+        super().__init__(continuous, discrete, seed=seed)
         none = DimensionProperty.NONE
         self.spec = BehaviorSpec(
             [ObservationSpec((1,), (none,), ObservationType.DEFAULT, "time"),
@@ -33,6 +33,6 @@ class GoalSignalReach(GoalReach):
         return [elapsed, one_hot]
 
 
-def goal_signal_reach(seed: Optional[int] = None, continuous: int = 1, discrete: int = 0, solved_at: Optional[float] = None) -> GoalSignalReach:
+def goal_signal_reach(seed: Optional[int] = None, continuous: int = 1, discrete: int = 0) -> GoalSignalReach:
     """The env factory for ``env_path: tests.support.goal_envs:goal_signal_reach``."""
-    return GoalSignalReach(continuous, discrete, seed=seed or 0, solved_at=solved_at)
+    return GoalSignalReach(continuous, discrete, seed=seed or 0)

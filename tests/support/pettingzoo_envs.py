@@ -4,11 +4,6 @@
 actions in [0, 2], reward = the first action component; ``runner_1`` terminates after 2 steps),
 and ``cam_0`` (a uint8 8x8x3 image, MultiDiscrete (3, 2) actions, reward 1 per step); the
 episode is truncated after 4 steps.
-
-``solving_spread``: MPE2 simple_spread through ml_arl's adapter, ending the run (as a Ctrl-C:
-the controller saves and returns) once the last ``window`` agent-episode returns the controller
-received average above ``solved_at`` (the manner of tests/support/simple_envs.py GoalReach; in-process,
-one worker).
 """
 
 from __future__ import annotations
@@ -17,10 +12,7 @@ from typing import Any, Optional
 
 import numpy as np
 from gymnasium import spaces
-from mlagents_envs.base_env import DecisionSteps, TerminalSteps
 from pettingzoo import ParallelEnv
-
-from ml_arl.envs.adapters.pettingzoo_env import PettingZooEnv, make_pettingzoo_env
 
 
 class Mixed(ParallelEnv):
@@ -63,43 +55,3 @@ class Mixed(ParallelEnv):
         obs = {a: self._obs(a) for a in self.agents}
         self.agents = [a for a in self.agents if not (terminated[a] or truncated[a])]
         return obs, rewards, terminated, truncated, {a: {} for a in obs}
-
-
-class SolvingSpread(PettingZooEnv):
-    def __init__(self, env: PettingZooEnv, solved_at: float, window: int):
-        super().__init__(env.env, None, env.turns, env.rewards_from)
-        self._seed = env._seed
-        self.solved_at, self.window = solved_at, window
-        self.totals: dict[tuple[str, int], float] = {}
-        self.returns: list[float] = []  # handed over to the controller
-        self.seen: list[float] = []  # ended since the runner last handed a batch over
-        self.run_starts = True
-
-    def step(self) -> None:
-        super().step()
-        for behavior in self.members:
-            decision, terminal = self._steps[behavior]
-            for i, agent in enumerate(terminal.agent_id):
-                key = (behavior, int(agent))
-                self.seen.append(self.totals.pop(key, 0.0) + float(terminal.reward[i]))
-            for i, agent in enumerate(decision.agent_id):
-                key = (behavior, int(agent))
-                self.totals[key] = self.totals.get(key, 0.0) + float(decision.reward[i])
-
-    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
-        if self.run_starts:
-            self.run_starts = False
-            last = self.returns[-self.window:]
-            if len(last) == self.window and float(np.mean(last)) >= self.solved_at:
-                raise KeyboardInterrupt  # solved: the controller saves and returns
-        return super().get_steps(behavior_name)
-
-    def take_environment_stats(self) -> dict:
-        self.returns += self.seen
-        self.seen = []
-        self.run_starts = True
-        return {}
-
-
-def solving_spread(seed: int = 0, worker_id: int = 0, solved_at: float = -20.0, window: int = 60, **kwargs: Any) -> SolvingSpread:
-    return SolvingSpread(make_pettingzoo_env("mpe2.simple_spread_v3", seed=seed, **kwargs), solved_at, window)

@@ -18,7 +18,7 @@ so an agent has to remember it.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import numpy as np
 from mlagents_envs.base_env import (
@@ -34,17 +34,30 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
+if TYPE_CHECKING:
+    from ml_arl.callbacks import CallbackList
+
 STEP_SIZE = 0.2
 TIME_PENALTY = 0.01
 MIN_STEPS = int(1.0 / STEP_SIZE) + 1
 SUCCESS_REWARD = 1.0 + MIN_STEPS * TIME_PENALTY
 SUCCESS_THRESHOLD = 0.9  # mean of the last 5 episode returns
 IMAGE_SIZE = (20, 20, 3)
-STOP_WINDOW = 20  # solved_at stops a run on the last 20 returns: 5 lucky random episodes in a row must not stop it
+STOP_WINDOW = 20  # stop_when_solved's window: 5 lucky random episodes in a row must not stop a run
 
 
 def last5(returns: list[float]) -> float:
     return float(np.mean(returns[-5:])) if len(returns) >= 5 else float("-inf")
+
+
+def stop_when_solved(solved_at: float, behavior: str = "GoalReach") -> CallbackList:
+    """``TrainerController(options, callbacks=stop_when_solved(0.9))``: the run stops (it saves, as
+    Ctrl-C does) once the last ``STOP_WINDOW`` returns of ``behavior`` average ``solved_at``, instead
+    of training on to max_steps (stricter than the tests' last-5 criterion, which random play can
+    meet by luck)."""
+    from ml_arl.callbacks import CallbackList, StopOnReward
+
+    return CallbackList([StopOnReward(behavior, solved_at, STOP_WINDOW)])
 
 
 class GoalReach(BaseEnv):
@@ -60,18 +73,10 @@ class GoalReach(BaseEnv):
         max_episode_steps: int = 100,
         seed: int = 0,
         name: str = "GoalReach",
-        solved_at: Optional[float] = None,
         show_goal_steps: int = 0,
     ):
         self.name = name
         self.show_goal_steps = show_goal_steps
-        # solved_at: end the run (as a Ctrl-C does: the controller saves and returns) once the
-        # last 20 returns the controller received average above it (stricter than the tests'
-        # last-5 criterion, which random play can meet by luck); single-worker in-process runs
-        self.solved_at = solved_at
-        self.returns: list[float] = []  # handed over to the controller, in order
-        self.seen: list[float] = []  # ended since the runner last handed a batch over
-        self.run_starts = True
         self.n_agents = n_agents
         self.step_size = step_size
         self.dims = continuous + discrete
@@ -89,7 +94,6 @@ class GoalReach(BaseEnv):
         self.pos = np.zeros((n_agents, self.dims), np.float32)
         self.goal = np.ones(n_agents, np.float32)
         self.t = np.zeros(n_agents, np.int32)
-        self.ep_return = np.zeros(n_agents, np.float64)
         self.action: Optional[ActionTuple] = None
         self.result: tuple[DecisionSteps, TerminalSteps] = (DecisionSteps.empty(self.spec), TerminalSteps.empty(self.spec))
 
@@ -130,19 +134,7 @@ class GoalReach(BaseEnv):
         raise NotImplementedError
 
     def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
-        if self.run_starts:
-            self.run_starts = False
-            last = self.returns[-STOP_WINDOW:]
-            if self.solved_at is not None and len(last) == STOP_WINDOW and float(np.mean(last)) > self.solved_at:
-                raise KeyboardInterrupt  # solved: stop as Ctrl-C does, without training on to max_steps
         return self.result
-
-    def take_environment_stats(self) -> dict[str, Any]:
-        """Asked at the end of every EnvRunner.run, whose batch hands ``seen`` over (see tests/support/solved_envs.py)."""
-        self.returns += self.seen
-        self.seen = []
-        self.run_starts = True
-        return {}
 
     def step(self) -> None:
         action = self.action or self.spec.action_spec.empty_action(self.n_agents)
@@ -158,10 +150,7 @@ class GoalReach(BaseEnv):
         finished = np.all(np.abs(self.pos) >= 1.0, axis=1)
         cut = ~finished & (self.t >= self.max_episode_steps)
         reward = np.where(finished, SUCCESS_REWARD * (self.pos * self.goal[:, None]).mean(axis=1), -TIME_PENALTY).astype(np.float32)
-        self.ep_return += reward
         ended = np.nonzero(finished | cut)[0]
-        self.seen += self.ep_return[ended].tolist()
-        self.ep_return[ended] = 0.0
         terminal = TerminalSteps.empty(self.spec)
         if len(ended):
             terminal = TerminalSteps(
@@ -187,7 +176,6 @@ def goal_reach(
     images: int = 0,
     image_size: Sequence[int] = IMAGE_SIZE,
     n_agents: int = 1,
-    solved_at: Optional[float] = None,
     show_goal_steps: int = 0,
 ) -> GoalReach:
     """The env factory for ``env_path: tests.support.simple_envs:goal_reach`` (env_args pick the variant;
@@ -197,7 +185,7 @@ def goal_reach(
         raise ValueError(f"image_size must be [height, width, channels], not {list(image_size)}")
     return GoalReach(
         continuous, discrete, step_size, vectors, images, (size[0], size[1], size[2]), n_agents=n_agents, seed=seed or 0,
-        solved_at=solved_at, show_goal_steps=show_goal_steps,
+        show_goal_steps=show_goal_steps,
     )
 
 
@@ -239,104 +227,40 @@ class EntityReach(GoalReach):
 
 def entity_reach(
     seed: Optional[int] = None, continuous: int = 1, discrete: int = 0, vectors: int = 1, max_entities: int = 4,
-    solved_at: Optional[float] = None, flat: bool = False, grouped: bool = False, n_agents: int = 1,
+    flat: bool = False, grouped: bool = False, n_agents: int = 1,
 ) -> EntityReach:
     """``env_path: tests.support.simple_envs:entity_reach`` (behavior "EntityReach")."""
-    return EntityReach(continuous, discrete, vectors, max_entities, flat, grouped, seed=seed or 0, solved_at=solved_at,
-                       n_agents=n_agents)
+    return EntityReach(continuous, discrete, vectors, max_entities, flat, grouped, seed=seed or 0, n_agents=n_agents)
 
 
 GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last: tests read their final_rewards
 
 
-def group_reach(
-    seed: Optional[int] = None, variant: str = "continuous", n_groups: int = 4, num_areas: int = 1, solved_at: Optional[float] = None
-) -> BaseEnv:
+class GroupsSolved:
+    """A callback (ml_arl.callbacks): stops the run once the last ``STOP_WINDOW`` successes of the
+    newest GroupReach (its ``final_rewards``: the run must be in-process) average above ``solved_at``."""
+
+    def __init__(self, solved_at: float):
+        self.solved_at = solved_at
+
+    def on_episode(self, behavior: str, episode: Any) -> Optional[bool]:
+        last = GROUP_REACH_ENVS[-1].final_rewards[-STOP_WINDOW:] if GROUP_REACH_ENVS else []
+        return False if len(last) == STOP_WINDOW and float(np.mean(last)) > self.solved_at else None
+
+
+def stop_when_groups_solved(solved_at: float) -> CallbackList:
+    """``stop_when_solved`` for ``group_reach``, judged on each agent's success (ML-Agents' criterion)
+    instead of its return: with ``solved_at=1.0`` (successes are +-1.06) all of the last 20 succeeded."""
+    from ml_arl.callbacks import CallbackList
+
+    return CallbackList([GroupsSolved(solved_at)])
+
+
+def group_reach(seed: Optional[int] = None, variant: str = "continuous", n_groups: int = 4, num_areas: int = 1) -> BaseEnv:
     """``env_path: tests.support.simple_envs:group_reach``: the built-in GroupReach, kept where a test can
-    read each agent's success (``final_rewards``, ML-Agents' criterion) after the run. With
-    ``solved_at`` the run ends (as a Ctrl-C does) once the last 20 agents' successes average above it."""
+    read each agent's success (``final_rewards``, ML-Agents' criterion) during and after an in-process run."""
     from ml_arl.envs.games.builtin import GroupReach
 
-    class StoppingGroupReach(GroupReach):
-        run_starts = True
-
-        def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
-            if self.run_starts:  # checked between the runner's batches only, as GoalReach does
-                self.run_starts = False
-                last = self.final_rewards[-STOP_WINDOW:]
-                if solved_at is not None and len(last) == STOP_WINDOW and float(np.mean(last)) > solved_at:
-                    raise KeyboardInterrupt
-            return super().get_steps(behavior_name)
-
-        def take_environment_stats(self) -> dict[str, Any]:
-            self.run_starts = True
-            return {}
-
-    env = StoppingGroupReach(variant, n_groups=n_groups, seed=seed or 0, num_areas=num_areas)
+    env = GroupReach(variant, n_groups=n_groups, seed=seed or 0, num_areas=num_areas)
     GROUP_REACH_ENVS.append(env)
     return env
-
-
-class StopWhenSolved(BaseEnv):
-    """A built-in env that ends the run (as a Ctrl-C does: the controller saves and returns) once the
-    mean of the last ``window`` episode returns it saw (each agent's rewards from its first decision to
-    its terminal step, every behavior) reaches ``solved_at``; checked between the runner's batches, as
-    GoalReach does. For learning tests whose task has no early stop of its own (in-process runs)."""
-
-    def __init__(self, env: BaseEnv, solved_at: float, window: int = STOP_WINDOW):
-        self.env, self.solved_at, self.window = env, solved_at, window
-        self.running: dict[tuple[str, int], float] = {}
-        self.returns: list[float] = []
-        self.run_starts = True
-
-    def __getattr__(self, name: str) -> Any:  # set_environment_parameters and the like
-        return getattr(self.env, name)
-
-    @property
-    def behavior_specs(self) -> BehaviorMapping:
-        return self.env.behavior_specs
-
-    def reset(self) -> None:
-        self.env.reset()
-        self.running.clear()
-
-    def step(self) -> None:
-        self.env.step()
-        for name in self.env.behavior_specs:
-            decisions, terminals = self.env.get_steps(name)
-            for agent, reward in zip(decisions.agent_id, decisions.reward):
-                self.running[(name, int(agent))] = self.running.get((name, int(agent)), 0.0) + float(reward)
-            for agent, reward in zip(terminals.agent_id, terminals.reward):
-                self.returns.append(self.running.pop((name, int(agent)), 0.0) + float(reward))
-
-    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
-        if self.run_starts:
-            self.run_starts = False
-            last = self.returns[-self.window :]
-            if len(last) == self.window and float(np.mean(last)) >= self.solved_at:
-                raise KeyboardInterrupt
-        return self.env.get_steps(behavior_name)
-
-    def take_environment_stats(self) -> dict[str, Any]:
-        self.run_starts = True
-        take = getattr(self.env, "take_environment_stats", None)
-        return take() if take is not None else {}
-
-    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
-        self.env.set_actions(behavior_name, action)
-
-    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
-        self.env.set_action_for_agent(behavior_name, agent_id, action)
-
-    def close(self) -> None:
-        self.env.close()
-
-
-def solved_builtin(
-    seed: Optional[int] = None, name: str = "Reach", solved_at: float = 0.9, window: int = STOP_WINDOW, num_areas: int = 1
-) -> BaseEnv:
-    """``env_path: tests.support.simple_envs:solved_builtin``, ``env_args: [name=ReachDiscrete, solved_at=0.85]``:
-    the built-in env ``name`` inside StopWhenSolved."""
-    from ml_arl.envs.games.builtin import BUILTIN_ENVS
-
-    return StopWhenSolved(BUILTIN_ENVS[name](seed, num_areas=num_areas), solved_at, window)
