@@ -3,9 +3,9 @@ learning table): each learning task of the test suite, run for several seeds, on
 each in a fresh process.
 
 A run trains in-process (``manager: inprocess``) with the test's hyperparameters and ends once
-solved: its environment stops it, as a Ctrl-C does, when the last 20 episode returns (POCA: the
-last 20 agents' successes) average above the task's ``solved_at``; otherwise it trains on to the
-test's ``max_steps``. "steps" is the trainer's step count at the end, "seconds" the wall-clock
+solved: a callback stops it (ml_arl.callbacks.StopOnReward; the run saves, as for Ctrl-C) when the
+last 20 episode returns (POCA: the last 20 agents' successes) average above the task's
+``solved_at``; otherwise it trains on to the test's ``max_steps``. "steps" is the trainer's step count at the end, "seconds" the wall-clock
 of the run from building the controller to its return (imports excluded). A run counts as
 solved when the mean of its last 5 returns is above the test's threshold (ML-Agents' criterion).
 
@@ -105,12 +105,12 @@ def _tasks() -> list[Task]:
     entities = "EntityReach, goal among 1-4 entities"
     tasks += [
         Task("ppo, variable-length obs", entities, "", [], {}, behavior="EntityReach",
-             builder=("tests.integration.test_varlen:_config", ("ppo", ["solved_at=0.95"], 6000, varlen_ppo, small))),
+             builder=("tests.integration.test_varlen:_config", ("ppo", [], 6000, varlen_ppo, small)), solved_at=0.95),
         Task("sac, variable-length obs", entities + " (discrete)", "", [], {}, behavior="EntityReach",
-             builder=("tests.integration.test_varlen:_config", ("sac", ["vectors=0", "continuous=0", "discrete=1", "solved_at=0.9"], 3000,
+             builder=("tests.integration.test_varlen:_config", ("sac", ["vectors=0", "continuous=0", "discrete=1"], 3000,
                                                      varlen_sac, {"num_layers": 1, "hidden_units": 16}))),
         Task("poca, variable-length obs", entities + " (group of 2)", "", [], {}, behavior="EntityReach",
-             builder=("tests.integration.test_varlen:_config", ("poca", ["solved_at=0.95", "grouped=true", "n_agents=2"], 6000, varlen_ppo, small))),
+             builder=("tests.integration.test_varlen:_config", ("poca", ["grouped=true", "n_agents=2"], 6000, varlen_ppo, small)), solved_at=0.95),
     ]
     sac_memory = {"learning_rate": 5.0e-3, "batch_size": 64, "buffer_size": 5000, "buffer_init_steps": 100, "tau": 0.01, "init_entcoef": 0.01}
     for kind in ("continuous=1", "discrete=1"):
@@ -165,7 +165,7 @@ def _config(task: Task, tmp: str, seed: int) -> dict[str, Any]:
         config["default_settings"].update({"summary_freq": 1000, "checkpoint_interval": 100000})
         return config
     return {
-        "env_settings": {"env_path": task.env_path, "env_args": [*task.env_args, f"solved_at={task.solved_at}"], "manager": "inprocess",
+        "env_settings": {"env_path": task.env_path, "env_args": list(task.env_args), "manager": "inprocess",
                          "seed": seed + 1},
         "checkpoint_settings": {"results_dir": tmp, "run_id": "bench"},
         "default_settings": {"summary_freq": 1000, "checkpoint_interval": 100000,
@@ -185,8 +185,11 @@ def _run(task: Task, seed: int, queue: Any) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         config = _config(task, tmp, seed)
         simple_envs.GROUP_REACH_ENVS.clear()
+        grouped = config["env_settings"]["env_path"].endswith(":group_reach")
+        stop = (simple_envs.stop_when_groups_solved(task.solved_at) if grouped
+                else simple_envs.stop_when_solved(task.solved_at, task.behavior))
         started = time.perf_counter()
-        controller = TrainerController(build_run_options(config, {}, "bench"))
+        controller = TrainerController(build_run_options(config, {}, "bench"), callbacks=stop)
         controller.start_learning()
         seconds = time.perf_counter() - started
         if simple_envs.GROUP_REACH_ENVS:

@@ -27,7 +27,7 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str) -> object:
     if name in _API:
-        import importlib
+        from ml_arl.import_path import resolve
 
-        return getattr(importlib.import_module(_API[name]), name)
+        return resolve(f"{_API[name]}:{name}")
     raise AttributeError(f"module 'ml_arl' has no attribute {name!r}")

@@ -8,7 +8,8 @@ other exception is the run's failure, with its traceback.
 Where each is called: ``on_phase`` and ``on_episode`` in the thread that runs ``train`` (the main
 loop), ``on_summary`` and ``on_checkpoint`` in the thread of the trainer that wrote them (its own
 thread with ``threaded: true``), so a callback that keeps state across them should lock it.
-``on_start`` receives the live ``Run`` (ml_arl.api) once the results folder is ready.
+``on_start`` receives the live ``Run`` (ml_arl.api.Run; typed Any here, which ml_arl.api imports)
+before the environments start.
 """
 
 from __future__ import annotations
@@ -18,13 +19,10 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from ml_arl.messages import EpisodeStat
 from ml_arl.stats import StatsSummary
-
-if TYPE_CHECKING:
-    from ml_arl.api import Run
 
 logger = logging.getLogger(__name__)
 
@@ -48,7 +46,7 @@ class Summary:
 class Callback:
     """A base class with every hook doing nothing; subclassing it is optional."""
 
-    def on_start(self, run: Run) -> Optional[bool]:
+    def on_start(self, run: Any) -> Optional[bool]:
         return None
 
     def on_summary(self, summary: Summary) -> Optional[bool]:
@@ -100,7 +98,7 @@ class CallbackList:
             if result is False:
                 self.request_stop(f"{type(cb).__name__}.{hook} returned False")
 
-    def start(self, run: Run) -> None:
+    def start(self, run: Any) -> None:
         self._call("on_start", run)
 
     def phase(self, name: str) -> None:
@@ -131,6 +129,7 @@ class StopOnReward(Callback):
             raise ValueError("StopOnReward: window must be at least 1")
         self.behavior, self.threshold, self.window = behavior, float(threshold), int(window)
         self.returns: deque[float] = deque(maxlen=self.window)
+        self.episodes = 0  # of the behavior, seen so far
         self.reached_at: Optional[int] = None  # episodes seen when it stopped the run
 
     @property
@@ -141,9 +140,10 @@ class StopOnReward(Callback):
         if behavior != self.behavior or self.reached_at is not None:
             return None
         self.returns.append(float(episode.reward))
+        self.episodes += 1
         mean = self.mean
         if len(self.returns) == self.window and mean is not None and mean >= self.threshold:
-            self.reached_at = len(self.returns)
+            self.reached_at = self.episodes
             raise StopTraining(f"{self.behavior}: mean return {mean:.2f} of the last {self.window} episodes "
                                f">= {self.threshold:g}")
         return None
@@ -157,11 +157,11 @@ class CheckpointEvery(Callback):
         if steps < 1:
             raise ValueError("CheckpointEvery: steps must be at least 1")
         self.steps = int(steps)
-        self.run: Optional[Run] = None
+        self.run: Optional[Any] = None
         self._next: dict[str, int] = {}
         self.saved: list[str] = []
 
-    def on_start(self, run: Run) -> None:
+    def on_start(self, run: Any) -> None:
         self.run = run
 
     def on_summary(self, summary: Summary) -> None:
@@ -187,11 +187,11 @@ class EvalCallback(Callback):
             raise ValueError("EvalCallback: every and episodes must be at least 1")
         self.behavior, self.every, self.episodes = behavior, int(every), int(episodes)
         self.env, self.env_args, self.seed, self.max_steps = env, list(env_args or []), seed, max_steps
-        self.run: Optional[Run] = None
+        self.run: Optional[Any] = None
         self._next = self.every
         self.results: list[tuple[int, float]] = []
 
-    def on_start(self, run: Run) -> None:
+    def on_start(self, run: Any) -> None:
         self.run = run
         if self.env is None:
             self.env = run.options.env_settings.env_path

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Optional
+from collections.abc import Iterable
+from typing import Any, Optional, Union
 
 import numpy as np
 import torch
@@ -27,7 +28,7 @@ from ml_arl.envs.managers.env_manager import EnvManager
 from ml_arl.envs.managers.factory import create_env_manager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import StepBatch, Trajectory
-from ml_arl.results_dir import resolve_seed
+from ml_arl.results_dir import release_run_lock, resolve_seed
 from ml_arl.run.brains import Brains
 from ml_arl.run.curriculum import Curriculum, check_curriculum_behaviors
 from ml_arl.run.demo_recording import DemoRecorder
@@ -65,9 +66,9 @@ def set_torch_threads() -> None:
 
 class TrainerController:
     def __init__(self, options: RunOptions, env_manager: Optional[EnvManager] = None, seed: Optional[int] = None,
-                 callbacks: Optional[CallbackList] = None):
+                 callbacks: Optional[Union[CallbackList, Iterable[Any]]] = None):
         self.options = options
-        self.callbacks = callbacks if callbacks is not None else CallbackList()
+        self.callbacks = callbacks if isinstance(callbacks, CallbackList) else CallbackList(callbacks or ())
         self.train_model = not options.checkpoint_settings.inference
         self.timers = Timers()
         self.seed = resolve_seed(options) if seed is None else seed
@@ -117,6 +118,8 @@ class TrainerController:
             self.outputs.prepare()
             self.env_manager.run_logs_ready()  # worker tracebacks may be written there now
             for index, phase in self.schedule.pending():
+                if self.callbacks.stop_requested:  # asked for as the phase before ended: the next does not begin
+                    raise StopTraining(f"Stopped by a callback ({self.callbacks.reason})")
                 self._run_phase(index, phase, specs)
         except KeyboardInterrupt:
             interrupted = True
@@ -149,9 +152,12 @@ class TrainerController:
             try:
                 self.outputs.close()
             finally:
-                if self.demos is not None:
-                    self.demos.close()  # each .demo file holds every episode that finished
-                torch.use_deterministic_algorithms(self._was_deterministic)
+                try:
+                    if self.demos is not None:
+                        self.demos.close()  # each .demo file holds every episode that finished
+                    torch.use_deterministic_algorithms(self._was_deterministic)
+                finally:
+                    release_run_lock(self.options.checkpoint_settings.write_path)  # the folder is free for the next run
 
     def _elos(self) -> dict[str, float]:
         """ELO of the self-play brains that save checkpoints (kept in training_status.json)."""
