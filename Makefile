@@ -10,7 +10,7 @@ CORE_STAMP := $(VENV)/.core-installed
 STAMP := $(VENV)/.full-installed
 EXTRAS := dev,pettingzoo,ray,trackers,palaestrai
 
-.PHONY: install install-core demo test test-fast lint bench protos smoke smoke-pythons docs clean
+.PHONY: install install-core demo test test-fast lint bench bench-check protos smoke smoke-pythons docs clean
 
 # torch first and pinned: the CPU wheel on these machines; a bare "torch" would pull CUDA. Every later
 # install finds torch==2.13.0 there, and setup.py's torch>=2.4 then installs nothing more.
@@ -105,6 +105,10 @@ docs: $(STAMP)
 
 bench: $(CORE_STAMP)
 	$(BIN)/python bench/pipeline.py
+
+# the README's short figures, re-measured; fails when one is further off than its noise (run it on an idle machine)
+bench-check: $(STAMP)
+	$(BIN)/python bench/check_readme.py
 
 # The Unity protocol's Python modules from the .proto files beside them (ml_arl/protocol/__init__.py).
 # grpcio-tools is pinned: its version decides the protobuf and grpcio floors in setup.py.
