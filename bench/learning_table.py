@@ -135,8 +135,8 @@ def _tasks() -> list[Task]:
 
 def _record_expert(tmp: str) -> str:
     """The goal-reaching expert (tests.support.plugins) acting with --inference --record-demo: its .demo folder."""
+    from ml_arl.run.controller import TrainerController
     from ml_arl.settings import build_run_options
-    from ml_arl.trainer_controller import TrainerController
 
     config = {
         "env_settings": {"env_path": GOAL_REACH, "env_args": ["continuous=1"], "manager": "inprocess", "seed": 7},
@@ -178,8 +178,8 @@ def _run(task: Task, seed: int, queue: Any) -> None:
     """One run, in a fresh process: puts (steps, seconds, last-5 mean) on ``queue``."""
     import numpy as np
 
+    from ml_arl.run.controller import TrainerController
     from ml_arl.settings import build_run_options
-    from ml_arl.trainer_controller import TrainerController
     from tests.support import simple_envs
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -44,9 +44,9 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     from ml_arl.config_file import load_config_file
     from ml_arl.messages import Trajectory
+    from ml_arl.run.controller import set_torch_threads
     from ml_arl.settings import build_run_options
     from ml_arl.stats import StatsReporter
-    from ml_arl.trainer_controller import set_torch_threads
     from ml_arl.trainers.sac import SACTrainer
 
     set_torch_threads()

@@ -26,7 +26,7 @@ from ml_arl.settings import RunOptions, build_run_options, cli_flags
 
 if TYPE_CHECKING:
     from ml_arl.inference import Policy
-    from ml_arl.trainer_controller import TrainerController
+    from ml_arl.run.controller import TrainerController
 
 logger = logging.getLogger(__name__)
 
@@ -245,7 +245,7 @@ def train_options(options: RunOptions, callbacks: Optional[CallbackList] = None)
     try:
         env_manager.launch()
         logger.debug("Launched %d environment worker(s); importing torch", options.env_settings.num_envs)
-        from ml_arl.trainer_controller import TrainerController
+        from ml_arl.run.controller import TrainerController
 
         controller = TrainerController(options, env_manager, seed, callbacks=callbacks)
     except BaseException:

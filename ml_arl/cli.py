@@ -116,7 +116,7 @@ def check_only(options: RunOptions) -> int:
         resolve_env(env.env_path, env.env_args, env.num_areas)
     elif env.env_path is not None:
         unity_factory(options, resolve_seed(options))
-    from ml_arl.trainer_controller import choose_device
+    from ml_arl.run.controller import choose_device
 
     choose_device(options.torch_settings.device)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's when PyYAML has it: same output, faster

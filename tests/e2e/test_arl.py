@@ -22,9 +22,9 @@ from ml_arl.agent_processor import AgentProcessor
 from ml_arl.envs.games.grid import GridDefense
 from ml_arl.objectives import ObjectiveBatch, build_objective
 from ml_arl.policy.muscle import Muscle, masks_allowed
+from ml_arl.run.controller import TrainerController
 from ml_arl.settings import build_run_options
 from ml_arl.store import STORE_FILENAME
-from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.sac import SACTrainer
 from tests.support.runs import ROOT, arl_learn, arl_learn_here, scalars, write_config
 from tests.support.zygote import popen_arl_learn

@@ -23,9 +23,9 @@ from ml_arl.envs.games.soccer import HALF_CELLS, TEAMS, SoccerLine
 from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.messages import PolicySnapshot
 from ml_arl.policy.muscle import ActionInfo, Muscle
+from ml_arl.run.controller import TrainerController
 from ml_arl.settings import SelfPlaySettings, build_run_options
 from ml_arl.stats import StatsReporter
-from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.ghost import GhostController, GhostTrainer
 from ml_arl.trainers.poca import POCATrainer
 from tests.support.runs import ROOT, arl_learn, arl_learn_here, scalars, write_config

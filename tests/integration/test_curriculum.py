@@ -22,10 +22,10 @@ from ml_arl.envs.games.grid import GridDefense
 from ml_arl.envs.parameters import draw
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import EpisodeStat
+from ml_arl.run.controller import TrainerController
 from ml_arl.run.curriculum import lesson_complete
 from ml_arl.settings import CompletionCriteria, build_run_options, lesson_values, resolve_parameter_seeds
 from ml_arl.store import STORE_FILENAME
-from ml_arl.trainer_controller import TrainerController
 from tests.support.runs import ROOT, arl_learn_here, scalars, tiny_config
 
 TAG = "Environment/Lesson Number/bonus"

@@ -22,8 +22,8 @@ from ml_arl.policy.encoders import Normalizer
 from ml_arl.policy.muscle import Muscle
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
+from ml_arl.run.controller import TrainerController
 from ml_arl.settings import NetworkSettings, build_run_options
-from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.sac_networks import Critic
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 

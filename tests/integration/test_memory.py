@@ -25,9 +25,9 @@ from ml_arl.policy.layers import run_lstm
 from ml_arl.policy.muscle import Muscle
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
+from ml_arl.run.controller import TrainerController
 from ml_arl.settings import BehavioralCloningSettings, NetworkSettings, build_run_options
 from ml_arl.stats import StatsReporter
-from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.behavioral_cloning import BehavioralCloning
 from ml_arl.trainers.poca import POCATrainer, poca_loss
 from ml_arl.trainers.ppo import PPOTrainer, masked_mean, ppo_loss, sequence_rows

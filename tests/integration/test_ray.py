@@ -118,8 +118,8 @@ def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: i
 def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
     from ml_arl.callbacks import CallbackList, StopOnReward
     from ml_arl.envs.managers.ray_env_manager import RayEnvManager
+    from ml_arl.run.controller import TrainerController
     from ml_arl.settings import build_run_options
-    from ml_arl.trainer_controller import TrainerController
 
     config = tiny_config("builtin:ReachDiscrete", max_steps=10000, hyperparameters={
         "batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
@@ -245,8 +245,8 @@ def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     from ml_arl.envs.managers.ray_env_manager import RayEnvManager
+    from ml_arl.run.controller import TrainerController
     from ml_arl.settings import build_run_options
-    from ml_arl.trainer_controller import TrainerController
 
     node_b = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
@@ -356,8 +356,8 @@ def test_unity_build_only_the_nodes_have_trains_on_ray_and_exports_onnx(cluster:
 
     from ml_arl.envs.managers.ray_env_manager import RayEnvManager
     from ml_arl.policy.onnx_export import check_onnx
+    from ml_arl.run.controller import TrainerController
     from ml_arl.settings import build_run_options
-    from ml_arl.trainer_controller import TrainerController
     from tests.support.unity_standin import free_base_port, make_build
 
     build = tmp_path / "nodes-only" / "Standin.x86_64"

@@ -19,9 +19,9 @@ from torch import nn
 
 from ml_arl.envs.games.builtin import vector_obs_spec
 from ml_arl.messages import Trajectory
+from ml_arl.run.controller import TrainerController
 from ml_arl.settings import build_run_options
 from ml_arl.stats import StatsReporter
-from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.replay_buffer import ReplayBatch, ReplayBuffer
 from ml_arl.trainers.sac import REPLAY_BUFFER_FILE, SACTrainer, condense_q, sac_losses

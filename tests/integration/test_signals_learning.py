@@ -14,8 +14,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from ml_arl.demo import load_demonstrations
 from ml_arl.exceptions import ConfigError
+from ml_arl.run.controller import TrainerController
 from ml_arl.settings import build_run_options
-from ml_arl.trainer_controller import TrainerController
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
 PPO = {"trainer_type": "ppo", "hyperparameters": {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant",

@@ -17,8 +17,8 @@ from ml_arl.policy.attention import ATTENTION_EMBEDDING_SIZE, EntityAttention, E
 from ml_arl.policy.muscle import Muscle
 from ml_arl.policy.networks import ActorCritic
 from ml_arl.policy.onnx_export import check_onnx, export_onnx
+from ml_arl.run.controller import TrainerController
 from ml_arl.settings import NetworkSettings, build_run_options
-from ml_arl.trainer_controller import TrainerController
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
 VARIABLE = (DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE)

@@ -46,7 +46,7 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # wh
     os.environ.setdefault(var, "1")
 import importlib.util, io, json, random, signal, socket
 import numpy
-import ml_arl.cli, ml_arl.envs.managers.factory, ml_arl.results_dir, ml_arl.trainer_controller
+import ml_arl.cli, ml_arl.envs.managers.factory, ml_arl.results_dir, ml_arl.run.controller
 import ml_arl.policy.onnx_export, ml_arl.stats, ml_arl.trainers.ppo, ml_arl.trainers.sac, ml_arl.trainers.poca
 import ml_arl.envs.adapters.unity_env, ml_arl.envs.managers.subprocess_env_manager, ml_arl.envs.games.builtin, ml_arl.envs.adapters.gym_env
 

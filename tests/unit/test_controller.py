@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ml_arl.exceptions import TrainerThreadError
+from ml_arl.run.controller import TrainerController
 from ml_arl.settings import build_run_options
-from ml_arl.trainer_controller import TrainerController
 from ml_arl.trainers.ppo import PPOTrainer
 from tests.support.runs import tiny_config
 
