@@ -20,12 +20,12 @@ import time
 import numpy as np
 import torch
 
-from ml_arl.agent_processor import AgentManager
 from ml_arl.envs.games.builtin import Trivial
 from ml_arl.envs.managers.env_manager import EnvManager
 from ml_arl.envs.managers.inprocess_env_manager import InProcessEnvManager
 from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.envs.sources import resolve_env
+from ml_arl.run.agent_manager import AgentManager
 from ml_arl.run.policies import policy_message
 from ml_arl.settings import EnvSettings, TrainerSettings
 from ml_arl.stats import StatsReporter

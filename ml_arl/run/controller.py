@@ -21,7 +21,6 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.agent_processor import AgentManager
 from ml_arl.behavior_id import brain_name
 from ml_arl.callbacks import CallbackList, StopTraining
 from ml_arl.envs.managers.env_manager import EnvManager
@@ -29,6 +28,7 @@ from ml_arl.envs.managers.factory import create_env_manager
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import StepBatch, Trajectory
 from ml_arl.results_dir import release_run_lock, resolve_seed
+from ml_arl.run.agent_manager import AgentManager
 from ml_arl.run.brains import Brains
 from ml_arl.run.curriculum import Curriculum, check_curriculum_behaviors
 from ml_arl.run.demo_recording import DemoRecorder

@@ -18,8 +18,8 @@ import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ml_arl.agent_processor import AgentProcessor
 from ml_arl.envs.games.grid import GridDefense
+from ml_arl.envs.managers.agent_processor import AgentProcessor
 from ml_arl.objectives import ObjectiveBatch, build_objective
 from ml_arl.policy.muscle import Muscle, masks_allowed
 from ml_arl.run.controller import TrainerController

@@ -515,11 +515,11 @@ def test_large_policies_and_replies_do_not_deadlock_the_pipes() -> None:
     other way: the worker's reader thread keeps both sides moving."""
     import threading
 
-    from ml_arl.agent_processor import AgentManager
     from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.envs.sources import resolve_env
     from ml_arl.messages import PolicyMessage
     from ml_arl.policy.networks import ActorCritic
+    from ml_arl.run.agent_manager import AgentManager
     from ml_arl.settings import EnvSettings, NetworkSettings
     from ml_arl.stats import StatsReporter
 

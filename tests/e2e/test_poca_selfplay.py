@@ -17,9 +17,9 @@ import pytest
 import yaml
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.agent_processor import AgentProcessor
 from ml_arl.envs.games.builtin import BUILTIN_ENVS
 from ml_arl.envs.games.soccer import HALF_CELLS, TEAMS, SoccerLine
+from ml_arl.envs.managers.agent_processor import AgentProcessor
 from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.messages import PolicySnapshot
 from ml_arl.policy.muscle import ActionInfo, Muscle

@@ -12,7 +12,7 @@ import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.agent_processor import AgentProcessor
+from ml_arl.envs.managers.agent_processor import AgentProcessor
 from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.messages import Trajectory
 from ml_arl.policy.muscle import ActionInfo

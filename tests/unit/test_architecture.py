@@ -104,7 +104,8 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 def test_messages_and_the_acting_side_are_torch_free() -> None:
     """What workers import must not pull in torch (fast start, small memory)."""
     code = (
-        "import sys; import ml_arl.messages, ml_arl.envs.managers.env_runner, ml_arl.envs.managers.subprocess_env_manager; "
+        "import sys; import ml_arl.messages, ml_arl.envs.managers.env_runner, ml_arl.envs.managers.agent_processor, "
+        "ml_arl.envs.managers.subprocess_env_manager; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)

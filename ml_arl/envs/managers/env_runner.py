@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 from mlagents_envs.base_env import ActionTuple, BaseEnv, BehaviorSpec
 
-from ml_arl.agent_processor import AgentProcessor
+from ml_arl.envs.managers.agent_processor import AgentProcessor
 from ml_arl.exceptions import RESTARTABLE_EXCEPTIONS, ArlError
 from ml_arl.import_path import resolve
 from ml_arl.messages import (

@@ -1,10 +1,11 @@
-"""From environment steps to trajectories, and the queues between env side and trainers.
+"""From environment steps to trajectories, in the worker (the acting side: no torch).
 
 ``AgentProcessor`` turns the DecisionSteps / TerminalSteps of one behavior in one environment
 into per-agent experience and cuts it into ``Trajectory`` objects at ``time_horizon`` or at the
 end of an episode. It runs where the environment runs (in the worker process, or in the main
 process for the in-process manager), so a worker that dies takes its half-built trajectories
-with it: they can never be mixed into training.
+with it: they can never be mixed into training. The main-process end of a behavior is
+ml_arl.run.agent_manager.
 
 An experience is (obs_t, action_t, reward_{t+1}); the reward arrives with the next step of the
 same agent. ``interrupted`` (a max-step cut) is kept apart from a true termination, so the
@@ -25,21 +26,14 @@ had ended when the trajectory did (an agent that leaves early bootstraps from it
 
 from __future__ import annotations
 
-import queue
-import threading
-from collections import deque
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Generic, NamedTuple, Optional, TypeVar
+from typing import Any, NamedTuple, Optional
 
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.messages import EnvStatAggregation, EpisodeStat, Groupmates, PolicySnapshot, Trajectory
+from ml_arl.messages import EpisodeStat, Groupmates, Trajectory
 from ml_arl.objectives import Objective, ObjectiveBatch, evaluate
 from ml_arl.policy.muscle import ActionInfo
-
-if TYPE_CHECKING:
-    from ml_arl.stats import StatsReporter
 
 
 class _Decision(NamedTuple):
@@ -341,91 +335,3 @@ class AgentProcessor:
         out = (self.trajectories, self.episodes)
         self.trajectories, self.episodes = [], []
         return out
-
-
-T = TypeVar("T")
-
-
-class AgentManagerQueue(Generic[T]):
-    """A thread-safe FIFO between the env side and a trainer. ``maxlen`` 0 = unbounded.
-
-    ``put`` blocks while the queue is full, up to ``timeout`` seconds (then raises queue.Full),
-    which gives a threaded trainer back-pressure instead of dropping data.
-    """
-
-    def __init__(self, behavior: str, maxlen: int = 0):
-        self.behavior = behavior
-        self._queue: queue.Queue[T] = queue.Queue(maxsize=maxlen)
-
-    def put(self, item: T, timeout: Optional[float] = None) -> None:
-        self._queue.put(item, timeout=timeout)
-
-    def get(self, timeout: float) -> T:
-        return self._queue.get(timeout=timeout)
-
-    def qsize(self) -> int:
-        return self._queue.qsize()
-
-    def empty(self) -> bool:
-        return self._queue.empty()
-
-    def drain(self, limit: Optional[int] = None) -> list[T]:
-        items: list[T] = []
-        n = self._queue.qsize() if limit is None else limit
-        for _ in range(n):
-            try:
-                items.append(self._queue.get_nowait())
-            except queue.Empty:
-                break
-        return items
-
-
-_AGGREGATIONS = {EnvStatAggregation.AVERAGE: "average", EnvStatAggregation.SUM: "sum", EnvStatAggregation.HISTOGRAM: "histogram"}
-
-
-class AgentManager:
-    """Main-process end of one behavior: routes its trajectories and episode stats to the trainer."""
-
-    def __init__(self, behavior: str, stats: StatsReporter, threaded: bool, stop_event: threading.Event):
-        self.behavior = behavior
-        self.stats = stats
-        self.threaded = threaded
-        self.stop_event = stop_event
-        self.trajectory_queue: AgentManagerQueue[Trajectory] = AgentManagerQueue(behavior, 20 if threaded else 0)
-        self.policy_queue: AgentManagerQueue[PolicySnapshot] = AgentManagerQueue(behavior)
-        self.recent_rewards: deque[float] = deque(maxlen=100)  # last episode returns, newest last
-
-    def add_trajectories(self, trajectories: list[Trajectory], check_alive: Callable[[], None]) -> None:
-        for traj in trajectories:
-            while True:
-                try:
-                    self.trajectory_queue.put(traj, timeout=0.5)
-                    break
-                except queue.Full:
-                    check_alive()  # raises if the trainer thread died; otherwise keep waiting
-                    if self.stop_event.is_set():
-                        return
-
-    def record_episodes(self, episodes: list[EpisodeStat]) -> None:
-        for ep in episodes:
-            self.stats.add_stat("Environment/Cumulative Reward", ep.reward, "histogram")
-            self.stats.add_stat("Objective/Cumulative Objective", ep.objective)
-            self.stats.add_stat("Environment/Episode Length", float(ep.length))
-            self.stats.add_stat("Environment/Episode Count", 1.0, "sum")
-            self.stats.add_episode_reward(ep.reward)
-            self.recent_rewards.append(ep.reward)
-
-    def record_environment_stats(self, env_stats: dict[str, list[tuple[float, EnvStatAggregation]]], worker_id: int) -> None:
-        """The stats side channel, as ML-Agents: averaged, summed or histogrammed over the summary
-        period; MOST_RECENT only from worker 0, so that workers do not overwrite each other."""
-        for key, values in env_stats.items():
-            for value, aggregation in values:
-                if aggregation == EnvStatAggregation.MOST_RECENT:
-                    if worker_id == 0:
-                        self.stats.set_stat(key, value)
-                else:
-                    self.stats.add_stat(key, value, _AGGREGATIONS.get(aggregation, "average"))
-
-    def record_entropy(self, total: float, count: int) -> None:
-        if count:
-            self.stats.add_stat("Policy/Entropy", total / count)
