@@ -1,4 +1,4 @@
-"""Self-play across the run: a ghost (ml_arl.trainers.ghost.GhostTrainer) per brain that has
+"""Self-play across the run: a ghost (ml_arl.run.opponents.OpponentPool) per brain that has
 ``self_play`` and learns, one GhostController per phase deciding which team learns, opponent
 swaps, and the ELO kept in training_status.json.
 
@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping
 from typing import Optional
 
 from ml_arl.messages import PolicySnapshot
+from ml_arl.run.opponents import GhostController, OpponentPool
 from ml_arl.trainers.base import Trainer
-from ml_arl.trainers.ghost import GhostController, GhostTrainer
 
 logger = logging.getLogger(__name__)
 
@@ -23,14 +23,14 @@ logger = logging.getLogger(__name__)
 class SelfPlay:
     def __init__(self, seed: int):
         self.seed = seed
-        self.ghosts: dict[str, GhostTrainer] = {}
+        self.ghosts: dict[str, OpponentPool] = {}
         self.controller = GhostController()
 
     def setup(self, brain: str, trainer: Trainer, saved_elo: Callable[[str], Optional[float]]) -> None:
         """A ghost for a brain with self_play that learns (``saved_elo``: its ELO on --resume)."""
         if trainer.settings.self_play is None or not trainer.learning or brain in self.ghosts:
             return
-        ghost = GhostTrainer(brain, trainer.settings.self_play, self.controller, trainer.stats, self.seed + len(self.ghosts))
+        ghost = OpponentPool(brain, trainer.settings.self_play, self.controller, trainer.stats, self.seed + len(self.ghosts))
         elo = saved_elo(brain)
         if elo is not None:
             ghost.elo = elo

@@ -344,14 +344,14 @@ def test_asymmetric_selfplay_rotates_attacker_and_defender(tmp_path: Path) -> No
 
 def test_asymmetric_elo_moves_learner_and_opponent_snapshot() -> None:
     from ml_arl.messages import PolicySnapshot
+    from ml_arl.run.opponents import GhostController, OpponentPool, expected_score
     from ml_arl.settings import SelfPlaySettings
     from ml_arl.stats import StatsReporter
-    from ml_arl.trainers.ghost import GhostController, GhostTrainer, expected_score
 
     controller = GhostController()
     settings = SelfPlaySettings(elo_k_factor=16, play_against_latest_model_ratio=0.0)
-    defender = GhostTrainer("Defender", settings, controller, StatsReporter("Defender", []), seed=0)
-    attacker = GhostTrainer("Attacker", settings, controller, StatsReporter("Attacker", []), seed=1)
+    defender = OpponentPool("Defender", settings, controller, StatsReporter("Defender", []), seed=0)
+    attacker = OpponentPool("Attacker", settings, controller, StatsReporter("Attacker", []), seed=1)
     defender.add_behavior("Defender")
     attacker.add_behavior("Attacker")
     for ghost in (defender, attacker):

@@ -24,9 +24,9 @@ from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.messages import PolicySnapshot
 from ml_arl.policy.muscle import ActionInfo, Muscle
 from ml_arl.run.controller import TrainerController
+from ml_arl.run.opponents import GhostController, OpponentPool
 from ml_arl.settings import SelfPlaySettings, build_run_options
 from ml_arl.stats import StatsReporter
-from ml_arl.trainers.ghost import GhostController, GhostTrainer
 from ml_arl.trainers.poca import POCATrainer
 from tests.support.runs import ROOT, arl_learn, arl_learn_here, scalars, write_config
 
@@ -161,7 +161,7 @@ def test_a_game_counts_when_the_whole_group_ended_and_the_group_reward_decides_i
 
     # the ghost's ELO: a loss against an equal opponent costs K / 2, the snapshot gains it
     controller = GhostController()
-    ghost = GhostTrainer("Soccer", SelfPlaySettings(elo_k_factor=16, play_against_latest_model_ratio=0.0), controller,
+    ghost = OpponentPool("Soccer", SelfPlaySettings(elo_k_factor=16, play_against_latest_model_ratio=0.0), controller,
                          StatsReporter("Soccer", []), 0)
     ghost.add_behavior("Soccer?team=0")
     ghost.add_behavior("Soccer?team=1")

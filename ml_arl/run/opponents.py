@@ -1,5 +1,8 @@
-"""Self-play as ML-Agents' ghost trainer defines it, for symmetric teams and for asymmetric
-attacker / defender behaviors.
+"""Self-play's opponents, as ML-Agents' ghost trainer defines them, for symmetric teams and for
+asymmetric attacker / defender behaviors: per brain an ``OpponentPool`` (its snapshots, the one
+its other teams play now, ELO; ML-Agents' GhostTrainer, which trains nothing: the brain's own
+trainer learns), per phase a ``GhostController`` (which team learns). ``ml_arl.run.selfplay``
+drives them across the run.
 
 A *team* is the ``team`` of a behavior id ("Name?team=1"), or, for a behavior without one, its
 brain name, so two behaviors of different names (Attacker, Defender) are two teams. One team
@@ -49,11 +52,11 @@ class GhostController:
 
     def __init__(self) -> None:
         self.teams: list[str] = []
-        self.ghosts: dict[str, GhostTrainer] = {}
+        self.ghosts: dict[str, OpponentPool] = {}
         self.index = 0
         self.reset_pending = False
 
-    def register(self, team: str, ghost: GhostTrainer) -> None:
+    def register(self, team: str, ghost: OpponentPool) -> None:
         if team not in self.ghosts:
             self.teams.append(team)
             self.ghosts[team] = ghost
@@ -72,7 +75,7 @@ class GhostController:
                 logger.info("Self-play: team %s learns now", self.learning_team)
                 return
 
-    def opponent(self) -> Optional[GhostTrainer]:
+    def opponent(self) -> Optional[OpponentPool]:
         for team in self.teams:
             if team != self.learning_team:
                 return self.ghosts[team]
@@ -95,8 +98,9 @@ class _Snapshot:
         self.elo = elo
 
 
-class GhostTrainer:
-    """Self-play bookkeeping of one brain; the brain's own trainer does the learning."""
+class OpponentPool:
+    """Self-play bookkeeping of one brain: snapshots of its weights, the opponent its
+    non-learning teams play with, its ELO. The brain's own trainer does the learning."""
 
     def __init__(self, brain: str, settings: SelfPlaySettings, controller: GhostController, stats: StatsReporter, seed: int):
         self.brain = brain
