@@ -18,8 +18,8 @@ from typing import Any, Optional, Union
 import numpy as np
 from mlagents_envs.base_env import ActionTuple, BaseEnv, BehaviorSpec
 
-from ml_arl.envs.specs import spec_from_plain
 from ml_arl.exceptions import RunDirectoryError
+from ml_arl.specs import spec_from_plain
 
 Observations = Union[np.ndarray, Sequence[np.ndarray]]
 

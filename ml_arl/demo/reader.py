@@ -27,8 +27,8 @@ from ml_arl.demo.format import (
     parse_demo,
     png_problem,
 )
-from ml_arl.envs.specs import is_variable_length
 from ml_arl.exceptions import ConfigError
+from ml_arl.specs import is_variable_length
 
 DEMO_SUFFIX = ".demo"
 

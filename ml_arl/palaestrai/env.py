@@ -51,7 +51,6 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
-from ml_arl.envs.games.builtin import vector_obs_spec
 from ml_arl.palaestrai.definitions import (
     PHASE_PARAMETER,
     AgentWiring,
@@ -59,6 +58,7 @@ from ml_arl.palaestrai.definitions import (
 )
 from ml_arl.palaestrai.driver import DriverSet
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
+from ml_arl.specs import vector_obs_spec
 
 logger = logging.getLogger(__name__)
 

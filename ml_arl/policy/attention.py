@@ -30,10 +30,10 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec, ObservationType
 from torch import nn
 
-from ml_arl.envs.specs import is_variable_length
 from ml_arl.messages import Dense, EntityEncoderWeights
 from ml_arl.policy.constants import LAYER_NORM_EPS, MEAN_EPSILON
 from ml_arl.policy.weights import dense_weights
+from ml_arl.specs import is_variable_length
 
 ATTENTION_EMBEDDING_SIZE = 128  # ML-Agents' ObservationEncoder: fixed, whatever hidden_units is
 ATTENTION_HEADS = 4  # ML-Agents' ResidualSelfAttention and MultiAgentNetworkBody

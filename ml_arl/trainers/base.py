@@ -39,10 +39,10 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.checkpoints import CheckpointManager, load_torch
-from ml_arl.envs.specs import spec_to_plain
 from ml_arl.exceptions import RunDirectoryError
 from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.settings import TrainerSettings
+from ml_arl.specs import spec_to_plain
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.common import decayed
 from ml_arl.trainers.queues import AgentManagerQueue

@@ -20,12 +20,12 @@ from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, Decisi
 from ml_arl.envs.games.builtin import BUILTIN_ENVS
 from ml_arl.envs.games.soccer import HALF_CELLS, TEAMS, SoccerLine
 from ml_arl.envs.managers.agent_processor import AgentProcessor
-from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.messages import PolicySnapshot
 from ml_arl.policy.muscle import ActionInfo, Muscle
 from ml_arl.run.controller import TrainerController
 from ml_arl.run.opponents import GhostController, OpponentPool
 from ml_arl.settings import SelfPlaySettings, build_run_options
+from ml_arl.specs import vector_obs_spec
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.poca import POCATrainer
 from tests.support.runs import ROOT, arl_learn, arl_learn_here, scalars, write_config

@@ -13,11 +13,11 @@ import torch
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
 from ml_arl.envs.managers.agent_processor import AgentProcessor
-from ml_arl.envs.specs import vector_obs_spec
 from ml_arl.messages import Trajectory
 from ml_arl.policy.muscle import ActionInfo
 from ml_arl.run.controller import TrainerController
 from ml_arl.settings import POCASettings, TrainerSettings, build_run_options
+from ml_arl.specs import vector_obs_spec
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.common import lambda_returns
 from ml_arl.trainers.poca import POCATrainer, clipped_value_loss, group_done, poca_loss

@@ -17,10 +17,10 @@ import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 from torch import nn
 
-from ml_arl.envs.games.builtin import vector_obs_spec
 from ml_arl.messages import Trajectory
 from ml_arl.run.controller import TrainerController
 from ml_arl.settings import build_run_options
+from ml_arl.specs import vector_obs_spec
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.optim import Adam
 from ml_arl.trainers.replay_buffer import ReplayBatch, ReplayBuffer

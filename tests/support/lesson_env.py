@@ -30,7 +30,7 @@ from mlagents_envs.base_env import (
 )
 
 from ml_arl.envs.parameters import draw
-from ml_arl.envs.specs import vector_obs_spec
+from ml_arl.specs import vector_obs_spec
 
 BEHAVIOR = "Learner"
 

@@ -8,10 +8,10 @@ from typing import Optional
 import numpy as np
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.envs.games.builtin import vector_obs_spec
 from ml_arl.envs.managers.agent_processor import AgentProcessor
 from ml_arl.messages import EnvStatAggregation
 from ml_arl.policy.muscle import ActionInfo
+from ml_arl.specs import vector_obs_spec
 from ml_arl.trainers.queues import AgentManagerQueue
 
 SPEC = BehaviorSpec([vector_obs_spec(1)], ActionSpec(1, ()))

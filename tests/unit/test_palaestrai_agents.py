@@ -40,7 +40,7 @@ def trainer_for(data: dict[str, Any]) -> BrainTrainer:
     options = build_run_options({k: v for k, v in translation.config.items() if k != "env_settings"}, {}, "run.yml")
     from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 
-    from ml_arl.envs.games.builtin import vector_obs_spec
+    from ml_arl.specs import vector_obs_spec
 
     spec = BehaviorSpec([vector_obs_spec(20)], ActionSpec(0, (10, 10)))
     return BrainTrainer("a", options.behaviors["a"], spec, StatsReporter("a", []), None, torch.device("cpu"), seed=1)

@@ -45,7 +45,7 @@ from ml_arl.envs.games.soccer import SoccerLine
 from ml_arl.envs.games.tag import Tag
 from ml_arl.envs.parameters import draw, is_value
 from ml_arl.envs.single_behavior import SingleBehaviorEnv
-from ml_arl.envs.specs import vector_obs_spec
+from ml_arl.specs import vector_obs_spec
 
 
 class _VectorBatchEnv(SingleBehaviorEnv):

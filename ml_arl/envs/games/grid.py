@@ -62,7 +62,7 @@ from mlagents_envs.base_env import (
 )
 
 from ml_arl.envs.parameters import draw, is_value
-from ml_arl.envs.specs import vector_obs_spec
+from ml_arl.specs import vector_obs_spec
 
 V_BASE_KV = 12.66
 S_BASE_MVA = 1.0

@@ -38,7 +38,7 @@ from mlagents_envs.base_env import (
 )
 
 from ml_arl.envs.games.teams import TwoTeamEnv
-from ml_arl.envs.specs import vector_obs_spec
+from ml_arl.specs import vector_obs_spec
 
 HALF_CELLS = 5
 TEAM_SIZE = 2

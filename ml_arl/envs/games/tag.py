@@ -31,7 +31,7 @@ from mlagents_envs.base_env import (
 )
 
 from ml_arl.envs.games.teams import TwoTeamEnv
-from ml_arl.envs.specs import vector_obs_spec
+from ml_arl.specs import vector_obs_spec
 
 HALF_CELLS = 8
 MIN_START_DISTANCE = 3

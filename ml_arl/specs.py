@@ -1,4 +1,5 @@
-"""Small BehaviorSpec helpers shared by the Python environments, the networks and the demo reader."""
+"""Small BehaviorSpec helpers shared by the Python environments, the networks, the trainers' checkpoints and
+the demo reader; below all of them (mlagents_envs only)."""
 
 from __future__ import annotations
 
