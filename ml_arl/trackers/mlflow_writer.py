@@ -117,7 +117,7 @@ class MLflowWriter:
 
     def _report(self) -> list[str]:
         """report.png of the run (arl-report's picture), drawn now; [] without a results store."""
-        from ml_arl.report import PNG_FILENAME, plot
+        from ml_arl.plotting import PNG_FILENAME, plot_run
         from ml_arl.store import STORE_FILENAME, read_results
 
         store = os.path.join(self.write_path, STORE_FILENAME)
@@ -127,7 +127,7 @@ class MLflowWriter:
         if not results.series:
             return []
         path = os.path.join(self.write_path, PNG_FILENAME)
-        plot(results, path)
+        plot_run(results, path)
         return [path]
 
     def close(self) -> None:
