@@ -16,24 +16,11 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from ml_arl.baselines.policies import BUILTIN_POLICIES, PolicyWeights
-from ml_arl.import_path import ImportPathError, is_import_path, resolve
+from ml_arl.baselines.policies import PolicyWeights
+from ml_arl.import_path import resolve
+from ml_arl.settings.run import BUILTIN_POLICIES, policy_path
 
 __all__ = ["BUILTIN_POLICIES", "PolicyWeights", "policy_path", "policy_problem"]
-
-
-def policy_path(name: str) -> str:
-    """The import path of the class that plays policy ``name``; ValueError (one line) when none does."""
-    if name in BUILTIN_POLICIES:
-        return BUILTIN_POLICIES[name]
-    if not is_import_path(name):
-        raise ValueError(f"no policy {name!r}: the built-in ones are {', '.join(BUILTIN_POLICIES)}; "
-                         "yours is named pkg.module:Class")
-    try:
-        resolve(name)
-    except ImportPathError as err:
-        raise ValueError(str(err)) from None
-    return name
 
 
 def policy_problem(name: str, spec: Any) -> Optional[str]:

@@ -11,13 +11,6 @@ from mlagents_envs.base_env import ActionTuple
 
 from ml_arl.policy.muscle import ActionInfo
 
-BUILTIN_POLICIES = {
-    "no_op": "ml_arl.baselines.policies:NoOp",
-    "random": "ml_arl.baselines.policies:Random",
-    "volt_var_droop": "ml_arl.baselines.grid:VoltVarDroop",
-    "greedy": "ml_arl.baselines.grid:GreedyAttacker",
-}
-
 
 @dataclass(frozen=True)
 class PolicyWeights:

@@ -24,7 +24,7 @@ from ml_arl.objectives import ObjectiveError, build_objective
 from ml_arl.settings.errors import validate
 from ml_arl.settings.matrix import expand_matrices
 from ml_arl.settings.parameters import check_environment_parameters, curricula_criteria, is_curriculum
-from ml_arl.settings.run import EnvSettings, PhaseSettings, RunOptions, phase_settings
+from ml_arl.settings.run import EnvSettings, PhaseSettings, RunOptions, phase_settings, policy_path
 from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, TrainerSettings
 from ml_arl.settings.values import deep_merge, short
 
@@ -96,8 +96,6 @@ def _check_phases(
             if phase.learn and name in phase.learn:
                 problems.append(f"{where}.play: '{name}' is in learn too; a behavior a fixed policy plays does not learn")
             try:
-                from ml_arl.baselines import policy_path
-
                 policy_path(policy.name)
             except ValueError as err:
                 problems.append(f"{where}.play.{name}.name: {err}")

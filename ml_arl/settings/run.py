@@ -18,6 +18,7 @@ from pydantic import Field, PrivateAttr, field_validator, model_validator
 from ml_arl import limits
 from ml_arl.behavior_id import brain_name
 from ml_arl.exceptions import ConfigError
+from ml_arl.import_path import ImportPathError, is_import_path, resolve
 from ml_arl.settings.errors import validate
 from ml_arl.settings.flags import section, setting
 from ml_arl.settings.parameters import EnvironmentParameters
@@ -198,6 +199,30 @@ class StopWhen(Strict):
     behavior: str
     episodes: Int = Field(gt=0)
     mean_objective_per_step: Float
+
+
+# The built-in fixed policies (a phase's ``play``), in one table: each one's class as an import path
+# (the settings stay torch-free and check a name without building the policy; ml_arl.baselines has them).
+BUILTIN_POLICIES: dict[str, str] = {
+    "no_op": "ml_arl.baselines.policies:NoOp",
+    "random": "ml_arl.baselines.policies:Random",
+    "volt_var_droop": "ml_arl.baselines.grid:VoltVarDroop",
+    "greedy": "ml_arl.baselines.grid:GreedyAttacker",
+}
+
+
+def policy_path(name: str) -> str:
+    """The import path of the class that plays policy ``name``; ValueError (one line) when none does."""
+    if name in BUILTIN_POLICIES:
+        return BUILTIN_POLICIES[name]
+    if not is_import_path(name):
+        raise ValueError(f"no policy {name!r}: the built-in ones are {', '.join(BUILTIN_POLICIES)}; "
+                         "yours is named pkg.module:Class")
+    try:
+        resolve(name)
+    except ImportPathError as err:
+        raise ValueError(str(err)) from None
+    return name
 
 
 class PolicySettings(Strict):
