@@ -39,10 +39,9 @@ import glob
 import math
 import os
 import shutil
-import time
-from typing import Dict, List, Optional, Tuple
-
 import sys
+import time
+from typing import Optional
 
 # bench/ (this script's folder, sys.path[0]) holds bench/mujoco.py, which would shadow the mujoco package
 _HERE = os.path.dirname(os.path.abspath(__file__))
@@ -50,7 +49,6 @@ sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
 import numpy as np  # noqa: E402
 import yaml  # noqa: E402
-
 from mlagents_envs.base_env import (  # noqa: E402
     ActionSpec,
     ActionTuple,
@@ -109,7 +107,7 @@ class GymBaseEnv(BaseEnv):
         self._actions: Optional[np.ndarray] = None
         self._ep_return = np.zeros(copies, dtype=np.float64)
         self._ep_length = np.zeros(copies, dtype=np.int64)
-        self._steps: Tuple[DecisionSteps, TerminalSteps] = (
+        self._steps: tuple[DecisionSteps, TerminalSteps] = (
             DecisionSteps.empty(self._spec),
             TerminalSteps.empty(self._spec),
         )
@@ -190,7 +188,7 @@ class GymBaseEnv(BaseEnv):
             terminal = TerminalSteps.empty(self._spec)
         self._steps = (self._decision(rewards), terminal)
 
-    def get_steps(self, behavior_name: str) -> Tuple[DecisionSteps, TerminalSteps]:
+    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
         self._check_name(behavior_name)
         return self._steps
 
@@ -229,14 +227,14 @@ class GymEnvFactory:
         self.env_id, self.behavior_name, self.copies, self.seed, self.out_dir = (
             env_id, behavior_name, copies, seed, out_dir)
 
-    def __call__(self, worker_id: int, side_channels: List) -> BaseEnv:
+    def __call__(self, worker_id: int, side_channels: list) -> BaseEnv:
         return GymBaseEnv(
             self.env_id, self.behavior_name, self.copies, self.seed, worker_id,
             episode_csv=os.path.join(self.out_dir, f"episodes-w{worker_id}.csv"),
         )
 
 
-def read_episodes(run_dir: str) -> List[Tuple[float, float, int, bool]]:
+def read_episodes(run_dir: str) -> list[tuple[float, float, int, bool]]:
     """(wall_time, return, length, truncated) of every recorded episode of a run, in order of ending."""
     rows = []
     for path in sorted(glob.glob(os.path.join(run_dir, "episodes-w*.csv"))):
@@ -247,7 +245,7 @@ def read_episodes(run_dir: str) -> List[Tuple[float, float, int, bool]]:
     return rows
 
 
-def score(returns: List[float]) -> float:
+def score(returns: list[float]) -> float:
     """Mean return of the last 10% of episodes (at least one)."""
     if not returns:
         return math.nan
@@ -271,7 +269,7 @@ def _legacy_onnx_export() -> None:
     torch.onnx.export = legacy
 
 
-def main(argv: Optional[List[str]] = None) -> None:
+def main(argv: Optional[list[str]] = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", required=True, help="ML-Agents trainer YAML (behaviors, env_settings, ...)")
     parser.add_argument("--env", default="Hopper-v5", help="gymnasium id (default Hopper-v5)")
