@@ -225,9 +225,9 @@ def _checkpoint_in(folder: str, behavior: Optional[str]) -> str:
 def _policy_from_state(state: dict[str, Any], about: dict[str, Any], deterministic: bool) -> Policy:
     import torch
 
-    from ml_arl.run.brains import trainer_class
     from ml_arl.settings.trainer import TrainerSettings
     from ml_arl.stats import StatsReporter
+    from ml_arl.trainers.base import trainer_class
 
     name = str(about["name"])
     spec = spec_from_plain(about["spec"])

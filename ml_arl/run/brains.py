@@ -22,36 +22,15 @@ from ml_arl.behavior_id import brain_name
 from ml_arl.checkpoints import CheckpointManager, TrainingStatus, checkpoint_problem, resume_candidates
 from ml_arl.demo import check_demonstrations
 from ml_arl.exceptions import ConfigError, RunDirectoryError
-from ml_arl.import_path import ImportPathError, resolve_class
 from ml_arl.policy.attention import variable_length_problem
 from ml_arl.policy.encoders import check_visual_support
 from ml_arl.results_dir import resolve_load_path
 from ml_arl.run.phases import PhaseSchedule
-from ml_arl.settings import RunOptions, TrainerSettings
-from ml_arl.settings.trainer import BUILTIN_TRAINERS
+from ml_arl.settings import RunOptions
 from ml_arl.stats import StatsReporter
-from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.base import Trainer, trainer_class
 
 logger = logging.getLogger(__name__)
-
-
-def trainer_class(settings: TrainerSettings, brain: str) -> type[Trainer]:
-    """PPO, SAC, POCA, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
-    if settings.trainer_type in BUILTIN_TRAINERS:
-        return resolve_class(BUILTIN_TRAINERS[settings.trainer_type][1], Trainer)
-    where = f"behaviors.{brain}.trainer_type: {settings.trainer_type}"
-    try:
-        cls = resolve_class(settings.trainer_type, Trainer)
-    except ImportPathError as err:
-        raise ConfigError([f"behaviors.{brain}.trainer_type: {err}"]) from None
-    renamed = {"policy_message": "policy_snapshot", "clear_experience": "on_new_phase"}  # ml_arl 0.1 names
-    for old, new in renamed.items():
-        if hasattr(cls, old):
-            raise ConfigError([f"{where} defines {old}(); the Trainer interface calls it {new}() now; rename it"])
-    missing = sorted(getattr(cls, "__abstractmethods__", ()))
-    if missing:
-        raise ConfigError([f"{where} does not implement {', '.join(missing)} (see ml_arl.trainers.base.Trainer)"])
-    return cls
 
 
 class Brains:

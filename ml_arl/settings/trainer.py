@@ -97,7 +97,7 @@ class POCASettings(_ClippedPolicySettings):
 
 
 # The built-in trainer types, in one table: each one's hyperparameters model and its trainer class
-# (an import path: the settings stay torch-free; ml_arl.run.brains imports the class).
+# (an import path: the settings stay torch-free; ml_arl.trainers.base.trainer_class imports the class).
 BUILTIN_TRAINERS: dict[str, tuple[type[Strict], str]] = {
     "ppo": (PPOSettings, "ml_arl.trainers.ppo:PPOTrainer"),
     "sac": (SACSettings, "ml_arl.trainers.sac:SACTrainer"),

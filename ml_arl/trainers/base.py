@@ -39,9 +39,11 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.checkpoints import CheckpointManager, load_torch
-from ml_arl.exceptions import RunDirectoryError
+from ml_arl.exceptions import ConfigError, RunDirectoryError
+from ml_arl.import_path import ImportPathError, resolve_class
 from ml_arl.messages import PolicySnapshot, Trajectory
 from ml_arl.settings import TrainerSettings
+from ml_arl.settings.trainer import BUILTIN_TRAINERS
 from ml_arl.specs import spec_to_plain
 from ml_arl.stats import StatsReporter
 from ml_arl.trainers.common import decayed
@@ -260,3 +262,22 @@ class Trainer(ABC, Generic[HP]):
                 f"{path}: cannot load this checkpoint into behavior '{self.behavior}' ({first}); does "
                 "network_settings match the run it came from? Use a new --run-id or --force to start afresh"
             ) from None
+
+
+def trainer_class(settings: TrainerSettings, brain: str) -> type[Trainer]:
+    """PPO, SAC, POCA, or the user trainer named by trainer_type (a subclass of ml_arl.trainers.base.Trainer)."""
+    if settings.trainer_type in BUILTIN_TRAINERS:
+        return resolve_class(BUILTIN_TRAINERS[settings.trainer_type][1], Trainer)
+    where = f"behaviors.{brain}.trainer_type: {settings.trainer_type}"
+    try:
+        cls = resolve_class(settings.trainer_type, Trainer)
+    except ImportPathError as err:
+        raise ConfigError([f"behaviors.{brain}.trainer_type: {err}"]) from None
+    renamed = {"policy_message": "policy_snapshot", "clear_experience": "on_new_phase"}  # ml_arl 0.1 names
+    for old, new in renamed.items():
+        if hasattr(cls, old):
+            raise ConfigError([f"{where} defines {old}(); the Trainer interface calls it {new}() now; rename it"])
+    missing = sorted(getattr(cls, "__abstractmethods__", ()))
+    if missing:
+        raise ConfigError([f"{where} does not implement {', '.join(missing)} (see ml_arl.trainers.base.Trainer)"])
+    return cls

@@ -13,13 +13,12 @@ import torch
 from ml_arl.envs.games.builtin import Reach
 from ml_arl.exceptions import ConfigError
 from ml_arl.messages import PolicySnapshot
-from ml_arl.run.brains import trainer_class
 from ml_arl.run.phases import UNLIMITED_STEPS, PhaseSchedule
 from ml_arl.run.policies import policy_message
 from ml_arl.run.selfplay import SelfPlay
 from ml_arl.settings import PhaseSettings, TrainerSettings, build_run_options
 from ml_arl.stats import StatsReporter
-from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.base import Trainer, trainer_class
 from ml_arl.trainers.ppo import PPOTrainer
 from tests.support.plugins import RandomTrainer
 
