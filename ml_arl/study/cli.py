@@ -88,12 +88,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         sys.stderr.write(f"arl-study: error: --run-id {args.run_id!r} {err}\n")
         return 2
     arsenai = _arsenai_file(args.study)
-    if arsenai:  # an arsenAI design of palaestrAI run files (ml_arl.palaestrai.arsenai)
+    if arsenai:  # an arsenAI design of palaestrAI run files (ml_arl.study.arsenai)
         if args.storage or args.ray_address or args.base_port is not None:
             sys.stderr.write("arl-study: error: --storage, --ray-address and --base-port are for arl-study's own studies; "
                              "an arsenAI experiment runs its run files here, one after the other\n")
             return 2
-        from ml_arl.palaestrai.arsenai import run_design
+        from ml_arl.study.arsenai import run_design
 
         return run_design(args.study, args.run_id, args.results_dir, args.check, args.resume, args.force)
     try:
@@ -130,7 +130,7 @@ def _arsenai_file(path: str) -> bool:
         data, _ = load_config_file(path)
     except ConfigError:
         return False
-    from ml_arl.palaestrai.arsenai import is_experiment_file
+    from ml_arl.study.arsenai import is_experiment_file
 
     return is_experiment_file(data)
 
