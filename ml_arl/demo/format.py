@@ -16,7 +16,7 @@ The observation specs are not in the brain parameters: a reader takes them from 
 observations (shape, dimension properties, observation type, name). Images are either
 PNG-compressed (one or more concatenated 3-colour PNGs whose channels ``compressed_channel_mapping``
 maps to the observation's channels) or float data; ml_arl hands on images as (H, W, C) whatever
-layout a build declared (``ml_arl.envs.adapters.image_layout``), and so does this module.
+layout a build declared (``ml_arl.protocol.image_layout``), and so does this module.
 
 This module knows the bytes; ``reader`` and ``writer`` turn them into arrays and back.
 """
@@ -37,7 +37,6 @@ from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, 
 from mlagents_envs.exception import UnityObservationException
 from mlagents_envs.rpc_utils import behavior_spec_from_proto
 
-from ml_arl.envs.adapters.image_layout import chw_floats_to_hwc, decode_png, hwc_behavior_spec
 from ml_arl.protocol.communicator_objects.agent_info_action_pair_pb2 import AgentInfoActionPairProto
 from ml_arl.protocol.communicator_objects.brain_parameters_pb2 import ActionSpecProto, BrainParametersProto
 from ml_arl.protocol.communicator_objects.demonstration_meta_pb2 import DemonstrationMetaProto
@@ -46,6 +45,7 @@ from ml_arl.protocol.communicator_objects.observation_pb2 import PNG as COMPRESS
 from ml_arl.protocol.communicator_objects.observation_pb2 import ObservationProto, ObservationTypeProto
 from ml_arl.protocol.communicator_objects.space_type_pb2 import continuous as SPACE_CONTINUOUS
 from ml_arl.protocol.communicator_objects.space_type_pb2 import discrete as SPACE_DISCRETE
+from ml_arl.protocol.image_layout import chw_floats_to_hwc, decode_png, hwc_behavior_spec
 
 META_BYTES = 33  # the metadata lies in bytes [0, 33); the brain parameters start at 33
 API_VERSION = 1  # what Unity's DemonstrationWriter writes (DemonstrationMetaData.ApiVersion)

@@ -1,5 +1,5 @@
 """Images from Unity builds in both layouts: height x width x channels as com.unity.ml-agents 2.x
-describes them, channels-first as 3.x does (ml_arl.envs.adapters.image_layout). The decision rule, the
+describes them, channels-first as 3.x does (ml_arl.protocol.image_layout). The decision rule, the
 decoders against hand-made arrays, both bridges (mlagents-envs' path and the fast wire decoder)
 turning the same channels-first image into the same (H, W, C) array, the stand-in build's
 channels-first mode, and arl-learn training from pixels alone in either layout."""
@@ -34,13 +34,14 @@ from mlagents_envs.rpc_utils import behavior_spec_from_proto, steps_from_proto
 from mlagents_envs.side_channel.side_channel_manager import SideChannelManager
 from PIL import Image
 
-from ml_arl.envs.adapters import image_layout, unity_decode, unity_fast
-from ml_arl.envs.adapters.image_layout import CHW, HWC
-from ml_arl.envs.adapters.image_layout import image_layout as layout_of
+from ml_arl.envs.adapters import unity_decode, unity_fast
 from ml_arl.envs.adapters.unity_env import UnityBuildEnv
+from ml_arl.protocol import image_layout
 from ml_arl.protocol.communicator_objects.observation_pb2 import ObservationProto
 from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
 from ml_arl.protocol.communicator_objects.unity_output_pb2 import UnityOutputProto
+from ml_arl.protocol.image_layout import CHW, HWC
+from ml_arl.protocol.image_layout import image_layout as layout_of
 from tests.support.runs import arl_learn_here, arl_learn_watched
 from tests.support.unity_standin import free_base_port, make_build, options
 from tests.support.unity_standin import standin as S

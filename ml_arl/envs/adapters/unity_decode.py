@@ -4,7 +4,7 @@ bytes, new brain parameters and side-channel bytes; ``steps_from_wire`` turns on
 AgentInfos into DecisionSteps / TerminalSteps exactly as ``mlagents_envs.rpc_utils.steps_from_proto``
 does (same dtypes, ordering, masks, group ids as a list). PNG observations are decoded by
 mlagents-envs' own ``process_pixels``; images a build sends channels-first are decoded to (H, W, C)
-(ml_arl.envs.adapters.image_layout). Whenever a behavior's infos hold anything not handled bit for bit
+(ml_arl.protocol.image_layout). Whenever a behavior's infos hold anything not handled bit for bit
 (observation sizes that do not match the spec, NaN/inf values, undecodable images, malformed bytes),
 that behavior is decoded again by ``steps_from_proto`` over the generated classes: the result, or
 the exception raised, is then mlagents-envs' own (``fallbacks`` counts those)."""
@@ -20,7 +20,6 @@ from mlagents_envs import environment as _mlagents_environment
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 from mlagents_envs.rpc_utils import steps_from_proto
 
-from ml_arl.envs.adapters import image_layout
 from ml_arl.envs.adapters.unity_wire import (
     FIXED32,
     LENGTH_DELIMITED,
@@ -32,6 +31,7 @@ from ml_arl.envs.adapters.unity_wire import (
     read_float_bytes,
     read_packed_varints,
 )
+from ml_arl.protocol import image_layout
 from ml_arl.protocol.communicator_objects.agent_info_pb2 import AgentInfoProto
 from ml_arl.protocol.communicator_objects.unity_rl_output_pb2 import UnityRLOutputProto
 

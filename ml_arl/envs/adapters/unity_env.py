@@ -21,7 +21,7 @@ protobuf wire bytes (ml_arl.envs.adapters.unity_fast) instead of the generated (
 message classes; results are identical, off is mlagents-envs' own path.
 Either way, images a build sends channels-first (com.unity.ml-agents 3.x) reach the trainer as
 (height, width, channels), as a 2.x build's do, with behavior specs that say so
-(ml_arl.envs.adapters.image_layout).
+(ml_arl.protocol.image_layout).
 
 This module runs in worker processes: no torch.
 """
@@ -47,8 +47,9 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
 from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
 
-from ml_arl.envs.adapters import image_layout, unity_fast
+from ml_arl.envs.adapters import unity_fast
 from ml_arl.exceptions import EditorNotConnectedError, EnvironmentSourceError
+from ml_arl.protocol import image_layout
 from ml_arl.protocol.communicator_objects.unity_to_external_pb2_grpc import add_UnityToExternalProtoServicer_to_server
 
 logger = logging.getLogger(__name__)
@@ -214,7 +215,7 @@ class UnityBuildEnv(UnityEnvironment):
         else:
             super().step()
 
-    # ---- images in either layout (ml_arl.envs.adapters.image_layout), mlagents-envs' path ----
+    # ---- images in either layout (ml_arl.protocol.image_layout), mlagents-envs' path ----
     def _update_behavior_specs(self, output: Any) -> None:
         """mlagents-envs' specs of new behaviors, with channels-first images described as the
         (H, W, C) arrays _update_state makes of them."""

@@ -11,7 +11,7 @@ the per-step traffic past the generated classes, with results identical to mlage
 * What is sent is written by ml_arl.envs.adapters.unity_wire; what comes back is read by
   ml_arl.envs.adapters.unity_decode (with mlagents-envs' own decoder as the fallback for anything unusual).
 * Images a build sends channels-first (com.unity.ml-agents 3.x) are decoded to (H, W, C), the
-  one layout ml_arl hands on, and the behavior's spec says so (ml_arl.envs.adapters.image_layout); the
+  one layout ml_arl hands on, and the behavior's spec says so (ml_arl.protocol.image_layout); the
   env keeps, per behavior, which observations arrive CHW (``chw_table``).
 * ``step(env)`` / ``reset(env)`` are ``UnityEnvironment.step`` / ``reset`` on this path; the env
   must have been created with a ``RawExchange`` communicator (ml_arl.envs.adapters.unity_env does so
@@ -32,7 +32,6 @@ from mlagents_envs.exception import UnityCommunicatorStoppedException, UnityEnvi
 from mlagents_envs.rpc_communicator import RpcCommunicator
 from mlagents_envs.rpc_utils import behavior_spec_from_proto
 
-from ml_arl.envs.adapters import image_layout
 from ml_arl.envs.adapters.unity_decode import decode_output, first_agent_info, split_message, steps_from_wire
 from ml_arl.envs.adapters.unity_wire import (
     COMMAND_RESET,
@@ -44,6 +43,7 @@ from ml_arl.envs.adapters.unity_wire import (
     encode_input_message,
     header_message,
 )
+from ml_arl.protocol import image_layout
 from ml_arl.protocol.communicator_objects.brain_parameters_pb2 import BrainParametersProto
 from ml_arl.protocol.communicator_objects.unity_input_pb2 import UnityInputProto
 from ml_arl.protocol.communicator_objects.unity_message_pb2 import UnityMessageProto
@@ -204,7 +204,7 @@ def set_behavior_spec(env: Any, name: str, wire_spec: BehaviorSpec) -> None:
 
 def apply_output(env: Any, unity_output: Buffer) -> None:
     """UnityEnvironment._update_behavior_specs + _update_state for a UnityOutputProto's bytes
-    (images the build sends channels-first become (H, W, C): see ml_arl.envs.adapters.image_layout)."""
+    (images the build sends channels-first become (H, W, C): see ml_arl.protocol.image_layout)."""
     out = decode_output(unity_output)
     specs: dict[str, BehaviorSpec] = env._env_specs
     for payload in out.brain_parameters:
