@@ -1,5 +1,5 @@
-"""Structure rules of the package: no import cycles, torch-free messages and workers, one
-import-path resolver."""
+"""Structure rules of the package: no import cycles between modules nor between packages,
+torch-free messages and workers, one import-path resolver."""
 
 from __future__ import annotations
 
@@ -99,6 +99,46 @@ def test_cycle_finder_finds_a_cycle() -> None:
 def test_no_module_imports_one_that_imports_it_back() -> None:
     found = cycles(import_graph())
     assert not found, "import cycles: " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def package_of(module: str) -> str:
+    """The room a module is in: ml_arl.X for every module of subpackage X (at any depth), a
+    top-level module (ml_arl.api, ml_arl.messages...) is its own."""
+    return ".".join(module.split(".")[:2])
+
+
+def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """package -> the packages it imports: an import from any module of ml_arl.a to any module of
+    ml_arl.b is an edge a -> b (the module graph's edges, lazy and TYPE_CHECKING imports included)."""
+    packages: dict[str, set[str]] = {package_of(m): set() for m in graph}
+    for module, targets in graph.items():
+        for target in targets:
+            if package_of(target) != package_of(module):
+                packages[package_of(module)].add(package_of(target))
+    return packages
+
+
+def test_the_package_graph_folds_modules_into_their_packages() -> None:
+    assert package_of("ml_arl.envs.managers.env_runner") == "ml_arl.envs" and package_of("ml_arl.api") == "ml_arl.api"
+    assert package_graph({"ml_arl.a.x": {"ml_arl.a.y", "ml_arl.b.z"}, "ml_arl.a.y": set(), "ml_arl.b.z": {"ml_arl.c"},
+                          "ml_arl.c": set()}) == {"ml_arl.a": {"ml_arl.b"}, "ml_arl.b": {"ml_arl.c"}, "ml_arl.c": set()}
+    packages = package_graph(import_graph())
+    assert "ml_arl.run" in packages["ml_arl.cli"]  # cli's lazy import of run.controller
+    assert "ml_arl.envs" not in packages["ml_arl.trainers"]
+
+
+def test_no_package_imports_one_that_imports_it_back() -> None:
+    """The rooms form layers: no chain of imports leads from a package back into itself (e.g.
+    run -> trackers -> report -> study -> cli -> run). Each cycle is named with the module imports
+    that close it."""
+    graph = import_graph()
+    found = cycles(package_graph(graph))
+    explained = []
+    for component in found:
+        edges = sorted(f"{m} -> {t}" for m, targets in graph.items() for t in targets
+                       if package_of(m) in component and package_of(t) in component and package_of(m) != package_of(t))
+        explained.append(" <-> ".join(component) + " (" + "; ".join(edges) + ")")
+    assert not found, "package cycles: " + " | ".join(explained)
 
 
 def test_messages_and_the_acting_side_are_torch_free() -> None:
