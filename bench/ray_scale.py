@@ -36,7 +36,7 @@ def steps_per_second(backend: str, n_workers: int, seconds: float, steps_per_mes
     """``steps_per_message`` 0: not set (each backend's default: 16 steps per message for subprocess
     workers, as many as make a call last about 10 ms for Ray actors)."""
     chosen = {"steps_per_message": steps_per_message} if steps_per_message else {}
-    settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=120, backend=backend, **chosen)
+    settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=120, manager=backend, **chosen)
     factory = resolve_env("builtin:Trivial")
     manager: EnvManager = (RayEnvManager if backend == "ray" else SubprocessEnvManager)(factory, settings, 0)
     return measure_pipeline(manager, "Trivial", seconds)

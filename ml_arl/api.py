@@ -231,7 +231,7 @@ def train_options(options: RunOptions, callbacks: Optional[CallbackList] = None)
     """``train`` on checked options (what arl-learn calls)."""
     callbacks = callbacks or CallbackList()
     env = options.env_settings
-    if env.manager == "subprocess" and env.backend == "subprocess":
+    if env.manager == "subprocess":
         from ml_arl.envs.managers.forkserver import prestart
 
         prestart()  # the worker server boots while the run directory is checked and the env resolved

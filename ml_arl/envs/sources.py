@@ -12,7 +12,7 @@ Accepted forms:
 
 For Unity builds ``--env-args`` go to the executable unchanged; the build and every port it
 needs are checked here, before any worker starts, so a wrong path or a busy port is a one-line
-error. With ``backend: ray`` they are checked by each actor on its own node instead
+error. With ``manager: ray`` they are checked by each actor on its own node instead
 (ml_arl.envs.adapters.unity_nodes), where the build must be at the same (absolute) path.
 
 ``--env-args key=value ...`` become keyword arguments (values read as YAML scalars). A user
@@ -192,17 +192,17 @@ def unity_factory(options: Any, seed: int) -> EnvFactory:
     env = options.env_settings
     engine = options.engine_settings
     file_name: Optional[str] = None
-    on_nodes = env.backend == "ray"
+    on_nodes = env.manager == "ray"
     if on_nodes and not env.env_path:
         raise EnvironmentSourceError(
-            "backend: ray needs a Unity build (--env path/to/Build.x86_64): the Unity Editor runs on this machine "
-            "only; train in the Editor with backend: subprocess"
+            "manager: ray needs a Unity build (--env path/to/Build.x86_64): the Unity Editor runs on this machine "
+            "only; train in the Editor with manager: subprocess"
         )
     if on_nodes:
         # the build and its ports are checked by each actor on its own node (ml_arl.envs.adapters.unity_nodes)
         file_name = os.path.abspath(env.env_path)
         logger.info(
-            "Unity build %s: not checked here (backend: ray); each worker checks it and picks a free port from "
+            "Unity build %s: not checked here (manager: ray); each worker checks it and picks a free port from "
             "%d up on its own Ray node", file_name, env.base_port,
         )
     elif env.env_path:

@@ -302,26 +302,17 @@ def _trainer_section_problems(settings: TrainerSettings, where: str, num_envs: i
     return problems
 
 
-def _backend_problems(env: EnvSettings) -> list[str]:
-    """backend: ray with what it needs (Ray installed, subprocess workers' manager)."""
+def _manager_problems(env: EnvSettings) -> list[str]:
+    """manager: ray with what it needs (Ray installed, no lockstep)."""
     problems = []
-    if env.ray_address is not None and env.backend != "ray":
-        problems.append(
-            f"env_settings.ray_address: {short(env.ray_address)} needs backend: ray (backend is {env.backend}); "
-            "remove backend or ray_address"
-        )
-    if env.backend == "ray":
-        if env.manager == "inprocess":
-            problems.append("env_settings.manager: inprocess runs no workers, so backend: ray cannot place them; "
-                            "remove manager: inprocess or backend: ray")
-        if importlib.util.find_spec("ray") is None:
-            problems.append("env_settings.backend: ray needs Ray, which is not installed; pip install 'ml_arl[ray]'")
+    if env.manager == "ray" and importlib.util.find_spec("ray") is None:
+        problems.append("env_settings.manager: ray needs Ray, which is not installed; pip install 'ml_arl[ray]'")
     if env.deterministic:
         if env.seed == -1:
             problems.append("env_settings.deterministic: a deterministic run needs a fixed seed; add --seed N")
-        if env.backend == "ray":
+        if env.manager == "ray":
             problems.append("env_settings.deterministic: Ray actors answer in no fixed order; "
-                            "use backend: subprocess or drop --deterministic")
+                            "use manager: subprocess or drop --deterministic")
     return problems
 
 
@@ -364,7 +355,7 @@ def build_run_options(data: dict[str, Any], cli_overrides: dict[str, dict[str, A
         env = base.env_settings
         if env.num_envs > 1 and env.env_path is None:
             problems.append("env_settings.num_envs: num_envs > 1 needs env_settings.env_path (or --env)")
-        problems += _backend_problems(env)
+        problems += _manager_problems(env)
         if base.checkpoint_settings.resume and base.checkpoint_settings.force:
             problems.append("checkpoint_settings: resume and force cannot both be set; pick one")
 

@@ -23,7 +23,7 @@ from ml_arl.settings.errors import validate
 from ml_arl.settings.flags import section, setting
 from ml_arl.settings.parameters import EnvironmentParameters
 from ml_arl.settings.trainer import TrainerSettings
-from ml_arl.settings.values import Float, Int, RunName, Strict, deep_merge
+from ml_arl.settings.values import Float, Int, RunName, Strict, deep_merge, short
 
 logger = logging.getLogger("ml_arl.settings")
 
@@ -61,14 +61,14 @@ class EnvSettings(Strict):
     restarts_rate_limit_period_s: Int = setting(
         60, ge=0, flag="--restarts-rate-limit-period-s", help="period of the restart rate limit in seconds"
     )
-    # ml_arl extensions (not in ML-Agents): how workers run.
-    manager: Literal["subprocess", "inprocess"] = "subprocess"
-    # where workers run: processes on this machine, or Ray actors anywhere in a Ray cluster
-    backend: Literal["subprocess", "ray"] = "subprocess"
+    # ml_arl extensions (not in ML-Agents): how the environment workers run: processes on this machine,
+    # every env in the main process (breakpoints work), or Ray actors anywhere in a Ray cluster.
+    # (the old key, backend: ray, is read as manager: ray with a warning: _one_manager_key)
+    manager: Literal["subprocess", "inprocess", "ray"] = "subprocess"
     ray_address: Optional[str] = setting(
         None, flag="--ray-address", metavar="ADDRESS",
-        help="run the environment workers as Ray actors (implies backend: ray) on the Ray cluster at ADDRESS "
-        "(auto = the cluster this machine belongs to); backend: ray without an address starts a local Ray "
+        help="run the environment workers as Ray actors (implies manager: ray) on the Ray cluster at ADDRESS "
+        "(auto = the cluster this machine belongs to); manager: ray without an address starts a local Ray "
         "instance on loopback",
     )
     steps_per_message: Int = Field(16, ge=1, le=limits.MAX_STEPS_PER_MESSAGE)
@@ -87,9 +87,36 @@ class EnvSettings(Strict):
 
     @model_validator(mode="before")
     @classmethod
-    def _ray_address_implies_ray(cls, data: Any) -> Any:
-        if isinstance(data, dict) and data.get("ray_address") is not None and "backend" not in data:
-            data = {**data, "backend": "ray"}
+    def _one_manager_key(cls, data: Any) -> Any:
+        """``manager`` says how workers run; ``ray_address`` implies manager: ray. The old spelling,
+        ``backend: subprocess | ray`` beside ``manager: subprocess | inprocess``, is read with a
+        warning naming the new one; a contradictory pair is a config error."""
+        if not isinstance(data, dict) or ("backend" not in data and data.get("ray_address") is None):
+            return data
+        data = dict(data)
+        manager, address = data.get("manager"), data.get("ray_address")
+        if "backend" in data:
+            backend = data.pop("backend")
+            if backend not in ("subprocess", "ray"):
+                raise ValueError(f"backend: {short(backend)} is not subprocess or ray; backend is deprecated: "
+                                 "write manager: subprocess, inprocess or ray")
+            if (backend, manager) in (("ray", "inprocess"), ("subprocess", "ray")):
+                raise ValueError(f"manager: {manager} and backend: {backend} contradict each other; backend is "
+                                 f"deprecated: write manager: {manager} or manager: {backend}, not both keys")
+            if backend == "subprocess" and address is not None:
+                raise ValueError(f"ray_address: {short(address)} needs manager: ray, and backend: subprocess "
+                                 "says otherwise; remove backend or ray_address")
+            manager = backend if backend == "ray" else manager or "subprocess"
+            logger.warning("env_settings.backend is deprecated; write env_settings.manager: %s instead", manager)
+        if address is not None and manager != "ray":
+            if manager == "inprocess":
+                raise ValueError(f"ray_address: {short(address)} needs manager: ray; manager: inprocess runs no "
+                                 "workers for Ray to place; remove manager or ray_address")
+            if manager == "subprocess":
+                logger.warning("env_settings.manager: subprocess with ray_address means manager: ray now; "
+                               "write env_settings.manager: ray instead")
+            manager = "ray"
+        data["manager"] = manager if manager is not None else "subprocess"
         return data
 
 

@@ -92,7 +92,7 @@ def test_the_run_files_environment_runs_in_ray_actors(tmp_path: Path) -> None:
     from ml_arl.envs.managers.ray_env_manager import LOCAL_ONLY_ENV
 
     os.environ.setdefault(LOCAL_ONLY_ENV, "0")
-    config = our_config(tmp_path, run_file(tmp_path, "onray", worker=2), backend="ray")
+    config = our_config(tmp_path, run_file(tmp_path, "onray", worker=2), manager="ray")
     here = os.getcwd()
     os.chdir(REPO)  # Ray's workers get the driver's cwd on sys.path
     try:

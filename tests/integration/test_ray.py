@@ -1,4 +1,4 @@
-"""The Ray backend (env_settings.backend: ray): environment workers as Ray actors.
+"""The Ray manager (env_settings.manager: ray): environment workers as Ray actors.
 
 One Ray instance for the module, on loopback (every Ray server on 127.0.0.1), started in the
 repository root so that Ray's workers import ``tests.*`` factories as the driver does. Runs go
@@ -11,6 +11,7 @@ two-node cluster removed mid-run (its worker restarted on the other node), and U
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
@@ -50,12 +51,12 @@ def cluster() -> Iterator[Any]:
     head.shutdown()
 
 
-def test_ray_address_implies_the_ray_backend() -> None:
+def test_ray_address_implies_the_ray_manager() -> None:
     from ml_arl.cli import parse_options
 
     env = parse_options(["--ray-address", "auto", "--env", "builtin:Reach"]).env_settings
-    assert (env.backend, env.ray_address) == ("ray", "auto")
-    assert parse_options(["--env", "builtin:Reach"]).env_settings.backend == "subprocess"
+    assert (env.manager, env.ray_address) == ("ray", "auto")
+    assert parse_options(["--env", "builtin:Reach"]).env_settings.manager == "subprocess"
 
 
 def test_ray_actors_step_enough_per_call_unless_told() -> None:
@@ -79,11 +80,21 @@ def test_ray_actors_step_enough_per_call_unless_told() -> None:
 
 
 @pytest.mark.parametrize("env_settings,message", [
+    ({"manager": "inprocess", "ray_address": "auto"},
+     "test: env_settings: ray_address: 'auto' needs manager: ray; manager: inprocess runs no workers for Ray to "
+     "place; remove manager or ray_address"),
     ({"backend": "subprocess", "ray_address": "auto"},
-     "test: env_settings.ray_address: 'auto' needs backend: ray (backend is subprocess); remove backend or ray_address"),
+     "test: env_settings: ray_address: 'auto' needs manager: ray, and backend: subprocess says otherwise; remove "
+     "backend or ray_address"),
     ({"backend": "ray", "manager": "inprocess"},
-     "test: env_settings.manager: inprocess runs no workers, so backend: ray cannot place them; "
-     "remove manager: inprocess or backend: ray"),
+     "test: env_settings: manager: inprocess and backend: ray contradict each other; backend is deprecated: write "
+     "manager: inprocess or manager: ray, not both keys"),
+    ({"backend": "subprocess", "manager": "ray"},
+     "test: env_settings: manager: ray and backend: subprocess contradict each other; backend is deprecated: write "
+     "manager: ray or manager: subprocess, not both keys"),
+    ({"backend": "rays"},
+     "test: env_settings: backend: 'rays' is not subprocess or ray; backend is deprecated: write manager: "
+     "subprocess, inprocess or ray"),
 ])
 def test_ray_settings_that_do_not_fit_are_one_line(env_settings: dict, message: str) -> None:
     from ml_arl.exceptions import ConfigError
@@ -92,6 +103,36 @@ def test_ray_settings_that_do_not_fit_are_one_line(env_settings: dict, message: 
     with pytest.raises(ConfigError) as err:
         build_run_options({"env_settings": {"env_path": "builtin:Reach", **env_settings}}, {}, "test")
     assert err.value.problems == [message]
+
+
+@pytest.mark.parametrize("env_settings,manager", [
+    ({"backend": "ray"}, "ray"),
+    ({"backend": "ray", "manager": "subprocess"}, "ray"),
+    ({"backend": "ray", "manager": "ray"}, "ray"),
+    ({"backend": "subprocess"}, "subprocess"),
+    ({"backend": "subprocess", "manager": "inprocess"}, "inprocess"),
+    ({"manager": "subprocess", "ray_address": "auto"}, "ray"),
+])
+def test_the_old_backend_key_is_read_with_a_warning_naming_manager(
+    env_settings: dict, manager: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """env_settings.backend was the second key of one choice; a config that still writes it runs as
+    before, and one warning line says what to write."""
+    from ml_arl.settings import build_run_options
+
+    with caplog.at_level(logging.WARNING, logger="ml_arl.settings"):
+        options = build_run_options({"env_settings": {"env_path": "builtin:Reach", **env_settings}}, {}, "test")
+    assert options.env_settings.manager == manager
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [f"env_settings.backend is deprecated; write env_settings.manager: {manager} instead"
+                        if "backend" in env_settings else
+                        "env_settings.manager: subprocess with ray_address means manager: ray now; "
+                        "write env_settings.manager: ray instead"]
+    assert "backend" not in options.env_settings.model_dump()
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="ml_arl.settings"):
+        build_run_options({"env_settings": {"env_path": "builtin:Reach", "manager": manager}}, {}, "test")
+    assert not caplog.records  # the new spelling: no warning
 
 
 def test_unreachable_ray_address_is_one_line(tmp_path: Path) -> None:
@@ -123,7 +164,7 @@ def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
 
     config = tiny_config("builtin:ReachDiscrete", max_steps=10000, hyperparameters={
         "batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
-    config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 1})
+    config["env_settings"].update({"manager": "ray", "num_envs": 2, "seed": 1})
     config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learn"}
     import ray
 
@@ -260,7 +301,7 @@ def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp
     assert ray.get(on_b, timeout=90) == node_b.node_id
     state = tmp_path / "state"
     config = tiny_config(ENV, max_steps=1000, hyperparameters={"batch_size": 64, "buffer_size": 256, "num_epoch": 1})
-    config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 1, "env_args": [
+    config["env_settings"].update({"manager": "ray", "num_envs": 2, "seed": 1, "env_args": [
         "fault=block", "at_step=20", "lives=[1]", "hang_s=4", f"state_dir={state}"]})
     config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "node"}
     controller = TrainerController(build_run_options(config, {}, "test"))
@@ -328,18 +369,18 @@ def test_the_unity_editor_with_ray_is_one_line() -> None:
     from ml_arl.exceptions import EnvironmentSourceError
     from ml_arl.settings import build_run_options
 
-    options = build_run_options({"env_settings": {"backend": "ray"}}, {}, "test")
+    options = build_run_options({"env_settings": {"manager": "ray"}}, {}, "test")
     with pytest.raises(EnvironmentSourceError) as err:
         unity_factory(options, 0)
     assert str(err.value) == (
-        "backend: ray needs a Unity build (--env path/to/Build.x86_64): the Unity Editor runs on this machine only; "
-        "train in the Editor with backend: subprocess")
+        "manager: ray needs a Unity build (--env path/to/Build.x86_64): the Unity Editor runs on this machine only; "
+        "train in the Editor with manager: subprocess")
 
 
 def unity_ray_config(tmp_path: Path, build: Path, run_id: str, max_steps: int, base_port: int) -> dict[str, Any]:
     config = tiny_config(str(build), max_steps=max_steps, hyperparameters={
         "batch_size": 256, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
-    config["env_settings"].update({"backend": "ray", "num_envs": 2, "seed": 3, "base_port": base_port,
+    config["env_settings"].update({"manager": "ray", "num_envs": 2, "seed": 3, "base_port": base_port,
                                    "env_args": ["--agents", "8"]})
     config["engine_settings"] = {"no_graphics": True, "time_scale": 7}
     config["checkpoint_settings"] = {"results_dir": str(tmp_path / "results"), "run_id": run_id}
@@ -366,7 +407,7 @@ def test_unity_build_only_the_nodes_have_trains_on_ray_and_exports_onnx(cluster:
     with caplog.at_level(logging.INFO):
         controller = TrainerController(options)
     assert isinstance(controller.env_manager, RayEnvManager)
-    assert f"Unity build {build}: not checked here (backend: ray); each worker checks it and picks a free port " \
+    assert f"Unity build {build}: not checked here (manager: ray); each worker checks it and picks a free port " \
            f"from {base} up on its own Ray node" in caplog.text
     assert not build.exists()  # missing on the driver when it was accepted
     make_build(build.parent)
@@ -392,7 +433,7 @@ def test_unity_build_missing_on_the_nodes_is_one_line_naming_the_node(cluster: A
     out = run.stdout + run.stderr
     assert run.returncode == 2, out
     assert "Traceback" not in out, out
-    assert re.search(rf"Unity build {re.escape(str(missing))}: not checked here \(backend: ray\)", run.stdout), out
+    assert re.search(rf"Unity build {re.escape(str(missing))}: not checked here \(manager: ray\)", run.stdout), out
     assert re.fullmatch(
         rf"\[ERROR\] Training stopped: worker \d: --env {re.escape(str(missing))}: no Unity build found there on Ray "
         r"node 127\.0\.0\.1 \(\w{8}\) \(also tried the \.x86_64 and \.x86 extensions\); every node needs the build "

@@ -1,4 +1,4 @@
-"""Unity builds launched by Ray actors on their own nodes (env_settings.backend: ray).
+"""Unity builds launched by Ray actors on their own nodes (env_settings.manager: ray).
 
 With the Ray backend the driver cannot know what another node has, so ``sources.unity_factory``
 checks nothing about the build and hands ``make_unity_env_on_node`` to the actors. There, in the

@@ -1,4 +1,4 @@
-"""Choose and build the EnvManager a run asks for (env_settings.backend and env_settings.manager)."""
+"""Choose and build the EnvManager a run asks for (env_settings.manager: subprocess, inprocess or ray)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ def create_env_manager(options: RunOptions, seed: int) -> EnvManager:
         factory = unity_factory(options, seed)
     # worker tracebacks: run_logs/worker_errors.log once the controller has prepared the run folder
     error_log = WorkerErrorLog(options.checkpoint_settings.run_logs_dir)
-    if env.backend == "ray":
+    if env.manager == "ray":
         from ml_arl.envs.managers.ray_env_manager import RayEnvManager  # Ray is optional: imported only when asked for
 
         return RayEnvManager(factory, env, seed, error_log, run_id=options.checkpoint_settings.run_id)

@@ -1,4 +1,4 @@
-"""Environment workers as Ray actors, anywhere in a Ray cluster (env_settings.backend: ray).
+"""Environment workers as Ray actors, anywhere in a Ray cluster (env_settings.manager: ray).
 
 Each worker is one actor (``ray_actor.EnvActor``, one CPU, spread over the nodes) holding an ``EnvRunner``; it speaks the worker
 protocol of ``ml_arl.messages`` through actor calls instead of a pipe: ``start()`` answers a
