@@ -4,6 +4,7 @@ torch-free messages and workers, one import-path resolver."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -139,6 +140,25 @@ def test_no_package_imports_one_that_imports_it_back() -> None:
                        if package_of(m) in component and package_of(t) in component and package_of(m) != package_of(t))
         explained.append(" <-> ".join(component) + " (" + "; ".join(edges) + ")")
     assert not found, "package cycles: " + " | ".join(explained)
+
+
+def rooms_in_the_map() -> list[str]:
+    """The rooms docs/ARCHITECTURE.md lists under "The rooms", in its order ("- `run/`: ..." is ml_arl.run)."""
+    text = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    section = text.split("## The rooms", 1)[1].split("\n## ", 1)[0]
+    found = re.findall(r"^- `([a-z_]+)(?:/|\.py)`:", section, flags=re.MULTILINE)
+    return [f"ml_arl.{name}" for name in found]
+
+
+def test_the_architecture_map_lists_every_room_above_what_it_imports() -> None:
+    packages = package_graph(import_graph())
+    listed = rooms_in_the_map()
+    rooms = sorted(set(packages) - {"ml_arl"})  # ml_arl/__init__.py is said in a sentence below the list
+    assert sorted(listed) == rooms, {"missing": sorted(set(rooms) - set(listed)), "not a room": sorted(set(listed) - set(rooms))}
+    place = {room: i for i, room in enumerate(listed)}
+    upward = [f"{room} -> {target}" for room in listed for target in sorted(packages[room])
+              if target in place and place[target] < place[room]]
+    assert not upward, f"docs/ARCHITECTURE.md lists these rooms below a room they import: {upward}"
 
 
 def test_messages_and_the_acting_side_are_torch_free() -> None:
