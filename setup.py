@@ -37,6 +37,8 @@ setup(
         # palaestrAI run files, environments, objectives and Brain/Muscle agents (ml_arl.palaestrai);
         # palaestrai 3.5.18 pins click 8.1, gymnasium 1.0 and SQLAlchemy 2.0: wandb resolves to a release that takes click 8.1
         "palaestrai": ["palaestrai==3.5.18", "palaestrai-environments==3.5.5"],
+        # --env grid2op:<name> (ml_arl.envs.adapters.grid2op_env); lightsim2grid is the fast power-flow backend
+        "grid2op": ["grid2op>=1.12", "lightsim2grid>=1.2"],
     },
     entry_points={
         "console_scripts": ["arl-learn=ml_arl.cli:run", "arl-report=ml_arl.report:main", "arl-study=ml_arl.study.cli:run"],

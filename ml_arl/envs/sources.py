@@ -6,6 +6,8 @@ Accepted forms:
   pettingzoo:<module>   a PettingZoo env module's parallel_env (or AEC env), agents -> behaviors by name
   palaestrai:<run file> the environment of a palaestrAI run file, one behavior per agent (ml_arl.palaestrai)
                         prefix (ml_arl.envs.adapters.pettingzoo_env); pettingzoo:<module>:<attr> names the constructor
+  grid2op:<name>        a Grid2Op power grid (its test data, no download): Operator [+ Opponent] behaviors
+                        (ml_arl.envs.adapters.grid2op_env; docs/grid2op.md)
   package.module:attr   a callable returning a BaseEnv
   path/to/Build.x86_64  a Unity player build (any other value is a path; the extension may be left out)
   (nothing)             the Unity Editor: press Play in the Editor, we listen on port 5004
@@ -98,7 +100,7 @@ def is_python_source(env_path: Optional[str]) -> bool:
     kind, sep, _ = env_path.partition(":")
     if not sep or not kind:
         return False
-    if kind in ("builtin", "gymnasium", "pettingzoo", "palaestrai"):
+    if kind in ("builtin", "gymnasium", "pettingzoo", "palaestrai", "grid2op"):
         return True
     return "/" not in kind and "\\" not in kind and not kind.endswith((".x86_64", ".x86", ".exe", ".app"))
 
@@ -127,6 +129,10 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
         return EnvFactory(env_path, make_gymnasium_env, {"env_id": name, "num_areas": num_areas, **kwargs})
     if sep and kind == "pettingzoo":
         return _pettingzoo_factory(env_path, name, kwargs, num_areas)
+    if sep and kind == "grid2op":  # a Grid2Op power grid (ml_arl.envs.adapters.grid2op_env)
+        from ml_arl.envs.adapters.grid2op_env import grid2op_factory
+
+        return grid2op_factory(env_path, name, kwargs, num_areas)
     if sep and kind == "palaestrai":  # a palaestrAI run file's environment and agents (ml_arl.palaestrai)
         from ml_arl.palaestrai.source import make_env, palaestrai_env_kwargs
 

@@ -235,6 +235,9 @@ BUILTIN_POLICIES: dict[str, str] = {
     "random": "ml_arl.baselines.policies:Random",
     "volt_var_droop": "ml_arl.baselines.grid:VoltVarDroop",
     "greedy": "ml_arl.baselines.grid:GreedyAttacker",
+    "grid2op_do_nothing": "ml_arl.baselines.grid2op:DoNothing",  # --env grid2op:... (docs/grid2op.md)
+    "grid2op_reconnect": "ml_arl.baselines.grid2op:ReconnectLines",
+    "random_line_attack": "ml_arl.baselines.grid2op:RandomLineAttack",
 }
 
 

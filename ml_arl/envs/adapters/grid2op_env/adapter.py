@@ -1,0 +1,408 @@
+"""A Grid2Op environment seen through mlagents_envs' BaseEnv (docs/grid2op.md).
+
+Behaviors, one agent each (id 0), deciding every step:
+
+``Operator``: one discrete branch (``operator_actions``): 0 do nothing; 1..n_line reconnect line
+i; then the unitary ``set_bus`` topologies (grid2op's ``get_all_unitary_topologies_set`` with
+``add_alone_line=False``) of the substations with at most ``topology_max_elements`` elements,
+each substation's reference topology (all on bus 1) added when missing; then, with ``redispatch``,
++step and -step on each redispatchable generator (step = ``redispatch_step`` x its max ramp).
+Masked (not allowed): reconnecting a connected line or one in cooldown; a topology at a
+substation in cooldown, with a disconnected element, or that is already its topology.
+
+``Opponent`` (``opponent=true``): one branch, 0 no attack, k attack (disconnect) the k-th of
+``attack_lines``. Grid2Op's own opponent machinery (``OpponentSpace``) enforces the budget, the
+cooldown and the duration: the adapter plugs the behavior's choice in through
+``ExternalLineOpponent``, a grid2op ``BaseOpponent`` that returns it. Masked: every attack while
+grid2op would refuse one at this step (an attack still running, the cooldown, a budget below an
+attack's cost), and lines already disconnected.
+
+Observations (float32): ``observation=subset`` (default) is, in this order, rho (n_line, clipped
+to [0, 10]), line_status (n_line, 0/1), topo_vect (dim_topo: 0 bus 1, 1 bus 2, -1 disconnected),
+gen_p / gen_pmax (n_gen), load_p / 100 MW (n_load), actual_dispatch / gen_pmax (n_gen),
+time_before_cooldown_line / 12 (n_line), time_before_cooldown_sub / 12 (n_sub), and the time of
+day as sin and cos (2); ``observation=vect`` is ``obs.to_vect()``. The Opponent's has three more
+values: its budget / attack_duration, the steps its attack still runs / attack_duration, and its
+cooldown / attack_cooldown.
+
+Rewards: ``survival`` +1 each step after which the grid still runs (0 on the step that ends it
+in a game over), ``grid2op`` the environment's reward class as given. The Opponent gets the
+Operator's reward (an attacker's objective is its negation: ``role: attacker``). A game over
+ends the episode (terminated); the end of the chronic ends it as interrupted, so the value is
+bootstrapped. The environment then resets on its own, in the same step.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from typing import Any, Optional
+
+import numpy as np
+from mlagents_envs.base_env import (
+    ActionSpec,
+    ActionTuple,
+    BaseEnv,
+    BehaviorMapping,
+    BehaviorSpec,
+    DecisionSteps,
+    DimensionProperty,
+    ObservationSpec,
+    ObservationType,
+    TerminalSteps,
+)
+
+from ml_arl.envs.adapters.grid2op_env import DEFAULT_ATTACK_LINES, check_options, import_grid2op
+
+logger = logging.getLogger(__name__)
+
+OPERATOR, OPPONENT = "Operator", "Opponent"
+RHO_MAX = 10.0
+COOLDOWN_SCALE = 12.0
+LOAD_SCALE = 100.0
+
+
+def _spec(size: int, branch: int) -> BehaviorSpec:
+    obs = ObservationSpec((size,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "vector")
+    return BehaviorSpec([obs], ActionSpec(0, (branch,)))
+
+
+def _backend(choice: str) -> Any:
+    if choice == "lightsim":
+        try:
+            from lightsim2grid import LightSimBackend
+
+            return LightSimBackend()
+        except ImportError:
+            logger.info("lightsim2grid does not import; Grid2Op runs on its PandaPowerBackend (slower)")
+    from grid2op.Backend import PandaPowerBackend
+
+    return PandaPowerBackend()
+
+
+def opponent_class() -> type:
+    """grid2op's BaseOpponent that attacks with what the Opponent behavior chose (``pending``)."""
+    from grid2op.Opponent import BaseOpponent
+
+    class ExternalLineOpponent(BaseOpponent):
+        def init(self, partial_env: Any, lines_attacked: Any = (), **kwargs: Any) -> None:
+            self._set_line_id(lines_attacked)
+            self._prebuild_action()
+            self.pending: Optional[int] = None
+
+        def reset(self, initial_budget: Any) -> None:
+            self.pending = None
+
+        def attack(self, observation: Any, agent_action: Any, env_action: Any, budget: Any, previous_fails: Any) -> Any:
+            k, self.pending = self.pending, None
+            if observation is None or k is None:
+                return None, 0
+            return self._attacks[k], None  # None: grid2op's attack_duration
+
+    return ExternalLineOpponent
+
+
+_EXTERNAL: Optional[type] = None
+
+
+def external_opponent() -> type:
+    global _EXTERNAL
+    if _EXTERNAL is None:
+        _EXTERNAL = opponent_class()
+    return _EXTERNAL
+
+
+class Grid2OpEnv(BaseEnv):
+    def __init__(self, name: str = "l2rpn_case14_sandbox", seed: Optional[int] = None, **options: Any):
+        o = self.options = check_options(options)
+        grid2op = import_grid2op()
+        from grid2op.Action import PowerlineSetAction
+        from grid2op.Opponent import BaseActionBudget, RandomLineOpponent
+
+        self.name = name
+        self.mode = o["opponent"]
+        make_kwargs: dict[str, Any] = {"backend": _backend(o["backend"])}
+        if self.mode != "none":
+            make_kwargs.update({
+                "opponent_attack_cooldown": o["attack_cooldown"],
+                "opponent_attack_duration": o["attack_duration"],
+                "opponent_budget_per_ts": o["attack_budget_per_step"],
+                "opponent_init_budget": o["attack_budget"],
+                "opponent_action_class": PowerlineSetAction,
+                "opponent_class": external_opponent() if self.mode == "agent" else RandomLineOpponent,
+                "opponent_budget_class": BaseActionBudget,
+                "kwargs_opponent": {"lines_attacked": []},  # set below, once the grid's line names are known
+            })
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.env = grid2op.make(name, **make_kwargs) if os.path.isdir(name) else grid2op.make(name, test=True, **make_kwargs)
+            self.attack_lines: list[str] = []
+            if self.mode != "none":
+                self.attack_lines = resolve_attack_lines(o["attack_lines"], [str(n) for n in self.env.name_line])
+                self.env._kwargs_opponent = {"lines_attacked": list(self.attack_lines)}
+                self.env._oppSpace.init_opponent(partial_env=self.env, lines_attacked=list(self.attack_lines))
+                self.env._oppSpace.reset()
+        env = self.env
+        self.n_line, self.n_sub, self.n_gen = int(env.n_line), int(env.n_sub), int(env.n_gen)
+        self.gen_pmax = np.maximum(np.asarray(env.gen_pmax, np.float64), 1e-6)
+        self.line_ids = [int(np.flatnonzero(env.name_line == n)[0]) for n in self.attack_lines]
+        self._build_operator_actions(o)
+        self._seed = seed
+        self._resets = 0
+        self._n_chronics = max(1, _count_chronics(env))
+        size = self._features(env.get_obs()).shape[0]
+        self._specs = {OPERATOR: _spec(size, len(self.operator_actions))}
+        if self.mode == "agent":
+            self._specs[OPPONENT] = _spec(size + 3, 1 + len(self.line_ids))
+        self._actions: dict[str, Optional[ActionTuple]] = dict.fromkeys(self._specs)
+        self._steps = {b: (DecisionSteps.empty(s), TerminalSteps.empty(s)) for b, s in self._specs.items()}
+        self.obs: Any = None
+        self.steps_survived = 0
+        self.last_info: dict[str, Any] = {}
+
+    # -- set-up -----------------------------------------------------------------------------
+
+    def _build_operator_actions(self, o: dict[str, Any]) -> None:
+        env, space = self.env, self.env.action_space
+        actions: list[Any] = [space({})]
+        labels = ["do nothing"]
+        for line in range(self.n_line):
+            actions.append(space({"set_line_status": [(line, 1)]}))
+            labels.append(f"reconnect line {env.name_line[line]}")
+        self.n_reconnect = self.n_line
+        topo_sub: list[int] = []
+        topo_target: list[np.ndarray] = []
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for sub in range(self.n_sub if space.supports_type("set_bus") else 0):
+                if env.sub_info[sub] > o["topology_max_elements"]:
+                    continue
+                found = space.get_all_unitary_topologies_set(space, sub_id=sub, add_alone_line=False)
+                targets: list[np.ndarray] = []
+                for act in found:
+                    buses = np.asarray(act.set_bus[env.sub_info[:sub].sum(): env.sub_info[: sub + 1].sum()]).astype(np.int64)
+                    if not any(np.array_equal(buses, t) for t in targets):
+                        targets.append(buses)
+                if not targets:
+                    continue
+                ref = np.ones(int(env.sub_info[sub]), np.int64)
+                if not any(np.array_equal(ref, t) for t in targets):
+                    targets.insert(0, ref)
+                for buses in targets:
+                    actions.append(space({"set_bus": {"substations_id": [(sub, buses.tolist())]}}))
+                    labels.append(f"substation {sub} buses {''.join(map(str, buses))}")
+                    topo_sub.append(sub)
+                    topo_target.append(buses)
+        self.topo_sub = np.asarray(topo_sub, np.int64)
+        self.topo_target = topo_target
+        self.topo_start = 1 + self.n_reconnect
+        self.redispatch_start = self.topo_start + len(topo_sub)
+        if o["redispatch"] and space.supports_type("redispatch"):
+            for gen in np.flatnonzero(env.gen_redispatchable):
+                up = float(env.gen_max_ramp_up[gen]) * o["redispatch_step"]
+                down = float(env.gen_max_ramp_down[gen]) * o["redispatch_step"]
+                if up > 0:
+                    actions.append(space({"redispatch": [(int(gen), up)]}))
+                    labels.append(f"redispatch generator {env.name_gen[gen]} +{up:g} MW")
+                if down > 0:
+                    actions.append(space({"redispatch": [(int(gen), -down)]}))
+                    labels.append(f"redispatch generator {env.name_gen[gen]} -{down:g} MW")
+        self.operator_actions = actions
+        self.operator_labels = labels
+        self._sub_start = np.concatenate([[0], np.cumsum(env.sub_info)]).astype(np.int64)
+        # each topology action's substation (as a mask over topo_vect) and target buses there
+        self._topo_at = np.zeros((len(topo_sub), int(env.dim_topo)), bool)
+        self._topo_full = np.zeros((len(topo_sub), int(env.dim_topo)), np.int64)
+        for j, (sub, buses) in enumerate(zip(topo_sub, topo_target)):
+            start, stop = self._sub_start[sub], self._sub_start[sub + 1]
+            self._topo_at[j, start:stop] = True
+            self._topo_full[j, start:stop] = buses
+
+    # -- BaseEnv ----------------------------------------------------------------------------
+
+    @property
+    def behavior_specs(self) -> BehaviorMapping:
+        return BehaviorMapping(dict(self._specs))
+
+    def reset(self) -> None:
+        self._begin({})
+
+    def step(self) -> None:
+        op = self._actions[OPERATOR]
+        choice = int(op.discrete[0, 0]) if op is not None and len(op.discrete) else 0
+        action = self.operator_actions[choice if 0 <= choice < len(self.operator_actions) else 0]
+        if self.mode == "agent":
+            att = self._actions[OPPONENT]
+            k = int(att.discrete[0, 0]) if att is not None and len(att.discrete) else 0
+            self.env._opponent.pending = k - 1 if 1 <= k <= len(self.line_ids) else None
+        self._actions = dict.fromkeys(self._specs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obs, reward, done, info = self.env.step(action)
+        self.last_info = info
+        if self.mode == "agent":
+            self.env._opponent.pending = None
+        ended = bool(done)
+        end_of_chronic = ended and self.env.nb_time_step >= self.env.max_episode_duration()
+        game_over = ended and not end_of_chronic
+        if self.options["reward"] == "survival":
+            r = 0.0 if game_over else 1.0
+        else:
+            r = float(reward)
+        if not game_over:
+            self.steps_survived += 1
+        self.obs = obs
+        if ended:
+            self._begin({b: (r, end_of_chronic) for b in self._specs})
+        else:
+            self._emit(r)
+
+    def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
+        return self._steps[behavior_name]
+
+    def set_actions(self, behavior_name: str, action: ActionTuple) -> None:
+        self._actions[behavior_name] = action
+
+    def set_action_for_agent(self, behavior_name: str, agent_id: int, action: ActionTuple) -> None:
+        self._actions[behavior_name] = action
+
+    def close(self) -> None:
+        self.env.close()
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _begin(self, ended: dict[str, tuple[float, bool]]) -> None:
+        terminal: dict[str, TerminalSteps] = {}
+        for behavior, spec in self._specs.items():
+            if behavior in ended:
+                r, interrupted = ended[behavior]
+                terminal[behavior] = TerminalSteps(
+                    [self._observe(behavior)[None]], np.array([r], np.float32), np.array([interrupted]),
+                    np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.float32))
+            else:
+                terminal[behavior] = TerminalSteps.empty(spec)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if self._seed is not None:
+                self.env.seed(int(self._seed))
+                first = int(self._seed) % self._n_chronics
+                self._seed = None  # seed once; later resets go on through the chronics in order
+                self.obs = self.env.reset(options={"time serie id": first})
+            else:
+                self.obs = self.env.reset()
+        self.steps_survived = 0
+        self._resets += 1
+        self._emit(0.0, terminal)
+
+    def _emit(self, reward: float, terminal: Optional[dict[str, TerminalSteps]] = None) -> None:
+        for behavior, spec in self._specs.items():
+            forbidden = self.operator_mask() if behavior == OPERATOR else self.opponent_mask()
+            self._steps[behavior] = (
+                DecisionSteps([self._observe(behavior)[None]], np.array([reward], np.float32), np.zeros(1, np.int32),
+                              [forbidden[None]], np.zeros(1, np.int32), np.zeros(1, np.float32)),
+                terminal[behavior] if terminal is not None else TerminalSteps.empty(spec),
+            )
+
+    def _features(self, o: Any) -> np.ndarray:
+        if self.options["observation"] == "vect":
+            return np.nan_to_num(np.asarray(o.to_vect(), np.float32), nan=0.0, posinf=0.0, neginf=0.0)
+        topo = np.asarray(o.topo_vect, np.float64)
+        minutes = float(o.hour_of_day) * 60.0 + float(o.minute_of_hour)
+        angle = 2.0 * np.pi * minutes / 1440.0
+        parts = [
+            np.clip(np.asarray(o.rho, np.float64), 0.0, RHO_MAX),
+            np.asarray(o.line_status, np.float64),
+            np.where(topo > 0, topo - 1.0, -1.0),
+            np.asarray(o.gen_p, np.float64) / self.gen_pmax,
+            np.asarray(o.load_p, np.float64) / LOAD_SCALE,
+            np.asarray(o.actual_dispatch, np.float64) / self.gen_pmax,
+            np.asarray(o.time_before_cooldown_line, np.float64) / COOLDOWN_SCALE,
+            np.asarray(o.time_before_cooldown_sub, np.float64) / COOLDOWN_SCALE,
+            np.array([np.sin(angle), np.cos(angle)]),
+        ]
+        return np.nan_to_num(np.concatenate(parts).astype(np.float32), nan=0.0, posinf=RHO_MAX, neginf=-RHO_MAX)
+
+    def _observe(self, behavior: str) -> np.ndarray:
+        base = self._features(self.obs)
+        if behavior != OPPONENT:
+            return base
+        space = self.env._oppSpace
+        o = self.options
+        extra = np.array([
+            space.budget / max(o["attack_duration"], 1),
+            space.current_attack_duration / max(o["attack_duration"], 1),
+            space.current_attack_cooldown / max(o["attack_cooldown"], 1),
+        ], np.float32)
+        return np.concatenate([base, extra])
+
+    def operator_mask(self) -> np.ndarray:
+        """The Operator's forbidden actions now (True = not allowed)."""
+        o = self.obs
+        forbidden = np.zeros(len(self.operator_actions), bool)
+        status = np.asarray(o.line_status, bool)
+        line_cd = np.asarray(o.time_before_cooldown_line) > 0
+        forbidden[1: 1 + self.n_line] = status | line_cd
+        if len(self.topo_sub):
+            sub_cd = np.asarray(o.time_before_cooldown_sub) > 0
+            topo = np.asarray(o.topo_vect)[None, :]
+            at, target = self._topo_at, self._topo_full
+            same = ((topo == target) | ~at).all(axis=1)
+            cut = ((topo < 1) & at).any(axis=1)
+            forbidden[self.topo_start: self.redispatch_start] = sub_cd[self.topo_sub] | cut | same
+        return forbidden
+
+    def opponent_mask(self) -> np.ndarray:
+        """The Opponent's forbidden actions now: every attack when grid2op would refuse one this step."""
+        forbidden = np.zeros(1 + len(self.line_ids), bool)
+        if not self.can_attack():
+            forbidden[1:] = True
+            return forbidden
+        status = np.asarray(self.obs.line_status, bool)
+        forbidden[1:] = ~status[self.line_ids]
+        if forbidden[1:].all():
+            forbidden[1:] = True
+        return forbidden
+
+    def can_attack(self) -> bool:
+        """Whether grid2op's OpponentSpace would take an attack at the next step (its own rules,
+        as OpponentSpace.attack applies them: no attack running, the cooldown over, the budget
+        enough for an attack of one line for attack_duration steps)."""
+        space = self.env._oppSpace
+        duration = max(0, space.current_attack_duration - 1)
+        cooldown = max(0, space.current_attack_cooldown - 1)
+        budget = space.budget + space.budget_per_timestep
+        return duration == 0 and cooldown <= space.attack_cooldown and budget >= space.attack_max_duration
+
+
+def _count_chronics(env: Any) -> int:
+    try:
+        return int(len(env.chronics_handler.real_data.subpaths))
+    except Exception:  # a chronics class without folders
+        return 1
+
+
+def resolve_attack_lines(option: Any, names: list[str]) -> list[str]:
+    """The lines an opponent attacks: ``option`` (a list of names or line ids, or ``all``), else
+    case14's six when the grid has them, else all; ValueError naming the grid's lines on an unknown one."""
+    if option == "all":
+        return list(names)
+    if option is None:
+        return list(DEFAULT_ATTACK_LINES) if set(DEFAULT_ATTACK_LINES) <= set(names) else list(names)
+    out: list[str] = []
+    for x in option:
+        if isinstance(x, int) and 0 <= x < len(names):
+            out.append(names[x])
+        elif isinstance(x, str) and x in names:
+            out.append(x)
+        else:
+            quote = (" (YAML reads 1_3_3 as the number 133: quote line names, attack_lines=\"['1_3_3']\")"
+                     if isinstance(x, int) else "")
+            raise ValueError(f"attack_lines: no line {x!r} on this grid{quote}; its lines are {', '.join(names)} "
+                             f"(or their ids 0..{len(names) - 1})")
+    return out
+
+
+def make_grid2op_env(name: str = "l2rpn_case14_sandbox", seed: Optional[int] = None, **options: Any) -> Grid2OpEnv:
+    """The Grid2Op environment ``name`` (test data, no download) as a BaseEnv; see the module doc."""
+    return Grid2OpEnv(name, seed, **options)

@@ -1,0 +1,197 @@
+"""Grid2Op environments (``--env grid2op:<name>``, ml_arl.envs.adapters.grid2op_env): spaces,
+observation and action decoding, an episode to its end with DoNothing, the Opponent's attacks
+under grid2op's budget and cooldown, the Grid2Op baselines, and one-line errors for an unknown
+name, a bad option and a missing extra."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec
+
+from ml_arl.baselines import PolicyWeights, policy_problem
+from ml_arl.baselines.grid2op import DoNothing, RandomLineAttack, ReconnectLines
+from ml_arl.envs.sources import is_python_source, resolve_env
+from ml_arl.exceptions import EnvironmentSourceError
+
+HAS_GRID2OP = importlib.util.find_spec("grid2op") is not None
+needs_grid2op = pytest.mark.skipif(not HAS_GRID2OP, reason="grid2op is not installed (pip install 'ml_arl[grid2op]')")
+if HAS_GRID2OP:
+    from ml_arl.envs.adapters.grid2op_env.adapter import make_grid2op_env
+
+CASE14 = "l2rpn_case14_sandbox"
+N_LINE, N_SUB, N_GEN, N_LOAD, DIM_TOPO = 20, 14, 6, 11, 57
+OBS_SIZE = 3 * N_LINE + DIM_TOPO + 2 * N_GEN + N_LOAD + N_SUB + 2  # 156: the subset, docs/grid2op.md
+N_TOPOLOGY = 29  # substations 2 (3 + the reference), 4 (11), 8 (11), 12 (4): at most 5 elements, no line alone
+N_ACTIONS = 1 + N_LINE + N_TOPOLOGY + 6  # do nothing, reconnections, topologies, +/- on 3 generators
+
+
+def _act(env: Any, behavior: str, choice: int) -> None:
+    env.set_actions(behavior, ActionTuple(discrete=np.array([[choice]], np.int32)))
+
+
+@pytest.fixture(scope="module")
+def plain() -> Any:
+    env = make_grid2op_env(CASE14, seed=0)
+    yield env
+    env.close()
+
+
+@needs_grid2op
+def test_spaces_observation_and_action_decoding(plain: Any) -> None:
+    env = plain
+    env.reset()
+    assert list(env.behavior_specs) == ["Operator"]
+    spec = env.behavior_specs["Operator"]
+    assert spec.observation_specs[0].shape == (OBS_SIZE,) and spec.action_spec.discrete_branches == (N_ACTIONS,)
+    assert spec.action_spec.continuous_size == 0
+    decision, terminal = env.get_steps("Operator")
+    assert len(decision) == 1 and len(terminal) == 0 and decision.obs[0].dtype == np.float32
+    o, row = env.obs, decision.obs[0][0]
+    assert np.allclose(row[:N_LINE], np.clip(o.rho, 0, 10), atol=1e-6)
+    assert np.array_equal(row[N_LINE: 2 * N_LINE], o.line_status.astype(np.float32))
+    assert np.array_equal(row[2 * N_LINE: 2 * N_LINE + DIM_TOPO], np.where(o.topo_vect > 0, o.topo_vect - 1, -1))
+    # the action set: 0 do nothing, 1..20 reconnect, topologies, then redispatch
+    labels = env.operator_labels
+    assert labels[0] == "do nothing" and labels[1] == "reconnect line 0_1_0" and labels[N_LINE].startswith("reconnect")
+    assert sorted({int(label.split()[1]) for label in labels if label.startswith("substation")}) == [2, 4, 8, 12]
+    assert sum(label.startswith("redispatch") for label in labels) == 6
+    assert env.operator_actions[3].as_dict()["set_line_status"]["connected_id"].tolist() == [2]
+    topo = env.operator_actions[env.topo_start + 1].as_dict()["set_bus_vect"]
+    assert topo["modif_subs_id"] == ["2"]
+    assert env.operator_actions[env.redispatch_start].redispatch.tolist() == [5.0, 0, 0, 0, 0, 0]  # +max ramp
+    assert env.operator_actions[env.redispatch_start + 1].redispatch.tolist() == [-5.0, 0, 0, 0, 0, 0]
+    # every line connected: no reconnection allowed; the reference topologies are already in place
+    mask = decision.action_mask[0][0]
+    assert mask.shape == (N_ACTIONS,) and not mask[0] and mask[1: 1 + N_LINE].all()
+    assert mask[env.topo_start] and not mask[env.topo_start + 1] and not mask[env.redispatch_start:].any()
+    # a topology action takes effect; the reference is then allowed again, the applied one not
+    assert env.operator_labels[env.topo_start + 2] == "substation 2 buses 1221"
+    _act(env, "Operator", env.topo_start + 2)
+    env.step()
+    assert env.obs.topo_vect[env._sub_start[2]: env._sub_start[3]].tolist() == [1, 2, 2, 1]
+    mask = env.get_steps("Operator")[0].action_mask[0][0]
+    assert not mask[env.topo_start] and mask[env.topo_start + 2]
+    assert env.get_steps("Operator")[0].reward[0] == 1.0
+
+
+@needs_grid2op
+def test_do_nothing_survives_a_whole_chronic_without_an_opponent(plain: Any) -> None:
+    env = plain
+    env.reset()
+    total, steps = 0.0, 0
+    while True:
+        _act(env, "Operator", 0)
+        env.step()
+        steps += 1
+        decision, terminal = env.get_steps("Operator")
+        if len(terminal):
+            total += float(terminal.reward[0])
+            break
+        total += float(decision.reward[0])
+    assert steps == 575 and total == 575.0
+    assert bool(terminal.interrupted[0])  # the chronic's end: interrupted, not a game over
+    assert len(decision) == 1 and decision.reward[0] == 0.0  # the next chronic has begun
+
+
+@needs_grid2op
+def test_opponent_attacks_under_grid2ops_budget_and_cooldown() -> None:
+    env = make_grid2op_env(CASE14, seed=0, opponent=True, attack_duration=3, attack_cooldown=6,
+                           attack_budget=6, attack_budget_per_step=0.0)
+    env.reset()
+    assert list(env.behavior_specs) == ["Operator", "Opponent"]
+    opp = env.behavior_specs["Opponent"]
+    assert opp.observation_specs[0].shape == (OBS_SIZE + 3,) and opp.action_spec.discrete_branches == (7,)
+    assert env.attack_lines == ["1_3_3", "1_4_4", "3_6_15", "9_10_12", "11_12_13", "12_13_14"]
+    line = int(np.flatnonzero(env.env.name_line == "1_3_3")[0])
+    attacked, allowed_at = [], []
+    for t in range(30):
+        mask = env.get_steps("Opponent")[0].action_mask[0][0]
+        if not mask[1:].all():
+            allowed_at.append(t)
+        _act(env, "Opponent", 1)  # always try line 1_3_3, allowed or not
+        _act(env, "Operator", 0)
+        env.step()
+        assert len(env.get_steps("Operator")[1]) == 0, "the grid survives these attacks"
+        hits = env.last_info["opponent_attack_line"]
+        if hits is not None and hits[line]:
+            attacked.append(t)
+            assert not env.obs.line_status[line], "the attack disconnects its line"
+            if t - 1 not in attacked:  # its first step: the line's cooldown holds it out for the attack's duration
+                assert env.obs.time_before_cooldown_line[line] > 0
+                assert env.get_steps("Operator")[0].action_mask[0][0][1 + line], "no reconnection while it holds"
+    starts = [t for t in attacked if t - 1 not in attacked]
+    # the mask allows an attack exactly where grid2op's OpponentSpace takes one (a forced attack
+    # in between is refused): at once, then once the cooldown allows; a budget of 6 pays for two
+    # attacks of 3 steps, and no more
+    assert allowed_at == starts == [0, 5], (allowed_at, attacked)
+    assert attacked == [0, 1, 2, 5, 6, 7]
+    assert env.get_steps("Opponent")[0].obs[0][0][-3] == 0.0  # the budget, spent
+    env.close()
+
+
+def test_baselines_read_the_mask() -> None:
+    allowed = np.zeros((2, 8), bool)
+    allowed[:, 0] = True
+    allowed[1, 3] = allowed[1, 5] = True
+    weights = PolicyWeights("x", 0, (8,), {})
+    assert DoNothing(weights).act([np.zeros((2, 4), np.float32)], allowed).env_action.discrete[:, 0].tolist() == [0, 0]
+    reco = ReconnectLines(PolicyWeights("x", 0, (8,), {"lines": 4}))
+    assert reco.act([np.zeros((2, 4), np.float32)], allowed).env_action.discrete[:, 0].tolist() == [0, 3]
+    attack = RandomLineAttack(weights, seed=0)
+    picks = {int(attack.act([np.zeros((2, 4), np.float32)], allowed).env_action.discrete[1, 0]) for _ in range(40)}
+    assert picks == {3, 5}
+    assert attack.act([np.zeros((2, 4), np.float32)], allowed).env_action.discrete[0, 0] == 0
+    with pytest.raises(ValueError, match="lines=9"):
+        ReconnectLines(PolicyWeights("x", 0, (8,), {"lines": 9}))
+
+
+@needs_grid2op
+def test_baselines_check_the_behavior(plain: Any) -> None:
+    spec = plain.behavior_specs["Operator"]
+    for name in ("grid2op_do_nothing", "grid2op_reconnect", "random_line_attack"):
+        assert policy_problem(name, spec) is None
+    continuous = BehaviorSpec(spec.observation_specs, ActionSpec(3, ()))
+    problem = policy_problem("random_line_attack", continuous)
+    assert problem is not None and "one discrete branch" in problem
+
+
+@needs_grid2op
+def test_grid2op_is_a_python_source_and_builds_in_a_worker() -> None:
+    assert is_python_source("grid2op:l2rpn_case14_sandbox")
+    factory = resolve_env("grid2op:rte_case5_example", ["opponent=true", "attack_lines=all"])
+    env = factory(worker_id=0, seed=3)
+    env.reset()
+    assert env.behavior_specs["Opponent"].action_spec.discrete_branches == (1 + env.n_line,)
+    env.close()
+
+
+@needs_grid2op
+@pytest.mark.parametrize(
+    "name,args,needle",
+    [
+        ("no_such_grid", [], "no Grid2Op environment 'no_such_grid' available offline; available: "),
+        (CASE14, ["opponent=maybe"], "opponent='maybe': expected false, true"),
+        (CASE14, ["budget=3"], "unknown option budget; Grid2Op environments take opponent, "),
+        (CASE14, ["opponent=true", "attack_lines=['9_9_9']"], "attack_lines: no line '9_9_9' on this grid"),
+        (CASE14, ["opponent=true", "attack_lines=[1_3_3]"], "YAML reads 1_3_3 as the number 133"),
+    ],
+)
+def test_bad_grid2op_sources_are_one_line_errors(name: str, args: list[str], needle: str) -> None:
+    with pytest.raises(EnvironmentSourceError) as err:
+        resolve_env(f"grid2op:{name}", args)
+    message = str(err.value)
+    assert needle in message and "\n" not in message, message
+    if name == "no_such_grid":
+        assert CASE14 in message and "rte_case14_realistic" in message
+
+
+def test_missing_extra_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "grid2op", None)  # import grid2op -> ImportError
+    with pytest.raises(EnvironmentSourceError) as err:
+        resolve_env(f"grid2op:{CASE14}")
+    assert str(err.value) == f"--env grid2op:{CASE14}: Grid2Op is not installed; pip install 'ml_arl[grid2op]'"
