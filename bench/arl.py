@@ -3,7 +3,7 @@ machine (shared/reference/palaestrai.md section 8: 43 s to the first step, 21 s 
 switch, 1.4 GB for a two-agent toy).
 
 Runs ``arl-learn config/arl/GridDefense.yaml`` (two behaviors, two worker processes, three
-phases: train the defender, train the attacker, test) several times and reports medians:
+phases: the defender against greedy, the attacker against the droop, the defender again, test, the matrix) several times and reports medians:
 
 - time from launching ``arl-learn`` to the first environment step the trainer sees
   (timers.json metadata: first_step_time, written by the controller);
@@ -119,7 +119,7 @@ def main() -> None:
         cfg = workdir / "grid.yaml"
         cfg.write_text(yaml.safe_dump(config))
         runs = [one_run(cfg, workdir, f"bench{i}") for i in range(args.runs)]
-    print(f"GridDefense: 2 behaviors, 2 workers, 3 phases; {args.runs} runs (medians)")
+    print(f"GridDefense: 2 behaviors, 2 workers, its phases; {args.runs} runs (medians)")
     print(f"{'measure':<22}{'ours':>10}{'goal':>10}{'palaestrAI':>12}{'ours/goal':>11}{'ours/palaestrAI':>17}")
     for key, label in (("first_step_s", "first step (s)"), ("phase_switch_s", "phase switch (s)"), ("peak_mb", "peak memory (MB, PSS)")):
         ours = statistics.median(r[key] for r in runs)

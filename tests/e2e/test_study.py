@@ -257,7 +257,7 @@ search:
     args[args.index("--run-id") + 1] = "again"
     again = arl_learn_here(args, tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
-    assert (folder / "again" / "attack" / "Attacker").is_dir()
+    assert (folder / "again" / "attack-droop" / "Attacker").is_dir()
 
 
 @pytest.mark.slow
