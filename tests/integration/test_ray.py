@@ -439,3 +439,23 @@ def test_unity_build_missing_on_the_nodes_is_one_line_naming_the_node(cluster: A
         r"node 127\.0\.0\.1 \(\w{8}\) \(also tried the \.x86_64 and \.x86 extensions\); every node needs the build "
         r"at this path", last_line(run.stdout)), out
     assert "Restarting" not in out, out
+
+
+def test_make_vec_env_steps_ray_actors(cluster: Any) -> None:
+    """ml_arl.make_vec_env over Ray actors (ray_address implies manager: ray): the cluster's actors step
+    the built-in Reach with outside actions, reset themselves, and are closed with the env."""
+    import ml_arl
+
+    env = ml_arl.make_vec_env("builtin:ReachDiscrete", num_envs=2, ray_address="auto", seed=1)
+    try:
+        assert type(env.manager).__name__ == "RayEnvManager"
+        obs, _ = env.reset()
+        assert obs.shape[0] == env.num_envs and env.num_envs % 2 == 0
+        ended = 0
+        for _ in range(60):
+            obs, rewards, terminated, truncated, infos = env.step(env.action_space.sample())
+            ended += int((terminated | truncated).sum())
+            assert np.all(np.isfinite(rewards))
+        assert ended > 0  # Reach's episodes are short: some ended and came back reset
+    finally:
+        env.close()
