@@ -75,7 +75,8 @@ SMOKE := tests/unit/test_protocol.py tests/unit/test_onnx.py tests/unit/test_stu
 	tests/e2e/test_unity.py::test_onnx_from_a_trained_checkpoint_matches_the_muscle \
 	tests/integration/test_demonstrations.py::test_round_trip tests/integration/test_demonstrations.py::test_bytes_are_what_ml_agents_loader_reads \
 	tests/integration/test_demonstrations.py::test_a_demo_written_by_mlagents_1x_reads_as_its_own_loader_reads_it \
-	tests/e2e/test_cli.py::test_tiny_run_writes_results_layout_and_tags
+	tests/e2e/test_cli.py::test_tiny_run_writes_results_layout_and_tags \
+	tests/integration/test_vector_env.py tests/integration/test_python_api.py
 smoke:
 	@test -n "$(PYV)" || { echo "make smoke: give PYV, e.g. make smoke PYV=3.12"; exit 2; }
 	py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(PYV).*/bin/python 2>/dev/null | sort -V | tail -1); \

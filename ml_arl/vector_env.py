@@ -57,8 +57,14 @@ def action_space(spec: BehaviorSpec) -> spaces.Space[Any]:
     return disc
 
 
+# gymnasium >= 1.1 names the modes (its vector wrappers read this one); 1.0, which palaestrai 3.5.18
+# pins, has no names: a plain one then
+_MODES: Any = getattr(gymnasium.vector, "AutoresetMode", None)
+SAME_STEP: Any = _MODES.SAME_STEP if _MODES is not None else "SameStep"
+
+
 class ArlVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
-    metadata = {"autoreset_mode": "same-step"}
+    metadata = {"autoreset_mode": SAME_STEP}
 
     def __init__(self, manager: EnvManager, behavior: Optional[str] = None):
         self.manager = manager
