@@ -1,4 +1,4 @@
-"""arl-learn on Grid2Op (``--env grid2op:<name>``): the shipped config passes --check, a short run of
+"""arl-learn on Grid2Op (``--env grid2op:<name>``): the shipped configs pass --check, a short run of
 the Operator against a learning Opponent ends in a resilience matrix with Grid2Op's baselines, and a
 name not available offline or a missing extra is one line (exit 2)."""
 
@@ -16,12 +16,13 @@ from tests.support.runs import ROOT, arl_learn_here, tiny_config, write_config
 
 needs_grid2op = pytest.mark.skipif(importlib.util.find_spec("grid2op") is None,
                                    reason="grid2op is not installed (pip install 'ml_arl[grid2op]')")
-CONFIG = ROOT / "config/grid2op/case14-operator.yaml"
+CONFIGS = ["case14-operator.yaml", "case14-adversarial.yaml"]
 
 
 @needs_grid2op
-def test_shipped_config_passes_check(tmp_path: Path) -> None:
-    proc = arl_learn_here([str(CONFIG), "--run-id", "check", "--check"], cwd=tmp_path)
+@pytest.mark.parametrize("name", CONFIGS)
+def test_shipped_configs_pass_check(tmp_path: Path, name: str) -> None:
+    proc = arl_learn_here([str(ROOT / "config/grid2op" / name), "--run-id", "check", "--check"], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "The configuration is valid." in proc.stdout + proc.stderr
     assert not (tmp_path / "results/check").exists()
