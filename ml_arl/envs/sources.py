@@ -130,9 +130,10 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
     if sep and kind == "pettingzoo":
         return _pettingzoo_factory(env_path, name, kwargs, num_areas)
     if sep and kind == "grid2op":  # a Grid2Op power grid (ml_arl.envs.adapters.grid2op_env)
-        from ml_arl.envs.adapters.grid2op_env import grid2op_factory
+        from ml_arl.envs.adapters.grid2op_env.source import grid2op_source
 
-        return grid2op_factory(env_path, name, kwargs, num_areas)
+        build, build_kwargs = grid2op_source(env_path, name, kwargs, num_areas)
+        return EnvFactory(env_path, build, build_kwargs)
     if sep and kind == "palaestrai":  # a palaestrAI run file's environment and agents (ml_arl.palaestrai)
         from ml_arl.palaestrai.source import make_env, palaestrai_env_kwargs
 

@@ -1,9 +1,10 @@
 """Grid2Op power grids (``--env grid2op:<name>``): the L2RPN operator as the behavior ``Operator``,
 and with ``opponent=true`` a line-attacking ``Opponent`` as a second behavior (docs/grid2op.md).
 
-This part imports no grid2op: it checks the name and the ``--env-args`` and returns the factory,
-so that a missing extra, an unknown name or a bad option is one line before any worker starts.
-The environment itself is ml_arl.envs.adapters.grid2op_env.adapter (built in the workers).
+This part imports no grid2op: the options, their defaults and checks. ``source`` checks the name
+and the ``--env-args`` for ml_arl.envs.sources, so that a missing extra, an unknown name or a bad
+option is one line before any worker starts. The environment itself is ``adapter`` (built in the
+workers).
 
 ``--env-args`` (all optional):
   opponent                 false (none), true / agent (the Opponent behavior), random (grid2op's
@@ -25,11 +26,8 @@ The environment itself is ml_arl.envs.adapters.grid2op_env.adapter (built in the
 
 from __future__ import annotations
 
-import os
 import warnings
 from typing import Any
-
-from ml_arl.exceptions import EnvironmentSourceError
 
 INSTALL_HINT = "pip install 'ml_arl[grid2op]'"
 DEFAULT_ATTACK_LINES = ("1_3_3", "1_4_4", "3_6_15", "9_10_12", "11_12_13", "12_13_14")  # grid2op's rte_case14_opponent
@@ -93,42 +91,3 @@ def import_grid2op() -> Any:
         warnings.simplefilter("ignore")
         import grid2op
     return grid2op
-
-
-def available_names() -> list[str]:
-    """The Grid2Op environments that need no download (grid2op's test data)."""
-    grid2op = import_grid2op()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return sorted(grid2op.list_available_test_env())
-
-
-def grid2op_factory(env_path: str, name: str, kwargs: dict[str, Any], num_areas: int) -> Any:
-    """The EnvFactory of ``--env grid2op:<name>``: checks the extra, the name, the options (by
-    building the environment once here) and returns it; EnvironmentSourceError in one line."""
-    from ml_arl.envs.sources import EnvFactory
-
-    try:
-        import_grid2op()
-    except ImportError:
-        raise EnvironmentSourceError(f"--env {env_path}: Grid2Op is not installed; {INSTALL_HINT}") from None
-    if num_areas != 1:
-        raise EnvironmentSourceError(
-            f"env_settings.num_areas: {num_areas}, but Grid2Op environments have one area; set num_areas to 1 "
-            "(num_envs runs more copies)")
-    try:
-        check_options(kwargs)
-    except ValueError as err:
-        raise EnvironmentSourceError(f"--env {env_path}: {err}; check --env-args") from None
-    if not name or (name not in available_names() and not os.path.isdir(name)):
-        raise EnvironmentSourceError(
-            f"--env {env_path}: no Grid2Op environment {name!r} available offline; available: "
-            f"{', '.join(available_names())} (or the folder of a downloaded one)")
-    from ml_arl.envs.adapters.grid2op_env.adapter import make_grid2op_env
-
-    try:
-        make_grid2op_env(name, seed=0, **kwargs).close()
-    except Exception as err:  # grid2op's own complaint (a line name, a dataset folder), said in one line
-        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
-        raise EnvironmentSourceError(f"--env {env_path}: {type(err).__name__}: {first}; check --env-args") from None
-    return EnvFactory(env_path, make_grid2op_env, {"name": name, **kwargs})
