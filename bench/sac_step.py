@@ -8,7 +8,13 @@ and prints each burst's ms per step (wall-clock, and CPU time of the process: st
 shared machine) and their medians. ``--profile`` prints cProfile's top
 functions for one more burst.
 
-    PYTHONPATH=. python bench/sac_step.py [--config config/sac/Pendulum.yaml] [--steps 200] [--repeats 7] [--profile]
+``--sb3`` times Stable-Baselines3's SAC in the same process, bursts interleaved with ours: the same
+network (``net_arch`` of the config's layers and units, its activation: swish is torch's SiLU),
+batch size, learning rate, tau and gamma, one gradient step per ``SAC.train`` step, a replay
+buffer filled with as many random transitions, as many torch threads. It prints both sides'
+medians and the ratio ours / SB3 (``pip install -e ".[bench]"`` installs SB3).
+
+    PYTHONPATH=. python bench/sac_step.py [--config config/sac/Pendulum.yaml] [--steps 200] [--repeats 7] [--profile] [--sb3]
 """
 
 from __future__ import annotations
@@ -20,7 +26,8 @@ import pstats
 import statistics
 import sys
 import time
-from typing import Optional
+from collections.abc import Callable
+from typing import Any, Optional
 
 import numpy as np
 
@@ -37,6 +44,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     p.add_argument("--repeats", type=int, default=7)
     p.add_argument("--threads", type=int, help="torch threads (default: what arl-learn sets)")
     p.add_argument("--profile", action="store_true")
+    p.add_argument("--sb3", action="store_true", help="Stable-Baselines3's SAC on the same network, bursts interleaved")
     args = p.parse_args(argv)
 
     import torch
@@ -61,7 +69,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     trainer = SACTrainer(args.behavior, settings, spec, StatsReporter(args.behavior, []), None, torch.device("cpu"))
     rng = np.random.default_rng(0)
     n = 200
-    for k in range(25):  # 5000 experiences
+    # 5000 experiences, or enough for buffer_init_steps and a batch (Hopper-sac.yaml starts after 10,000)
+    fill = max(5000, int(trainer.hp.buffer_init_steps) + int(trainer.hp.batch_size))
+    for k in range(-(-fill // n)):
         trainer.add_experience(Trajectory(
             args.behavior, f"0-{k}", [rng.standard_normal((n, args.obs)).astype(np.float32)],
             [rng.standard_normal(args.obs).astype(np.float32)],
@@ -80,12 +90,27 @@ def main(argv: Optional[list[str]] = None) -> int:
         taken = max(trainer.update_steps - before, 1)
         return (time.perf_counter() - start) * 1000.0 / taken, (time.process_time() - start_cpu) * 1000.0 / taken
 
+    sb3 = _sb3_burst(args, settings, trainer.hp, len(trainer.replay)) if args.sb3 else None
     burst()  # warm-up
-    wall, cpu = zip(*(burst() for _ in range(args.repeats)))
+    if sb3 is not None:
+        sb3()
+    rounds = []
+    for _ in range(args.repeats):  # interleaved: the machine's load falls on both sides alike
+        rounds.append((burst(), sb3() if sb3 is not None else None))
+    wall, cpu = zip(*(r[0] for r in rounds))
     print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; {args.config}: batch {trainer.hp.batch_size}, "
           f"{settings.network_settings.num_layers} x {settings.network_settings.hidden_units} {settings.network_settings.activation}")
     print("ms per gradient step, wall: " + " ".join(f"{t:.2f}" for t in wall) + f"; median {statistics.median(wall):.2f}")
     print("ms per gradient step, CPU:  " + " ".join(f"{t:.2f}" for t in cpu) + f"; median {statistics.median(cpu):.2f}")
+    if sb3 is not None:
+        import stable_baselines3
+
+        sb_wall, sb_cpu = zip(*(r[1] for r in rounds if r[1] is not None))
+        print(f"Stable-Baselines3 {stable_baselines3.__version__} SAC, the same network, batch, threads:")
+        print("ms per gradient step, wall: " + " ".join(f"{t:.2f}" for t in sb_wall) + f"; median {statistics.median(sb_wall):.2f}")
+        print("ms per gradient step, CPU:  " + " ".join(f"{t:.2f}" for t in sb_cpu) + f"; median {statistics.median(sb_cpu):.2f}")
+        print(f"ours / SB3: wall {statistics.median(wall) / statistics.median(sb_wall):.2f}, "
+              f"CPU {statistics.median(cpu) / statistics.median(sb_cpu):.2f}")
     if args.profile:
         prof = cProfile.Profile()
         prof.enable()
@@ -93,6 +118,44 @@ def main(argv: Optional[list[str]] = None) -> int:
         prof.disable()
         pstats.Stats(prof, stream=sys.stdout).sort_stats("tottime").print_stats(30)
     return 0
+
+
+def _sb3_burst(args: argparse.Namespace, settings: Any, hp: Any, transitions: int) -> Callable[[], tuple[float, float]]:
+    """A timer of ``args.steps`` gradient steps of Stable-Baselines3's SAC with our config's network,
+    batch, learning rate, tau and gamma, on a buffer of ``transitions`` random transitions."""
+    import gymnasium
+    import torch
+    from stable_baselines3 import SAC
+    from stable_baselines3.common.logger import Logger
+
+    activations = {"swish": torch.nn.SiLU, "tanh": torch.nn.Tanh, "relu": torch.nn.ReLU}
+    net = settings.network_settings
+    gamma = settings.reward_signals["extrinsic"].gamma if "extrinsic" in settings.reward_signals else 0.99
+
+    class Spaces(gymnasium.Env):  # type: ignore[misc]
+        observation_space = gymnasium.spaces.Box(-np.inf, np.inf, (args.obs,), np.float32)
+        action_space = gymnasium.spaces.Box(-1.0, 1.0, (args.actions,), np.float32)
+
+    model = SAC("MlpPolicy", Spaces(), learning_rate=float(hp.learning_rate), buffer_size=max(transitions, 1000),
+                batch_size=int(hp.batch_size), tau=float(hp.tau), gamma=float(gamma), learning_starts=0,
+                policy_kwargs={"net_arch": [net.hidden_units] * net.num_layers,
+                               "activation_fn": activations.get(str(net.activation), torch.nn.ReLU)},
+                device="cpu", seed=0)
+    model.set_logger(Logger(folder=None, output_formats=[]))
+    rng = np.random.default_rng(1)
+    for _ in range(transitions):
+        model.replay_buffer.add(
+            rng.standard_normal((1, args.obs)).astype(np.float32), rng.standard_normal((1, args.obs)).astype(np.float32),
+            np.tanh(rng.standard_normal((1, args.actions))).astype(np.float32), rng.standard_normal(1).astype(np.float32),
+            np.zeros(1, np.float32), [{}],
+        )
+
+    def burst() -> tuple[float, float]:
+        start, start_cpu = time.perf_counter(), time.process_time()
+        model.train(gradient_steps=args.steps, batch_size=int(hp.batch_size))
+        return (time.perf_counter() - start) * 1000.0 / args.steps, (time.process_time() - start_cpu) * 1000.0 / args.steps
+
+    return burst
 
 
 if __name__ == "__main__":
