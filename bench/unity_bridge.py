@@ -27,6 +27,11 @@ own messages) and on (bridge "fast": ml_arl.envs.adapters.unity_fast).
     python bench/unity_bridge.py [--seconds S] [--repeats R] [--agents 1 16] [--workers 1 4]
                                  [--no-stats] [--profile N]
 
+``--raw-python PY`` also runs the raw loop with another interpreter (bench/unity_raw.py, which
+imports no ml_arl): an ML-Agents user's own venv, e.g. ML-Agents 1.1.0's from
+../shared/tools/install-mlagents-reference.sh (mlagents-envs 1.1.0 on protobuf 3.20), measured
+right after our raw loop; the ratios to it are printed too.
+
 ``--profile N`` also runs the raw loop under cProfile (one window per agents count) and prints
 its N most expensive functions (own time). The default invocation takes about 2-3 minutes on
 a 2-core machine; the pipeline shares those cores with the builds it drives.
@@ -37,11 +42,13 @@ from __future__ import annotations
 import argparse
 import cProfile
 import io
+import json
 import os
 import pstats
 import random
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -215,6 +222,22 @@ class Bench:
         finally:
             env.close()
 
+    def raw_elsewhere(self, python: str, agents: int) -> tuple[list[float], str]:
+        """The raw loop in another interpreter (bench/unity_raw.py): its windows' env steps/s and
+        the mlagents-envs / protobuf versions it ran with."""
+        e = EngineSettings()
+        cmd = [python, os.path.join(ROOT, "bench", "unity_raw.py"), "--build", str(self.build),
+               "--port", str(free_base_port(1)), "--behavior", SEEKER, "--seconds", str(self.seconds),
+               "--repeats", str(self.repeats), "--timeout-wait", str(TIMEOUT_WAIT), "--engine",
+               *(str(v) for v in (e.width, e.height, e.quality_level, e.time_scale, e.target_frame_rate,
+                                  e.capture_frame_rate)),
+               "--", *self.standin_args(agents, not self.no_stats)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=str(self.work))
+        if out.returncode != 0:
+            raise SystemExit(f"{python} bench/unity_raw.py failed ({out.returncode}):\n{out.stderr[-2000:]}")
+        data = json.loads(out.stdout.strip().splitlines()[-1])
+        return data["rates"], f"mlagents-envs {data['mlagents_envs']}, protobuf {data['protobuf']}, Python {data['python']}"
+
     # ------------------------------------------------------------ pipeline
     def pipeline(self, agents: int, workers: int, fast: Optional[bool]) -> list[float]:
         factory = with_bridge(self.factory(agents, workers, stats=True), fast)
@@ -281,6 +304,7 @@ def main() -> None:
     parser.add_argument("--agents", type=int, nargs="+", default=[1, 16], help="agents per env")
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 4], help="pipeline worker counts")
     parser.add_argument("--no-stats", action="store_true", help="raw and ours-1proc: the stand-in sends no stats")
+    parser.add_argument("--raw-python", metavar="PY", help="also the raw loop under this interpreter (bench/unity_raw.py)")
     parser.add_argument("--profile", type=int, default=0, metavar="N",
                         help="also profile the raw loop and print its N costliest functions")
     args = parser.parse_args()
@@ -302,6 +326,10 @@ def main() -> None:
         for agents in args.agents:
             rows.append(Row("raw", "-", agents, 1, bench.loop(partial(bench.raw_env, agents))))
             print(f"  raw, {agents} agents: {rows[-1].median:,.0f} env steps/s", flush=True)
+            if args.raw_python:
+                ref, versions = bench.raw_elsewhere(args.raw_python, agents)
+                rows.append(Row("raw-ref", "-", agents, 1, ref))
+                print(f"  raw-ref ({versions}), {agents} agents: {rows[-1].median:,.0f} env steps/s", flush=True)
             for fast in bridges:
                 with in_this_process(fast):
                     runs = bench.loop(partial(bench.ours_env, agents, fast))
@@ -337,10 +365,13 @@ def main() -> None:
     lo, hi = min(args.workers), max(args.workers)
     for agents in args.agents:
         raw = find("raw", agents, "-")
+        ref = find("raw-ref", agents, "-")
         for fast in bridges:
             ours = find("ours-1proc", agents, bridge_name(fast))
             if raw and ours:
                 print(ratio_line(f"ours-1proc{'' if fast is None else f' ({bridge_name(fast)})'} / raw", ours, raw))
+            if ref and ours:
+                print(ratio_line(f"ours-1proc{'' if fast is None else f' ({bridge_name(fast)})'} / raw-ref", ours, ref))
         if lo != hi:
             for fast in bridges:
                 one, many = find("pipeline", agents, bridge_name(fast), lo), find("pipeline", agents, bridge_name(fast), hi)
