@@ -474,6 +474,9 @@ class _StubManager(EnvManager):
     def reset(self) -> None:  # pragma: no cover - not used
         pass
 
+    def exchange(self, commands):  # pragma: no cover - not used
+        return {}
+
     def restart_worker(self, worker_id: int) -> None:
         self.restarted.append(worker_id)
 

@@ -240,11 +240,11 @@ class EnvManager(ABC):
                     raise
                 failure = again
 
+    @abstractmethod
     def exchange(self, commands: dict[int, WorkerCommand]) -> dict[int, Optional[WorkerReply]]:
         """Send each worker (by id) its command, await the replies, each against its deadline.
         A worker that fails or does not answer in time is restarted within the quota (or this
         raises), freshly reset: its entry is None. For outside actions (ml_arl.vector_env)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot take outside actions")
 
     @abstractmethod
     def restart_worker(self, worker_id: int) -> None:
