@@ -191,15 +191,11 @@ class Run:
     # ------------------------------------------------------------------ policies
     def policy(self, behavior: Optional[str] = None, deterministic: bool = True) -> Policy:
         """The behavior's policy as numpy (``act(observations)``); the only behavior by default."""
+        from ml_arl.behavior_id import choose_behavior
         from ml_arl.inference import Policy
 
         trainers = self._controller.trainers
-        if behavior is None:
-            if len(trainers) != 1:
-                raise ValueError(f"this run has behaviors {', '.join(trainers) or '(none yet)'}; name one")
-            behavior = next(iter(trainers))
-        if behavior not in trainers:
-            raise ValueError(f"this run has no behavior {behavior!r}; it has {', '.join(trainers) or '(none yet)'}")
+        behavior = choose_behavior(trainers, behavior, "this run")
         trainer = trainers[behavior]
         live = self._controller.policies.live.get(behavior)
         snapshot = trainer.policy_snapshot() if self.finished or live is None else live

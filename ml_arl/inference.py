@@ -267,11 +267,10 @@ def evaluate(policy: AnyPolicy, env: Union[str, BaseEnv], episodes: int = 10, en
     try:
         base.reset()
         specs = dict(base.behavior_specs)
-        name = policy.behavior if policy.behavior in specs else None
-        if name is None:
-            if len(specs) != 1:
-                raise ValueError(f"the environment has behaviors {', '.join(specs)} and none is {policy.behavior!r}")
-            name = next(iter(specs))
+        from ml_arl.behavior_id import choose_behavior
+
+        # the policy's behavior; where the names differ (a model renamed), the environment's only one
+        name = choose_behavior(specs, policy.behavior if policy.behavior in specs else None, "the environment")
         returns: list[float] = []
         running: dict[int, float] = {}
         for _ in range(max_steps):

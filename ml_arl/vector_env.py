@@ -31,6 +31,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 from mlagents_envs.base_env import ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
+from ml_arl.behavior_id import choose_behavior
 from ml_arl.envs.managers.env_manager import EnvManager
 from ml_arl.messages import ActCommand, ObservationReply, WorkerReply
 
@@ -70,13 +71,7 @@ class ArlVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         self.manager = manager
         specs = manager.start()
         try:
-            if behavior is None:
-                if len(specs) != 1:
-                    raise ValueError(f"the environment has behaviors {', '.join(specs)}; name one with behavior=")
-                behavior = next(iter(specs))
-            if behavior not in specs:
-                raise ValueError(f"the environment has no behavior {behavior!r}; it has {', '.join(specs)}")
-            self.behavior = behavior
+            self.behavior = behavior = choose_behavior(specs, behavior, "the environment")
             self.spec_ = specs[behavior]
             self.single_observation_space = observation_space(self.spec_)
             self.single_action_space = action_space(self.spec_)
