@@ -19,6 +19,7 @@ import numpy as np
 from mlagents_envs.base_env import ActionTuple, BaseEnv, BehaviorSpec
 
 from ml_arl.exceptions import RunDirectoryError
+from ml_arl.policy.muscle import masks_allowed
 from ml_arl.specs import spec_from_plain
 
 Observations = Union[np.ndarray, Sequence[np.ndarray]]
@@ -284,8 +285,6 @@ def evaluate(policy: AnyPolicy, env: Union[str, BaseEnv], episodes: int = 10, en
             for i, agent in enumerate(decision.agent_id.tolist()):
                 running[agent] = running.get(agent, 0.0) + float(decision.reward[i]) + float(decision.group_reward[i])
             if len(decision):
-                from ml_arl.policy.muscle import masks_allowed
-
                 allowed = masks_allowed(decision.action_mask, len(decision), tuple(specs[name].action_spec.discrete_branches))
                 base.set_actions(name, policy.action_tuple(list(decision.obs), deterministic, allowed, decision.agent_id))
             for other, spec in specs.items():

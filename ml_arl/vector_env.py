@@ -34,6 +34,7 @@ from mlagents_envs.base_env import ActionTuple, BehaviorSpec, DecisionSteps, Ter
 from ml_arl.behavior_id import choose_behavior
 from ml_arl.envs.managers.env_manager import EnvManager
 from ml_arl.messages import ActCommand, ObservationReply, WorkerReply
+from ml_arl.policy.muscle import masks_allowed
 
 
 def observation_space(spec: BehaviorSpec) -> spaces.Space[Any]:
@@ -83,6 +84,10 @@ class ArlVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
                 self.slots += [(wid, int(agent)) for agent in sorted(decision.agent_id.tolist())]
             if not self.slots:
                 raise ValueError(f"no agent of {behavior} asks for a decision after a reset")
+            self._slot_of = {key: slot for slot, key in enumerate(self.slots)}
+            self._worker_slots: dict[int, list[tuple[int, int]]] = {wid: [] for wid in self.workers}  # (slot, agent)
+            for slot, (wid, agent) in enumerate(self.slots):
+                self._worker_slots[wid].append((slot, agent))
         except BaseException:
             manager.close()
             raise
@@ -139,11 +144,13 @@ class ArlVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
                 continue
             current[wid] = steps
             _, terminal = steps
+            if not len(terminal):
+                continue
             ended = {int(a): i for i, a in enumerate(terminal.agent_id.tolist())}
-            for slot, (w, agent) in enumerate(self.slots):
-                if w != wid or agent not in ended:
+            for slot, agent in self._worker_slots[wid]:
+                i = ended.get(agent)
+                if i is None:
                     continue
-                i = ended[agent]
                 rewards[slot] = terminal.reward[i] + terminal.group_reward[i]
                 truncated[slot] = bool(terminal.interrupted[i])
                 terminated[slot] = not truncated[slot]
@@ -175,29 +182,35 @@ class ArlVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
         """Each sub-environment's observation (and action mask) from its worker's decision steps;
         the reward of one whose episode goes on is added to ``rewards``."""
         n_obs = len(self.spec_.observation_specs)
-        columns: list[list[np.ndarray]] = [[] for _ in range(n_obs)]
-        masks: list[np.ndarray] = []
+        masks: Optional[np.ndarray] = None
         branches = tuple(self.spec_.action_spec.discrete_branches)
-        from ml_arl.policy.muscle import masks_allowed
-
-        for slot, (wid, agent) in enumerate(self.slots):
+        columns: list[list[np.ndarray]] = [[] for _ in range(n_obs)]
+        for wid in self.workers:
             decision, _ = steps[wid]
             rows = {int(a): i for i, a in enumerate(decision.agent_id.tolist())}
-            if agent not in rows:
-                raise RuntimeError(f"worker {wid}: agent {agent} of {self.behavior} asked for no decision; make_vec_env "
+            slots = self._worker_slots[wid]
+            missing = [agent for _, agent in slots if agent not in rows]
+            if missing:
+                raise RuntimeError(f"worker {wid}: agent {missing[0]} of {self.behavior} asked for no decision; make_vec_env "
                                    "needs every agent to decide every step (gymnasium's contract)")
-            i = rows[agent]
+            picked = np.fromiter((rows[agent] for _, agent in slots), np.intp, len(slots))
             for k in range(n_obs):
-                columns[k].append(decision.obs[k][i])
-            if rewards is not None and not (skip_ended is not None and skip_ended[slot]):
-                rewards[slot] += decision.reward[i] + decision.group_reward[i]
+                columns[k].append(decision.obs[k][picked])
+            if rewards is not None:
+                gained = (decision.reward[picked] + decision.group_reward[picked]).astype(np.float32)
+                for (slot, _), r in zip(slots, gained):
+                    if skip_ended is None or not skip_ended[slot]:
+                        rewards[slot] += r
             if branches and decision.action_mask is not None:
                 allowed = masks_allowed(decision.action_mask, len(decision), branches)
                 assert allowed is not None
-                masks.append(allowed[i])
-        stacked = [np.stack(c).astype(np.float32) for c in columns]
+                if masks is None:
+                    masks = np.ones((self.num_envs, sum(branches)), bool)
+                masks[[slot for slot, _ in slots]] = allowed[picked]
+        # the workers' slots are consecutive, in worker order: concatenating gives slot order
+        stacked = [np.concatenate(c).astype(np.float32, copy=False) for c in columns]
         obs = stacked[0] if n_obs == 1 else tuple(stacked)
-        return obs, (np.stack(masks) if len(masks) == len(self.slots) else None)
+        return obs, masks
 
     def _infos(self, mask: Optional[np.ndarray]) -> dict[str, Any]:
         if mask is None:
@@ -215,7 +228,7 @@ class ArlVectorEnv(gymnasium.vector.VectorEnv):  # type: ignore[misc]
             cont, disc = np.zeros((self.num_envs, 0)), np.asarray(actions)
         cont = cont.reshape(self.num_envs, a.continuous_size).astype(np.float32)
         disc = disc.reshape(self.num_envs, a.discrete_size).astype(np.int32)
-        slot_of = {key: s for s, key in enumerate(self.slots)}
+        slot_of = self._slot_of
         out: dict[int, ActionTuple] = {}
         for wid in self.workers:
             decision, _ = self._last[wid]
