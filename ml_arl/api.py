@@ -74,32 +74,24 @@ def options_from(config: ConfigLike, overrides: Optional[dict[str, dict[str, Any
     if config is None:
         return build_run_options({}, overrides, "(no config file)")
     if isinstance(config, Mapping):
-        from ml_arl.palaestrai.runfile import is_run_file
+        data, where = dict(config), "(config dict)"
+    else:
+        from ml_arl.config_file import load_config_file
 
-        data = dict(config)
-        where = "(config dict)"
-        if is_run_file(data):
-            from ml_arl.palaestrai.runfile import translate_file
-
-            results_dir = overrides.get("checkpoint_settings", {}).get("results_dir", "results")
-            data = translate_file(data, where, results_dir, overrides.get("env_settings", {}).get("num_envs"))
-        return build_run_options(data, overrides, where)
-    from ml_arl.config_file import load_config_file
-
-    path = os.fspath(config)
-    data, warnings = load_config_file(path)
-    for warning in warnings:
-        logger.warning("%s", warning)
+        where = os.fspath(config)
+        data, warnings = load_config_file(where)
+        for warning in warnings:
+            logger.warning("%s", warning)
+        if not data:
+            logger.warning("%s: the config is empty; every behavior trains with the default settings", where)
     from ml_arl.palaestrai.runfile import is_run_file
 
     if is_run_file(data):  # a palaestrAI experiment run file, as palaestrai 3.5.18 reads it
         from ml_arl.palaestrai.runfile import translate_file
 
         results_dir = overrides.get("checkpoint_settings", {}).get("results_dir", "results")
-        data = translate_file(data, path, results_dir, overrides.get("env_settings", {}).get("num_envs"))
-    if not data:
-        logger.warning("%s: the config is empty; every behavior trains with the default settings", path)
-    return build_run_options(data, overrides, path)
+        data = translate_file(data, where, results_dir, overrides.get("env_settings", {}).get("num_envs"))
+    return build_run_options(data, overrides, where)
 
 
 class InterruptedWhileStopping(KeyboardInterrupt):
