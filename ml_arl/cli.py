@@ -28,6 +28,7 @@ from ml_arl.exceptions import (
     TrainerThreadError,
     WorkerError,
 )
+from ml_arl.logs import configure_logging
 from ml_arl.settings import RunOptions, cli_flags
 from ml_arl.text import one_line
 
@@ -125,23 +126,13 @@ def check_only(options: RunOptions) -> int:
     return 0
 
 
-def _configure_logging(debug: bool, stream: Any = None) -> None:
-    fmt = "%(asctime)s +%(relativeCreated)d ms %(levelname)s [%(filename)s:%(lineno)d] %(message)s" if debug else "[%(levelname)s] %(message)s"
-    logging.basicConfig(
-        level=logging.DEBUG if debug else logging.INFO, format=fmt, stream=stream or sys.stdout, force=True
-    )
-    for noisy in ("matplotlib", "PIL"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
-    logging.getLogger("urllib3").setLevel(logging.ERROR)  # a tracker's server retried: the tracker says what failed, once
-
-
 def _sigterm(signum: int, frame: Optional[FrameType]) -> None:
     raise KeyboardInterrupt
 
 
 def main(argv: Optional[list[str]] = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    _configure_logging("--debug" in argv, stream=sys.stderr)  # warnings while reading the config
+    configure_logging("--debug" in argv, stream=sys.stderr)  # warnings while reading the config
     try:
         options, check = _parse(argv)
         if check:
@@ -151,7 +142,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         for problem in problems:
             sys.stderr.write(f"arl-learn: error: {one_line(problem)}\n")
         return err.exit_code
-    _configure_logging(options.debug)
+    configure_logging(options.debug)
     signal.signal(signal.SIGTERM, _sigterm)
     # Ctrl-C saves and stops the run however arl-learn was started: a shell without job control
     # starts a background command with SIGINT ignored, and Python keeps it so

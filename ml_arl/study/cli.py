@@ -20,6 +20,7 @@ from types import FrameType
 from typing import Any, NoReturn, Optional
 
 from ml_arl.exceptions import ArlError, ConfigError
+from ml_arl.logs import configure_logging
 from ml_arl.text import one_line
 
 logger = logging.getLogger("ml_arl.study")
@@ -70,10 +71,7 @@ def _check_lines(plan: Any) -> list[str]:
 
 def main(argv: Optional[list[str]] = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="[%(levelname)s] %(message)s",
-                        stream=sys.stdout, force=True)
-    for noisy in ("matplotlib", "PIL", "alembic"):
-        logging.getLogger(noisy).setLevel(logging.WARNING)
+    configure_logging(args.debug, fmt="[%(levelname)s] %(message)s")
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
