@@ -241,7 +241,10 @@ class ObservationEncoder(nn.Module):
 
 
 class Normalizer(nn.Module):
-    """Running mean and variance (parallel Welford); output clamp((x - mean) / std, -5, 5)."""
+    """Running mean and variance (parallel Welford); output clamp((x - mean) / std, -5, 5).
+
+    It starts as ML-Agents' does: one pseudo-sample of mean 0 and variance 1 (its
+    normalization_steps 1, running_variance 1), which the first batch outweighs only by its size."""
 
     count: torch.Tensor
     mean: torch.Tensor
@@ -249,7 +252,7 @@ class Normalizer(nn.Module):
 
     def __init__(self, size: int):
         super().__init__()
-        self.register_buffer("count", torch.tensor(1e-4, dtype=torch.float64))
+        self.register_buffer("count", torch.tensor(1.0, dtype=torch.float64))
         self.register_buffer("mean", torch.zeros(size, dtype=torch.float64))
         self.register_buffer("var", torch.ones(size, dtype=torch.float64))
 

@@ -205,10 +205,20 @@ class Trainer(ABC, Generic[HP]):
             self.update()
             self.policy_version += 1
             logger.debug("%s: update %d took %.3f s", self.behavior, self.policy_version, time.perf_counter() - started)
-            snapshot = self.policy_snapshot()  # taken here, in the trainer's thread, never mid-update
-            for pq in self.policy_queues:
-                pq.put(snapshot)
+            self._publish()
+        elif processed and self.should_still_train and self.statistics_moved():
+            self._publish()  # the same weights, newer observation statistics: acted with from the next step
         return processed
+
+    def _publish(self) -> None:
+        snapshot = self.policy_snapshot()  # taken here, in the trainer's thread, never mid-update
+        for pq in self.policy_queues:
+            pq.put(snapshot)
+
+    def statistics_moved(self) -> bool:
+        """Between updates: whether what the workers act with is stale enough to publish again
+        (an on-policy trainer's observation normaliser); never by default."""
+        return False
 
     def process_trajectory(self, traj: Trajectory) -> None:
         if not self.training:  # --inference: count what was acted, learn nothing

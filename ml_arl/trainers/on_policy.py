@@ -29,6 +29,7 @@ T = TypeVar("T")
 
 # ML-Agents' floors of the linear schedules (ppo/optimizer_torch.py, poca/optimizer_torch.py)
 LR_FLOOR, EPSILON_FLOOR, BETA_FLOOR = 1e-10, 0.1, 1e-5
+STATISTICS_TOLERANCE = 0.05  # see OnPolicyTrainer.statistics_moved
 
 
 class OnPolicyTrainer(Trainer[HP]):
@@ -84,7 +85,26 @@ class OnPolicyTrainer(Trainer[HP]):
         )
 
     def policy_snapshot(self) -> PolicySnapshot:
-        return PolicySnapshot(self.policy_version, self.network.muscle_weights())
+        weights = self.network.muscle_weights()
+        self._acting_statistics = (weights.norm_mean, weights.norm_std)
+        return PolicySnapshot(self.policy_version, weights)
+
+    def statistics_moved(self) -> bool:
+        """ML-Agents' workers act with the trainer's own normaliser, which each arriving trajectory
+        updates; ours act with the published one. Publish again between updates once any input's
+        normalised value would move by more than ``STATISTICS_TOLERANCE`` (a mean shift in units of
+        its standard deviation, or a relative change of that deviation): early in a run at each
+        batch of trajectories, later rarely."""
+        if not self.network.normalize:
+            return False
+        mean, std = getattr(self, "_acting_statistics", (None, None))
+        if mean is None or std is None:
+            return True
+        new_mean = self.network.normalizer.mean.cpu().numpy()
+        new_std = self.network.normalizer.std().cpu().numpy()
+        shift = np.abs(new_mean - mean) / new_std
+        scale = np.abs(new_std / std - 1.0)
+        return bool(max(float(shift.max(initial=0.0)), float(scale.max(initial=0.0))) > STATISTICS_TOLERANCE)
 
     def onnx_actor(self) -> ActorCritic:
         return self.network

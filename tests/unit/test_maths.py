@@ -58,8 +58,11 @@ def test_normalizer_running_statistics() -> None:
     data = torch.tensor([[1.0, 10.0], [3.0, 30.0], [5.0, 50.0], [7.0, 70.0]])
     norm.update(data[:1])
     norm.update(data[1:])
-    np.testing.assert_allclose(norm.mean.numpy(), [4.0, 40.0], rtol=1e-3)
-    np.testing.assert_allclose(norm.var.numpy(), [5.0, 500.0], rtol=1e-3)
+    # ML-Agents' prior, one pseudo-sample of mean 0 and variance 1, beside the four: mean 16 / 5;
+    # M2 = 1 + 20 + 4^2 * 1 * 4 / 5 = 33.8 over 5 (and 1 + 2000 + 40^2 * 4 / 5 = 3281 over 5)
+    np.testing.assert_allclose(norm.count.numpy(), 5.0)
+    np.testing.assert_allclose(norm.mean.numpy(), [3.2, 32.0], rtol=1e-9)
+    np.testing.assert_allclose(norm.var.numpy(), [6.76, 656.2], rtol=1e-9)
 
 
 @pytest.mark.parametrize("activation", ["swish", "tanh"])
