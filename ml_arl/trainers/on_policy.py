@@ -43,6 +43,8 @@ class OnPolicyTrainer(Trainer[HP]):
         memory = self.settings.network_settings.memory
         self.sequence_length = memory.sequence_length if memory is not None else 1
         self.bc: Optional[BehavioralCloning] = None
+        # the normaliser's mean and deviation in the last published policy (None before the first)
+        self._acting_statistics: tuple[Optional[np.ndarray], Optional[np.ndarray]] = (None, None)
         self.build_networks()
 
     @abstractmethod
@@ -97,7 +99,7 @@ class OnPolicyTrainer(Trainer[HP]):
         batch of trajectories, later rarely."""
         if not self.network.normalize:
             return False
-        mean, std = getattr(self, "_acting_statistics", (None, None))
+        mean, std = self._acting_statistics
         if mean is None or std is None:
             return True
         new_mean = self.network.normalizer.mean.cpu().numpy()
