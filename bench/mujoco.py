@@ -89,7 +89,8 @@ def run_one(algo: str, task: str, seed: int, steps: int, configs: Path, results:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--algo", choices=("ppo", "sac"), default="ppo")
-    parser.add_argument("--tasks", nargs="+", choices=TASKS, default=list(TASKS))
+    parser.add_argument("--tasks", nargs="+", default=list(TASKS),
+                        help="behaviors with a <Task>-<algo>.yaml in --configs (default: the three MuJoCo tasks)")
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--steps", type=int, default=1_000_000)
     parser.add_argument("--jobs", type=int, default=1, help="runs at once (each uses num_envs + 1 processes)")
@@ -99,6 +100,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="after --: more arl-learn flags")
     args = parser.parse_args(argv)
     extra = [a for a in args.extra if a != "--"]
+    for task in args.tasks:
+        if not (args.configs / f"{task}-{args.algo}.yaml").is_file():
+            parser.error(f"--tasks {task}: no {task}-{args.algo}.yaml in {args.configs}")
     jobs = [(task, seed) for task in args.tasks for seed in args.seeds]
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
         results = list(pool.map(lambda job: run_one(args.algo, job[0], job[1], args.steps, args.configs.resolve(), args.results_dir, extra), jobs))
@@ -114,7 +118,7 @@ def main(argv: list[str] | None = None) -> None:
         scores = [r.score for r in rows]
         sd = statistics.stdev(scores) if len(scores) > 1 else 0.0
         line = f"| {task} | {statistics.fmean(scores):,.0f} +- {sd:,.0f} | {statistics.median(r.wall_s for r in rows):.0f} s |"
-        print(line + "".join(f" {figures[task]:,} |" for figures in anchors.values()))
+        print(line + "".join(f" {figures[task]:,} |" if task in figures else " - |" for figures in anchors.values()))
 
 
 if __name__ == "__main__":
