@@ -78,7 +78,9 @@ def main(argv: list[str] | None = None) -> None:
         return all(r[1] == side[0][1] and r[2] == side[0][2] for r in side[1:])
 
     print(f"\n{args.config.name}, {args.steps:,} steps, seed {args.seed}, medians of {args.repeats} interleaved runs:")
-    print(f"without --deterministic {free:.1f} s, with it {det:.1f} s: x{det / free:.2f}")
+    ratios = [d[0] / f[0] for f, d in zip(runs[False], runs[True])]
+    print(f"without --deterministic {free:.1f} s, with it {det:.1f} s: x{det / free:.2f} "
+          f"(each round's ratio: {' '.join(f'{r:.2f}' for r in ratios)})")
     print(f"deterministic runs identical (returns and checkpoints): {same(runs[True])}; "
           f"runs without it identical: {same(runs[False])}")
     if not same(runs[True]):
