@@ -5,7 +5,7 @@ a separate `arl-learn` process with the same --seed, and prints the median wall-
 each side, their ratio, and whether the deterministic runs' episode returns (results.sqlite, in order) and final
 checkpoints are identical (they must be), and whether the others' are.
 
-    python bench/deterministic_cost.py                        # HalfCheetah-v5 PPO, 200k steps, 3 rounds
+    python bench/deterministic_cost.py                        # HalfCheetah-v5, the ML-Agents walker config, 200k steps, 3 rounds
     python bench/deterministic_cost.py --config config/ppo/CartPole.yaml --steps 50000
 
 Run it on an idle machine: both sides' wall-clocks move with whatever else runs.
@@ -47,7 +47,7 @@ def run(config: Path, run_id: str, seed: int, results: Path, deterministic: bool
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--config", type=Path, default=ROOT / "config" / "mujoco" / "HalfCheetah-ppo.yaml")
+    parser.add_argument("--config", type=Path, default=ROOT / "config" / "mujoco" / "mlagents-walker" / "HalfCheetah-ppo.yaml")
     parser.add_argument("--steps", type=int, default=200_000, help="max_steps of every behavior")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeats", type=int, default=3, help="rounds; each runs both sides once")
