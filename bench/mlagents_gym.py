@@ -9,7 +9,9 @@ How episodes are reported (the same as the wrapper behind the earlier ML-Agents 
 
 * one ``BaseEnv`` per worker holds ``--copies`` gymnasium copies as agents 0..N-1 of one behavior (the
   config's behavior name, e.g. "Hopper"); ``--num-envs`` workers (SubprocessEnvManager's processes);
-* observations are float32, continuous actions are clipped to the action space before ``env.step``;
+* observations are float32; ML-Agents' continuous actions (in [-1, 1] once clipped, as a Unity agent receives
+  them) are mapped linearly onto the action space's bounds before ``env.step`` (Pendulum's torque is in [-2, 2];
+  for the MuJoCo tasks' [-1, 1] the map is the identity), as ml_arl's gymnasium adapter does;
 * a terminated episode is a TerminalSteps entry with interrupted=False, a time-limit truncation one with
   interrupted=True (terminated wins when both are set); the final observation and last reward go there;
 * the copy is reset at once and the new episode's first decision step (reward 0) is in the same
@@ -155,7 +157,7 @@ class GymBaseEnv(BaseEnv):
         rewards = np.zeros(self._n, dtype=np.float32)
         t_obs, t_rew, t_int, t_ids = [], [], [], []
         for i, env in enumerate(self._envs):
-            act = np.clip(self._actions[i], self._low, self._high)
+            act = self._low + (np.clip(self._actions[i], -1.0, 1.0) + 1.0) * 0.5 * (self._high - self._low)
             obs, reward, terminated, truncated, _ = env.step(act)
             self._ep_return[i] += float(reward)
             self._ep_length[i] += 1
