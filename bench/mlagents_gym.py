@@ -30,7 +30,16 @@ gymnasium + mujoco), e.g. ``bash ../shared/tools/install-mlagents-reference.sh /
         --seed 4 --results-dir /tmp/mlref-runs
 
 Defaults: --env Hopper-v5, --copies 8, --num-envs 2, --steps 500000 (overrides the behavior's max_steps),
---run-id <Behavior>-ppo-s<seed>. The run folder is replaced if it exists.
+--run-id <Behavior>-ppo-s<seed>. The run folder is replaced if it exists, unless ``--resume``.
+
+Long SAC runs (ML-Agents' SAC takes over an hour for Hopper's 100k steps here) go across sessions:
+``--checkpoint-interval N`` checkpoints every N steps with the replay buffer (``save_replay_buffer``; neither
+changes what is learned), and ``--resume`` continues from the last checkpoint as ``mlagents-learn --resume``
+does. Episodes that ended after that checkpoint are dropped from the episode files first: the resumed run
+plays those steps again. ML-Agents 1.1.0's off-policy trainer restarts its count of gradient steps at
+step / steps_per_update on a resume, leaving out ``buffer_init_steps``, and so takes no gradient step for the
+next ``buffer_init_steps`` steps (off_policy_trainer.py, ``add_policy``); the driver counts them as the
+uninterrupted run does, so that a resumed run learns as one that never stopped.
 """
 
 from __future__ import annotations
@@ -247,6 +256,37 @@ def read_episodes(run_dir: str) -> list[tuple[float, float, int, bool]]:
     return rows
 
 
+def _count_gradient_steps_from_buffer_init() -> None:
+    """On a resume, ML-Agents' off-policy trainer's counts of gradient (and reward-signal) steps as an
+    uninterrupted run has them: (step - buffer_init_steps) / steps_per_update."""
+    from mlagents.trainers.trainer.off_policy_trainer import OffPolicyTrainer
+
+    add_policy = OffPolicyTrainer.add_policy
+
+    def counted(self, parsed_behavior_id, policy):  # type: ignore[no-untyped-def]
+        add_policy(self, parsed_behavior_id, policy)
+        taken = self._step - self.hyperparameters.buffer_init_steps
+        self.update_steps = int(max(1, taken / self.steps_per_update))
+        self.reward_signal_update_steps = int(max(1, taken / self.reward_signal_steps_per_update))
+
+    OffPolicyTrainer.add_policy = counted
+
+
+def _drop_episodes_after_checkpoint(run_dir: str, behavior: str) -> None:
+    """Before a resume: keep only the episodes that ended before the behavior's last checkpoint was written."""
+    checkpoint = os.path.join(run_dir, behavior, "checkpoint.pt")
+    if not os.path.isfile(checkpoint):
+        raise SystemExit(f"{checkpoint}: no checkpoint to resume from (run without --resume first)")
+    saved_at = os.path.getmtime(checkpoint)
+    for path in glob.glob(os.path.join(run_dir, "episodes-w*.csv")):
+        with open(path, newline="") as f:
+            rows = list(csv.reader(f))
+        kept = rows[:1] + [r for r in rows[1:] if float(r[0]) <= saved_at]
+        with open(path + ".tmp", "w", newline="") as f:
+            csv.writer(f).writerows(kept)
+        os.replace(path + ".tmp", path)
+
+
 def score(returns: list[float]) -> float:
     """Mean return of the last 10% of episodes (at least one)."""
     if not returns:
@@ -283,6 +323,9 @@ def main(argv: Optional[list[str]] = None) -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--results-dir", default="results")
     parser.add_argument("--run-id", default=None)
+    parser.add_argument("--checkpoint-interval", type=int, default=None,
+                        help="checkpoint (and replay buffer) every N steps, to --resume from")
+    parser.add_argument("--resume", action="store_true", help="continue the run from its last checkpoint")
     args = parser.parse_args(argv)
 
     _legacy_onnx_export()
@@ -296,6 +339,7 @@ def main(argv: Optional[list[str]] = None) -> None:
     from mlagents.trainers.subprocess_env_manager import SubprocessEnvManager
     from mlagents.trainers.trainer import TrainerFactory
     from mlagents.trainers.trainer_controller import TrainerController
+    from mlagents.trainers.training_status import GlobalTrainingStatus
     from mlagents_envs import logging_util
 
     register_trainer_plugins()  # fills TrainerFactory's trainer types (mlagents-learn does it in its parser)
@@ -308,18 +352,25 @@ def main(argv: Optional[list[str]] = None) -> None:
     if behavior not in behaviors:
         raise SystemExit(f"{args.config}: no behavior {behavior!r} (has {sorted(behaviors)})")
     behaviors[behavior]["max_steps"] = args.steps
+    if args.checkpoint_interval:
+        behaviors[behavior]["checkpoint_interval"] = args.checkpoint_interval
+        behaviors[behavior].setdefault("hyperparameters", {})["save_replay_buffer"] = True
     env_settings = config.setdefault("env_settings", {})
     # env_path is never launched here, but ML-Agents wants one set when num_envs > 1
     env_settings["env_path"] = f"gymnasium:{args.env}"
     env_settings.update(num_envs=args.num_envs, num_areas=args.copies, seed=args.seed)
     run_id = args.run_id or f"{behavior}-ppo-s{args.seed}"
     config.setdefault("checkpoint_settings", {}).update(
-        run_id=run_id, results_dir=os.path.abspath(args.results_dir), force=True, resume=False)
+        run_id=run_id, results_dir=os.path.abspath(args.results_dir), force=not args.resume, resume=args.resume)
     options = RunOptions.from_dict(config)
 
     ckpt = options.checkpoint_settings
     write_path = ckpt.write_path
-    if os.path.isdir(write_path):
+    if args.resume:
+        _count_gradient_steps_from_buffer_init()
+        _drop_episodes_after_checkpoint(write_path, behavior)
+        GlobalTrainingStatus.load_state(os.path.join(ckpt.run_logs_dir, "training_status.json"))
+    elif os.path.isdir(write_path):
         shutil.rmtree(write_path)
     os.makedirs(ckpt.run_logs_dir, exist_ok=True)
 
@@ -329,12 +380,12 @@ def main(argv: Optional[list[str]] = None) -> None:
 
     factory = GymEnvFactory(args.env, behavior, args.copies, args.seed, write_path)
     env_manager = SubprocessEnvManager(factory, options, options.env_settings.num_envs)
-    param_manager = EnvironmentParameterManager(options.environment_parameters, args.seed, restore=False)
+    param_manager = EnvironmentParameterManager(options.environment_parameters, args.seed, restore=args.resume)
     trainer_factory = TrainerFactory(
         trainer_config=options.behaviors,
         output_path=write_path,
         train_model=True,
-        load_model=False,
+        load_model=args.resume,
         seed=args.seed,
         param_manager=param_manager,
         init_path=None,

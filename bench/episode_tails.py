@@ -1,0 +1,66 @@
+"""Two sides' finished runs scored over several tails of their episodes: for each fraction, each seed's
+mean return over its last fraction of episodes, and the seeds' mean and IQM with 95% intervals
+(``ml_arl.study.stats``, as arl-study and ``bench/compare_seeds.py`` report them).
+
+A run folder is read as either side writes it: arl-learn's ``results.sqlite`` (``bench/mujoco.py``)
+or the ``episodes-w*.csv`` files of ``bench/mlagents_gym.py`` (ML-Agents' side). The last 10% is the
+score both benches print; longer tails say how much of a difference is the noise of a few episodes.
+
+    python bench/episode_tails.py --a "ML-Agents 1.1.0" /tmp/mlsac/Pendulum-sac-s{1,2,3,4,5} \\
+        --b arl-learn /tmp/oursac/Pendulum-sac-s{1,2,3,4,5} --tails 0.1 0.3 0.5
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import glob
+import sqlite3
+import statistics
+from pathlib import Path
+
+from ml_arl.study.stats import seed_statistics
+
+
+def run_returns(run_dir: Path) -> list[float]:
+    """Every finished episode's return, in the order the episodes ended."""
+    if (run_dir / "results.sqlite").is_file():
+        with sqlite3.connect(run_dir / "results.sqlite") as db:
+            return [row[0] for row in db.execute("SELECT env_reward FROM episodes ORDER BY id")]
+    rows: list[tuple[float, float]] = []
+    for path in sorted(glob.glob(str(run_dir / "episodes-w*.csv"))):
+        with open(path, newline="") as f:
+            rows += [(float(r["wall_time"]), float(r["return"])) for r in csv.DictReader(f)]
+    if not rows:
+        raise SystemExit(f"{run_dir}: neither results.sqlite nor episodes-w*.csv (a run folder of bench/mujoco.py or bench/mlagents_gym.py)")
+    return [ret for _, ret in sorted(rows)]
+
+
+def tail_mean(returns: list[float], fraction: float) -> float:
+    return statistics.fmean(returns[-max(1, round(len(returns) * fraction)):])
+
+
+def _fmt(e: dict[str, float | None]) -> str:
+    if e["low"] is None or e["high"] is None:
+        return f"{e['value']:,.0f}"
+    return f"{e['value']:,.0f} [{e['low']:,.0f}, {e['high']:,.0f}]"
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    p.add_argument("--a", nargs="+", required=True, metavar=("NAME", "RUN_DIR"), help="name, then one run folder per seed")
+    p.add_argument("--b", nargs="+", required=True, metavar=("NAME", "RUN_DIR"))
+    p.add_argument("--tails", nargs="+", type=float, default=[0.1, 0.3, 0.5], help="fractions of the episodes (default 0.1 0.3 0.5)")
+    args = p.parse_args(argv)
+    sides = [(side[0], [run_returns(Path(d)) for d in side[1:]]) for side in (args.a, args.b)]
+    print("| last | side | per seed | mean [95% CI] | IQM [95% CI] |")
+    print("|---|---|---|---|---|")
+    for fraction in args.tails:
+        for name, runs in sides:
+            scores = [tail_mean(r, fraction) for r in runs]
+            s = seed_statistics(scores)
+            print(f"| {fraction:.0%} | {name} | {' / '.join(f'{v:,.0f}' for v in scores)} | {_fmt(s['mean'])} | {_fmt(s['iqm'])} |")
+
+
+if __name__ == "__main__":
+    main()
