@@ -34,6 +34,12 @@ $(STAMP): setup.py
 
 install: $(STAMP)
 
+# The full install plus the `bench` extra (Stable-Baselines3 as a peer, MuJoCo) that make bench-check measures with.
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/pip install -e ".[$(EXTRAS),bench]"
+	touch $(BENCH_STAMP)
+
 install-core: $(CORE_STAMP)
 
 demo: $(CORE_STAMP)
@@ -108,7 +114,7 @@ bench: $(CORE_STAMP)
 	$(BIN)/python bench/pipeline.py
 
 # the README's short figures, re-measured; fails when one is further off than its noise (run it on an idle machine)
-bench-check: $(STAMP)
+bench-check: $(BENCH_STAMP)
 	$(BIN)/python bench/check_readme.py
 
 # The Unity protocol's Python modules from the .proto files beside them (ml_arl/protocol/__init__.py).

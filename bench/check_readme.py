@@ -10,7 +10,10 @@ and update the README with the command and commit) or a regression.
     python bench/check_readme.py [--repeats 3] [--only palaestrai]
 
 Covered now: bench/palaestrai.py's arl-learn side (command to exit, first step, phase switch, steps/s,
-peak memory). The long ones (MuJoCo, studies, installs, the learning table) are not re-run here.
+peak memory), one SAC gradient step against Stable-Baselines3's (bench/sac_step.py --sb3, Hopper's networks)
+and the cost of --deterministic (bench/deterministic_cost.py, HalfCheetah-v5 at 200k steps, the ML-Agents walker config). The last two need
+the `bench` extra (Stable-Baselines3, MuJoCo), which `make bench-check` installs. The long ones (MuJoCo
+learning, studies, installs, the learning table) are not re-run here.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import os
 import re
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
@@ -47,6 +51,10 @@ CHECKS = [
     Check("palaestrai", "environment steps/s", r"([\d,]+) environment steps/s against", "steps_per_s", 0.3),
     Check("palaestrai", "peak memory (MB)", r"([\d,]+) MB against [\d.]+ GB", "peak_mb", 0.1),
     Check("palaestrai", "first step (s)", r"the first step\s+after ([\d.]+) s", "first_step", 0.35),
+    # Three runs of bench/sac_step.py on ed4892a gave 0.74 / 0.77 / 0.76; bench/deterministic_cost.py's rounds
+    # 1.20 / 1.34 / 1.03 around its median 1.20 (docs/benchmarks.md, "--deterministic" and "make bench-check").
+    Check("sac-step", "SAC gradient step / SB3's", r"One SAC gradient step costs ([\d.]+)x Stable-Baselines3", "ratio", 0.1),
+    Check("deterministic", "--deterministic wall-clock / without", r"`--deterministic`\*\* reproduces a run bit for bit at ([\d.]+)x", "ratio", 0.15),
 ]
 
 
@@ -66,7 +74,33 @@ def measure_palaestrai(repeats: int) -> dict[str, float]:
     return {k: statistics.median(r[k] for r in rounds) for k in ("wall", "switch", "steps_per_s", "peak_mb", "first_step")}
 
 
-MEASURES: dict[str, Callable[[int], dict[str, float]]] = {"palaestrai": measure_palaestrai}
+def _figure(cmd: list[str], pattern: str, what: str) -> float:
+    """Run a bench script and read one figure from its output."""
+    proc = subprocess.run([sys.executable, *cmd], capture_output=True, text=True, cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT})
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1:]}")
+    found = re.search(pattern, proc.stdout)
+    if found is None:
+        raise SystemExit(f"{' '.join(cmd)}: no {what} in its output")
+    return float(found.group(1))
+
+
+def measure_sac_step(repeats: int) -> dict[str, float]:
+    cmd = ["bench/sac_step.py", "--config", "config/mujoco/Hopper-sac.yaml", "--behavior", "Hopper", "--obs", "11",
+           "--actions", "3", "--repeats", str(max(repeats, 3)), "--steps", "100", "--sb3"]
+    return {"ratio": _figure(cmd, r"ours / SB3: wall ([\d.]+)", "'ours / SB3' line")}
+
+
+def measure_deterministic(repeats: int) -> dict[str, float]:
+    cmd = ["bench/deterministic_cost.py", "--repeats", str(repeats)]
+    return {"ratio": _figure(cmd, r"with it [\d.]+ s: x([\d.]+)", "ratio")}
+
+
+MEASURES: dict[str, Callable[[int], dict[str, float]]] = {
+    "palaestrai": measure_palaestrai,
+    "sac-step": measure_sac_step,
+    "deterministic": measure_deterministic,
+}
 
 
 def published(text: str, check: Check) -> float:
