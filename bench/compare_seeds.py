@@ -15,7 +15,8 @@ import argparse
 from ml_arl.study.stats import seed_statistics
 
 
-def _fmt(e: dict[str, float | None]) -> str:
+def interval(e: dict[str, float | None]) -> str:
+    """An estimate of seed_statistics as "value [low, high]" (the value alone without an interval)."""
     if e["low"] is None or e["high"] is None:
         return f"{e['value']:,.0f}"
     return f"{e['value']:,.0f} [{e['low']:,.0f}, {e['high']:,.0f}]"
@@ -32,7 +33,7 @@ def main(argv: list[str] | None = None) -> None:
     print("|---|---:|---|---|---|")
     for name, values in sides:
         s = stats[name]
-        print(f"| {name} | {len(values)} | {' / '.join(f'{v:,.0f}' for v in values)} | {_fmt(s['mean'])} | {_fmt(s['iqm'])} |")
+        print(f"| {name} | {len(values)} | {' / '.join(f'{v:,.0f}' for v in values)} | {interval(s['mean'])} | {interval(s['iqm'])} |")
     (a, sa), (b, sb) = (sides[0][0], stats[sides[0][0]]), (sides[1][0], stats[sides[1][0]])
     print(f"\n{b} / {a}: mean {sb['mean']['value'] / sa['mean']['value']:.2f}, IQM {sb['iqm']['value'] / sa['iqm']['value']:.2f}")
 

@@ -19,6 +19,8 @@ import sqlite3
 import statistics
 from pathlib import Path
 
+from compare_seeds import interval  # bench/compare_seeds.py
+
 from ml_arl.study.stats import seed_statistics
 
 
@@ -40,12 +42,6 @@ def tail_mean(returns: list[float], fraction: float) -> float:
     return statistics.fmean(returns[-max(1, round(len(returns) * fraction)):])
 
 
-def _fmt(e: dict[str, float | None]) -> str:
-    if e["low"] is None or e["high"] is None:
-        return f"{e['value']:,.0f}"
-    return f"{e['value']:,.0f} [{e['low']:,.0f}, {e['high']:,.0f}]"
-
-
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("--a", nargs="+", required=True, metavar=("NAME", "RUN_DIR"), help="name, then one run folder per seed")
@@ -59,7 +55,7 @@ def main(argv: list[str] | None = None) -> None:
         for name, runs in sides:
             scores = [tail_mean(r, fraction) for r in runs]
             s = seed_statistics(scores)
-            print(f"| {fraction:.0%} | {name} | {' / '.join(f'{v:,.0f}' for v in scores)} | {_fmt(s['mean'])} | {_fmt(s['iqm'])} |")
+            print(f"| {fraction:.0%} | {name} | {' / '.join(f'{v:,.0f}' for v in scores)} | {interval(s['mean'])} | {interval(s['iqm'])} |")
 
 
 if __name__ == "__main__":
