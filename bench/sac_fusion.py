@@ -6,6 +6,9 @@ Hopper config's shapes (11 observations + 3 actions in, 2 x 256 swish, batch 256
 
 * ``separate``: two networks, each layer ``F.linear`` (what ``ml_arl/trainers/sac_networks.py`` does);
 * ``stacked``: both networks' weights stacked [2, in, out], each layer one ``torch.baddbmm``;
+* ``stack-per-pass``: the two networks' own weights stacked on every pass (``torch.stack``, its backward
+  handing each network its gradient), then as ``stacked``: what a trainer that keeps its two Q networks
+  (their checkpoints, their optimizer) would do;
 * ``compiled`` (with ``--compile``): ``separate`` through ``torch.compile`` (its compile time printed).
 
 Bursts of each variant are interleaved; it prints the median ms per pass and the ratio to ``separate``.
@@ -66,6 +69,16 @@ def run_stacked(params: Params, x: torch.Tensor) -> torch.Tensor:
     return h
 
 
+def run_stack_per_pass(nets: list[Params], x: torch.Tensor) -> torch.Tensor:
+    h = x.expand(2, -1, -1)
+    layers = len(nets[0])
+    for k, ((w1, b1), (w2, b2)) in enumerate(zip(*nets)):
+        h = torch.baddbmm(torch.stack([b1, b2])[:, None, :], h, torch.stack([w1, w2]).transpose(1, 2))
+        if k < layers - 1:
+            h = F.silu(h)
+    return h
+
+
 def burst(fn: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, steps: int) -> float:
     """ms per forward + backward pass, over ``steps`` passes."""
     started = time.perf_counter()
@@ -91,9 +104,11 @@ def main(argv: list[str] | None = None) -> None:
     x = torch.randn(args.batch, args.inputs, generator=gen)
     with torch.no_grad():  # the two layouts compute the same function
         assert torch.allclose(run_separate(nets, x), run_stacked(stacked, x), atol=1e-5)
+        assert torch.allclose(run_separate(nets, x), run_stack_per_pass(nets, x), atol=1e-5)
     variants: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {
         "separate": lambda v: run_separate(nets, v),
         "stacked": lambda v: run_stacked(stacked, v),
+        "stack-per-pass": lambda v: run_stack_per_pass(nets, v),
     }
     if args.compile:
         compiled = torch.compile(lambda v: run_separate(nets, v))
@@ -112,7 +127,7 @@ def main(argv: list[str] | None = None) -> None:
           f"forward + backward, median of {args.repeats} bursts of {args.steps}")
     for name, values in times.items():
         med = statistics.median(values)
-        print(f"{name:9s} {med:7.3f} ms   / separate {med / base:.2f}")
+        print(f"{name:14s} {med:7.3f} ms   / separate {med / base:.2f}")
 
 
 if __name__ == "__main__":
