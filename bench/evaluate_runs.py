@@ -16,6 +16,8 @@ import statistics
 import sys
 from pathlib import Path
 
+from compare_seeds import interval  # bench/compare_seeds.py, imported while this folder is on the path
+
 # bench/mujoco.py would shadow the mujoco package gymnasium imports: this folder leaves the path
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
@@ -40,8 +42,7 @@ def main(argv: list[str] | None = None) -> None:
         means.append(statistics.fmean(returns))
         print(f"| {Path(run).name} | {means[-1]:,.0f} +- {statistics.pstdev(returns):,.0f} |", flush=True)
     s = seed_statistics(means)
-    fmt = lambda e: f"{e['value']:,.0f}" + (f" [{e['low']:,.0f}, {e['high']:,.0f}]" if e["low"] is not None else "")  # noqa: E731
-    print(f"\nruns: {len(means)}; mean {fmt(s['mean'])}; IQM {fmt(s['iqm'])}")
+    print(f"\nruns: {len(means)}; mean {interval(s['mean'])}; IQM {interval(s['iqm'])}")
 
 
 if __name__ == "__main__":
