@@ -87,11 +87,14 @@ def test_two_player_tictactoe_both_players_learn_valid_moves(tmp_path: Path) -> 
     first = objectives(tmp_path, "ttt", "train")
     test = objectives(tmp_path, "ttt", "test")
     for name in ("cross", "nought"):
-        early = first[name][:40]
+        # the first 80 games (of 1,200) measure the barely trained policy's rate of invalid moves: 0.44-0.45
+        # for cross and 0.50-0.51 for nought in 4 runs (40 games gave 0.38-0.45: too noisy for 0.3, one full
+        # suite in a few failed); 0.25 is three binomial deviations below cross's rate
+        early = first[name][:80]
         # an invalid move ends the game at -1000 (invalid_turn_limit 1); valid moves earn +1 each, a win +10
         invalid_early = sum(v <= -500 for v in early) / len(early)
         invalid_late = sum(v <= -500 for v in test[name]) / len(test[name])
-        assert invalid_early >= 0.3, (name, early)
+        assert invalid_early >= 0.25, (name, early)
         assert invalid_late <= 0.1, (name, test[name])
 
 
