@@ -79,7 +79,7 @@ def run_one(algo: str, task: str, seed: int, steps: int, configs: Path, results:
         os.unlink(path)
     wall = time.perf_counter() - started
     if proc.returncode != 0:
-        raise SystemExit(f"{run_id} failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+        raise SystemExit(f"{run_id} failed ({proc.returncode}):\n{(proc.stdout + proc.stderr)[-3000:]}")
     returns = episode_returns(results / run_id)
     tail = returns[-max(1, len(returns) // 10):]
     windows = [statistics.fmean(returns[i : i + 20]) for i in range(0, max(1, len(returns) - 19))]
