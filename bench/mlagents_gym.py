@@ -38,8 +38,10 @@ changes what is learned), and ``--resume`` continues from the last checkpoint as
 does. Episodes that ended after that checkpoint are dropped from the episode files first: the resumed run
 plays those steps again. ML-Agents 1.1.0's off-policy trainer restarts its count of gradient steps at
 step / steps_per_update on a resume, leaving out ``buffer_init_steps``, and so takes no gradient step for the
-next ``buffer_init_steps`` steps (off_policy_trainer.py, ``add_policy``); the driver counts them as the
-uninterrupted run does, so that a resumed run learns as one that never stopped.
+next ``buffer_init_steps`` steps (off_policy_trainer.py, ``add_policy``), and its SAC checkpoint leaves out the
+learned entropy coefficient, which a resume restarts at ``init_entcoef``; the driver counts the gradient steps
+as the uninterrupted run does and saves the coefficient with the checkpoint, so that a resumed run learns as
+one that never stopped. (Runs checkpointed before the driver saved the coefficient restart it on a resume.)
 """
 
 from __future__ import annotations
@@ -272,6 +274,23 @@ def _count_gradient_steps_from_buffer_init() -> None:
     OffPolicyTrainer.add_policy = counted
 
 
+def _checkpoint_entropy_coefficient() -> None:
+    """ML-Agents 1.1.0's SAC checkpoints leave out its learned entropy coefficient: TorchSACOptimizer.get_modules
+    lists the networks and the three optimizers but not ``_log_ent_coef``, so a resume starts it again at
+    ``init_entcoef`` under critics and an actor trained with a smaller one. Listing it makes the checkpoint
+    carry it; a checkpoint written without it still loads (ML-Agents warns that the key is missing)."""
+    from mlagents.trainers.sac.optimizer_torch import TorchSACOptimizer
+
+    get_modules = TorchSACOptimizer.get_modules
+
+    def with_coefficient(self):  # type: ignore[no-untyped-def]
+        modules = get_modules(self)
+        modules["Optimizer:log_ent_coef"] = self._log_ent_coef
+        return modules
+
+    TorchSACOptimizer.get_modules = with_coefficient
+
+
 def _drop_episodes_after_checkpoint(run_dir: str, behavior: str) -> None:
     """Before a resume: keep only the episodes that ended before the behavior's last checkpoint was written."""
     checkpoint = os.path.join(run_dir, behavior, "checkpoint.pt")
@@ -366,6 +385,7 @@ def main(argv: Optional[list[str]] = None) -> None:
 
     ckpt = options.checkpoint_settings
     write_path = ckpt.write_path
+    _checkpoint_entropy_coefficient()
     if args.resume:
         _count_gradient_steps_from_buffer_init()
         _drop_episodes_after_checkpoint(write_path, behavior)
