@@ -28,7 +28,7 @@ from tests.support.faults import BEHAVIOR, ENV, behavior_dir, last_line, lines_w
 from tests.support.runs import arl_learn_here, tiny_config
 
 REPO = Path(__file__).resolve().parents[2]
-SOLVED = 0.9  # the Ray learning run stops once its last 20 returns average this (it asserts >= 0.8)
+SOLVED = 0.9  # the Ray learning run must reach this mean over 20 returns in a row before max_steps
 # read when Ray is first imported: every Ray server these tests start listens on 127.0.0.1 only
 os.environ[LOCAL_ONLY_ENV] = "0"
 
@@ -168,14 +168,18 @@ def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
     config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learn"}
     import ray
 
-    # the run stops once the last 20 returns average SOLVED (above the test's 0.8), not at max_steps
-    controller = TrainerController(build_run_options(config, {}, "test"),
-                                   callbacks=CallbackList([StopOnReward("ReachDiscrete", SOLVED, 20)]))
+    # the run stops once 20 returns in a row average SOLVED, or at max_steps (it solves at 3-4k steps).
+    # The stopper's own window is what the test reads: an actor returns many steps per call here, so
+    # episodes of the same call that end after the stop are recorded too, and the manager's last 20
+    # returns can hold a few of them (0.73-0.86 in 3 of 12 probe runs that had stopped at 0.9)
+    stopper = StopOnReward("ReachDiscrete", SOLVED, 20)
+    controller = TrainerController(build_run_options(config, {}, "test"), callbacks=CallbackList([stopper]))
     manager = controller.env_manager
     assert isinstance(manager, RayEnvManager)
     controller.start_learning()
-    rewards = list(controller.managers["ReachDiscrete"].recent_rewards)
-    assert len(rewards) >= 20 and np.mean(rewards[-20:]) >= 0.8, rewards[-20:]
+    assert stopper.reached_at is not None and stopper.mean is not None and stopper.mean >= SOLVED, (
+        stopper.mean, list(controller.managers["ReachDiscrete"].recent_rewards)[-20:])
+    assert controller.trainers["ReachDiscrete"].step < 10000
     updates = controller.trainers["ReachDiscrete"].step // 1024
     # one object-store put per new policy (the first weights and each update), not one per worker
     assert 2 <= manager.puts <= updates + 1, (manager.puts, updates)
