@@ -180,6 +180,10 @@ def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
     assert stopper.reached_at is not None and stopper.mean is not None and stopper.mean >= SOLVED, (
         stopper.mean, list(controller.managers["ReachDiscrete"].recent_rewards)[-20:])
     assert controller.trainers["ReachDiscrete"].step < 10000
+    # the manager recorded the same 20 returns in a row (then at most a call's worth more: 64 steps a worker)
+    rewards, window = list(controller.managers["ReachDiscrete"].recent_rewards), list(stopper.returns)
+    starts = [i for i in range(len(rewards) - 19) if rewards[i:i + 20] == window]
+    assert starts and np.mean(rewards[starts[-1]:starts[-1] + 20]) >= 0.8, (window, rewards[-30:])
     updates = controller.trainers["ReachDiscrete"].step // 1024
     # one object-store put per new policy (the first weights and each update), not one per worker
     assert 2 <= manager.puts <= updates + 1, (manager.puts, updates)
