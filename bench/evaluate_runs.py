@@ -27,7 +27,7 @@ from ml_arl.study.stats import seed_statistics  # noqa: E402
 
 def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    p.add_argument("runs", nargs="+", help="run folders (results/<run-id>)")
+    p.add_argument("runs", nargs="+", help="run folders (results/<run-id>), or .onnx models (ML-Agents' too)")
     p.add_argument("--env", required=True, help="what --env takes, e.g. gymnasium:HalfCheetah-v5")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=1000, help="the evaluation environment's seed (none of the training seeds)")
@@ -40,7 +40,8 @@ def main(argv: list[str] | None = None) -> None:
         policy = load_policy(run, deterministic=not args.stochastic)
         returns = evaluate(policy, args.env, episodes=args.episodes, seed=args.seed)
         means.append(statistics.fmean(returns))
-        print(f"| {Path(run).name} | {means[-1]:,.0f} +- {statistics.pstdev(returns):,.0f} |", flush=True)
+        name = Path(run).name if Path(run).is_dir() else f"{Path(run).parent.name}/{Path(run).name}"
+        print(f"| {name} | {means[-1]:,.0f} +- {statistics.pstdev(returns):,.0f} |", flush=True)
     s = seed_statistics(means)
     print(f"\nruns: {len(means)}; mean {interval(s['mean'])}; IQM {interval(s['iqm'])}")
 
