@@ -86,8 +86,10 @@ class ActorCritic(nn.Module):
         # Heads exist only for the action kinds the behavior has (no zero-sized layers).
         scheme = settings.init_scheme()
         self.mu = dense_head(head_in, self.n_cont, "mu", scheme) if self.n_cont else None
-        self.log_std: nn.Parameter = nn.Parameter(torch.zeros(self.n_cont))
+        self.log_std: nn.Parameter = nn.Parameter(torch.full((self.n_cont,), float(settings.log_std_init)))
         self.log_sigma = dense_head(head_in, self.n_cont, "log_sigma", scheme) if self.n_cont and conditional_sigma else None
+        if self.log_sigma is not None:
+            nn.init.constant_(self.log_sigma.bias, float(settings.log_std_init))
         self.logits = dense_head(head_in, sum(self.branches), "logits", scheme) if self.branches else None
         self.critic_lstm = self.lstm if shared_critic else make_lstm(h, self.memory_size) if self.memory_size and critic else None
         self.value_head = dense_head(head_in, len(self.streams), "value", scheme) if critic else None

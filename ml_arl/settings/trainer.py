@@ -132,6 +132,10 @@ class NetworkSettings(Strict):
     # heads, Xavier value heads); orthogonal: CleanRL's and Stable-Baselines3's. Unset: the
     # activation's own framework, swish -> mlagents, tanh -> orthogonal (ml_arl.policy.networks).
     initialization: Optional[Literal["mlagents", "orthogonal"]] = None
+    # ml_arl extension (Stable-Baselines3's log_std_init): the log standard deviation continuous
+    # actions start with; 0 (a deviation of 1) is ML-Agents'. PPO's and POCA's deviation is one
+    # learned value per action; SAC's is a head of the network, whose bias starts here.
+    log_std_init: Float = Field(0.0, ge=-5.0, le=2.0)
 
     def init_scheme(self) -> str:
         """The initialisation the networks use: ``initialization``, else the activation's."""

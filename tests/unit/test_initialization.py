@@ -56,3 +56,32 @@ def test_orthogonal_scheme_by_hand(activation: str, gain: float) -> None:
     assert ac.mu is not None and ac.value_head is not None
     assert ac.mu.weight.norm(dim=1).tolist() == pytest.approx([0.01, 0.01], rel=1e-4)
     assert ac.value_head.weight.norm(dim=1).tolist() == pytest.approx([1.0], rel=1e-4)
+
+
+def test_actions_start_with_a_deviation_of_one_as_ml_agents() -> None:
+    ac = net()
+    obs = [torch.randn(5, 400)]
+    assert ac.distribution(obs, None).std.tolist() == [[1.0, 1.0]] * 5  # type: ignore[union-attr]
+
+
+def test_log_std_init_sets_the_starting_deviation_of_ppo_and_sac_and_reaches_the_muscle() -> None:
+    ac = net(log_std_init=-0.5)
+    obs = [torch.randn(5, 400)]
+    std = ac.distribution(obs, None).std
+    assert std is not None and torch.allclose(std, torch.full((5, 2), math.exp(-0.5)))
+    assert ac.muscle_weights().log_std.tolist() == [-0.5, -0.5]  # what the workers act with
+    torch.manual_seed(0)
+    sac = ActorCritic(SPEC, NetworkSettings(hidden_units=64, log_std_init=-1.0), conditional_sigma=True, tanh_squash=True, critic=False)
+    assert sac.log_sigma is not None and sac.log_sigma.bias.tolist() == [-1.0, -1.0]
+    sac_std = sac.distribution(obs, None).std
+    assert sac_std is not None and abs(float(sac_std.detach().log().mean()) + 1.0) < 0.3  # the small head weights add little
+
+
+def test_log_std_init_out_of_range_is_a_config_error() -> None:
+    from ml_arl.exceptions import ConfigError
+    from ml_arl.settings.build import build_run_options
+
+    data = {"behaviors": {"B": {"trainer_type": "ppo", "network_settings": {"log_std_init": 3}}}}
+    with pytest.raises(ConfigError) as err:
+        build_run_options(data, {}, "c.yaml")
+    assert "c.yaml" in str(err.value) and "log_std_init" in str(err.value)
