@@ -31,7 +31,7 @@ from pathlib import Path
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-TASKS = ("HalfCheetah", "Hopper", "Walker2d")  # the default; Ant-ppo.yaml runs with --tasks Ant
+TASKS = ("HalfCheetah", "Hopper", "Walker2d")
 
 # Published figures at 1M environment steps; how each source computes its figure is in
 # docs/benchmarks/mujoco.md ("Published anchors"). CleanRL: gymnasium v4, 3 seeds, end of training;
