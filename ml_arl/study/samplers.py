@@ -21,7 +21,11 @@ def make_sampler(plan: StudyPlan, trials_so_far: int = 0) -> optuna.samplers.Bas
     (the same one for the same history), or it would draw the first study's values again."""
     s = plan.settings
     seed = s.sampler_seed + trials_so_far
-    if s.sampler == "grid" or s.mode == "grid":
+    if s.mode == "grid":
+        # every trial is queued with all its values (ml_arl.study.design), so the sampler draws
+        # nothing; Optuna's GridSampler would fail telling a queued trial of a one-combination grid
+        return optuna.samplers.RandomSampler(seed=seed)
+    if s.sampler == "grid":
         return optuna.samplers.GridSampler({key: grid_values(sampler) for key, sampler in s.search.items()}, seed=seed)
     if s.sampler == "random":
         return optuna.samplers.RandomSampler(seed=seed)

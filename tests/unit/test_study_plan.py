@@ -213,3 +213,27 @@ metric: {{phase: test}}
     assert "sampler: mode grid walks every combination in order; leave sampler (tpe) out" in text
     assert f"search.{LR}: a grid needs a finite set of values (int_uniform or choice), not log_uniform" in text
     assert "metric.phase: 'test' is not a phase of the config; the config has no phases" in text
+
+
+@pytest.mark.parametrize("values", [[3.0e-3], [1.0e-3, 3.0e-3]])
+def test_a_grid_of_one_combination_or_more_is_asked_and_told_in_order(tmp_path: Path, values: list[float]) -> None:
+    """mode grid queues every combination; a one-combination grid once crashed at its first tell."""
+    from ml_arl.study.design import write_design
+    from ml_arl.study.samplers import make_sampler
+    from ml_arl.study.space import suggest
+
+    plan = load_plan(str(write_study(tmp_path, f"""\
+config: base.yaml
+mode: grid
+seeds: [1, 2]
+search:
+  {LR}: {{sampler_type: choice, sampler_parameters: {{values: {values}}}}}
+""")))
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    study = optuna.create_study(sampler=make_sampler(plan), direction="maximize")
+    assert write_design(plan, str(tmp_path / "out"), study) == len(values)
+    for value in values:
+        trial = study.ask()
+        assert suggest(trial, LR, plan.settings.search[LR]) == value
+        study.tell(trial, 1.0)
+    assert [t.params[LR] for t in study.trials] == values
