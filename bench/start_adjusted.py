@@ -58,7 +58,7 @@ def side_rows(policy, env: str, dirs: list[Path], scale: int, tails: list[float]
         replayed = evaluate(policy, env, episodes=len(trained), seed=seed * scale)
         n = max(2, int(len(trained) * 0.3))
         check = float(np.corrcoef(trained[-n:], replayed[-n:])[0, 1])
-        rows.append({"run": run.name, "seed": seed, "check": check,
+        rows.append({"seed": seed, "check": check,
                      "tails": {t: (tail_mean(trained, t), tail_mean(replayed, t)) for t in tails}})
     return rows
 
