@@ -67,7 +67,7 @@ def test_harl_ppo_learns_cartpole_through_gym_environment(tmp_path: Path) -> Non
 def test_two_player_tictactoe_both_players_learn_valid_moves(tmp_path: Path) -> None:
     def player(name: str) -> dict[str, Any]:
         return {"name": name,
-                "brain": {"name": "harl:PPOBrain", "params": {"rollout_size": 512, "epochs": 8, "batch_size": 64,
+                "brain": {"name": "harl:PPOBrain", "params": {"rollout_size": 128, "epochs": 8, "batch_size": 32,
                                                              "actor_lr": 0.002, "entropy_coef": 0.01, "fc_dims": [64, 64]}},
                 "muscle": {"name": "harl:PPOMuscle", "params": {}},
                 "objective": {"name": "palaestrai.agent:DummyObjective", "params": {}},
@@ -87,15 +87,18 @@ def test_two_player_tictactoe_both_players_learn_valid_moves(tmp_path: Path) -> 
     first = objectives(tmp_path, "ttt", "train")
     test = objectives(tmp_path, "ttt", "test")
     for name in ("cross", "nought"):
-        # the first 80 games (of 1,200) measure the barely trained policy's rate of invalid moves: 0.44-0.45
-        # for cross and 0.50-0.51 for nought in 4 runs (40 games gave 0.38-0.45: too noisy for 0.3, one full
-        # suite in a few failed); 0.25 is three binomial deviations below cross's rate
-        early = first[name][:80]
-        # an invalid move ends the game at -1000 (invalid_turn_limit 1); valid moves earn +1 each, a win +10
-        invalid_early = sum(v <= -500 for v in early) / len(early)
-        invalid_late = sum(v <= -500 for v in test[name]) / len(test[name])
-        assert invalid_early >= 0.25, (name, early)
-        assert invalid_late <= 0.1, (name, test[name])
+        # an invalid move ends the game at -1000 (invalid_turn_limit 1); valid moves earn +1 each, a win +10.
+        # Measured over 15 seeds of this file (2026-11-29): the first 80 games (of 1,200) play invalid moves at
+        # 0.39-0.56 (0.25 is three binomial deviations below 0.47), the last 200 at 0.07-0.18 per player
+        # (0.3 is four deviations above 0.18)
+        invalid_early = sum(v <= -500 for v in first[name][:80]) / 80
+        invalid_late = sum(v <= -500 for v in first[name][-200:]) / 200
+        assert invalid_early >= 0.25, (name, first[name][:80])
+        assert invalid_late <= 0.3, (name, first[name][-200:])
+        # the test phase acts deterministically and learns nothing: both players play the same game 40 times
+        # (whether that one game holds an invalid move is one draw, so it is not asserted: it failed 1 seed in 16
+        # with the rollouts of 512 this test had before)
+        assert len(test[name]) == 40 and len(set(test[name])) == 1, (name, test[name])
 
 
 def test_user_brain_muscle_and_objective_run_and_the_brain_is_checkpointed(tmp_path: Path) -> None:
