@@ -88,7 +88,9 @@ class ReplayBuffer:
 
     def add(self, traj: Trajectory, critic_memories: Optional[np.ndarray] = None) -> None:
         """One trajectory's steps: s' of step t is the observation of t + 1 (``next_obs`` after the
-        last); done only where the episode terminated (a max-step cut bootstraps, as ML-Agents).
+        last); done only where the episode terminated: a max-step cut bootstraps from the episode's
+        last observation (ML-Agents 1.1.0's SAC bootstraps it too, from the step's own observation,
+        which it copies over s'; the true last observation is the right one).
         With memory: ``traj.memories`` and ``critic_memories`` [T, memory_size], the value network's
         memory before each step's sequence."""
         n = len(traj)
