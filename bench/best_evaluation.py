@@ -61,9 +61,10 @@ def step_of(model: Path) -> int:
     return int(match.group(1)) if match else 0
 
 
-def score(job: tuple[str, str, int, int, bool]) -> float:
-    model, env, episodes, seed, deterministic = job
-    return statistics.fmean(evaluate(load_policy(model, deterministic=deterministic), env, episodes=episodes, seed=seed))
+def score(job: tuple[str, str, list[str], int, int, bool]) -> float:
+    model, env, env_args, episodes, seed, deterministic = job
+    policy = load_policy(model, deterministic=deterministic)
+    return statistics.fmean(evaluate(policy, env, episodes=episodes, env_args=env_args, seed=seed))
 
 
 def best_of_mean(scores: np.ndarray) -> Any:
@@ -78,6 +79,8 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     p.add_argument("runs", nargs="+", type=Path, help="run folders (results/<run-id>), one per seed")
     p.add_argument("--env", required=True, help="what --env takes, e.g. gymnasium:HalfCheetah-v5")
+    p.add_argument("--env-args", nargs="*", default=[], metavar="KEY=VALUE",
+                   help="the environment's arguments, as the runs' env_settings.env_args gave them")
     p.add_argument("--episodes", type=int, default=10)
     p.add_argument("--seed", type=int, default=1000, help="the evaluation environment's seed (none of the training seeds)")
     p.add_argument("--deterministic", action="store_true", help="the most likely action instead of sampled ones")
@@ -92,7 +95,8 @@ def main(argv: list[str] | None = None) -> None:
     shared = sorted(set.intersection(*(set(k for k in models if k * interval_steps <= args.up_to) for _, models in found)))
     if not shared:
         raise SystemExit("the runs share no checkpoint interval")
-    jobs = [(str(models[k]), args.env, args.episodes, args.seed, args.deterministic) for _, models in found for k in shared]
+    jobs = [(str(models[k]), args.env, list(args.env_args), args.episodes, args.seed, args.deterministic)
+            for _, models in found for k in shared]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         flat = list(pool.map(score, jobs))
     scores = np.asarray(flat, dtype=np.float64).reshape(len(args.runs), len(shared))
