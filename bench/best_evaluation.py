@@ -36,8 +36,8 @@ from ml_arl.study.stats import estimate, seed_statistics  # noqa: E402
 STEP = re.compile(r"-(\d+)\.onnx$")
 
 
-def checkpoints(run: Path) -> tuple[int, dict[int, Path]]:
-    """The run's checkpoint interval and its ONNX checkpoints by interval index (the latest in each)."""
+def checkpoints(run: Path) -> tuple[int, dict[int, tuple[int, Path]]]:
+    """The run's checkpoint interval and its (step, ONNX checkpoint) by interval index (the latest in each)."""
     config = yaml.safe_load((run / "configuration.yaml").read_text())
     behaviors = config.get("behaviors") or {}
     if len(behaviors) != 1:
@@ -53,12 +53,7 @@ def checkpoints(run: Path) -> tuple[int, dict[int, Path]]:
                 found[step // every] = (step, model)
     if not found:
         raise SystemExit(f"{run}/{name}: no {name}-<step>.onnx checkpoints; keep them with checkpoint_interval")
-    return every, {k: model for k, (_, model) in sorted(found.items())}
-
-
-def step_of(model: Path) -> int:
-    match = STEP.search(model.name)
-    return int(match.group(1)) if match else 0
+    return every, dict(sorted(found.items()))
 
 
 def score(job: tuple[str, str, list[str], int, int, bool]) -> float:
@@ -95,7 +90,7 @@ def main(argv: list[str] | None = None) -> None:
     shared = sorted(set.intersection(*(set(k for k in models if k * interval_steps <= args.up_to) for _, models in found)))
     if not shared:
         raise SystemExit("the runs share no checkpoint interval")
-    jobs = [(str(models[k]), args.env, list(args.env_args), args.episodes, args.seed, args.deterministic)
+    jobs = [(str(models[k][1]), args.env, list(args.env_args), args.episodes, args.seed, args.deterministic)
             for _, models in found for k in shared]
     with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         flat = list(pool.map(score, jobs))
@@ -104,7 +99,7 @@ def main(argv: list[str] | None = None) -> None:
     print("| step | " + " | ".join(run.name for run in args.runs) + " | mean |")
     print("|---:|" + "---:|" * (len(args.runs) + 1))
     for j, k in enumerate(shared):
-        print(f"| {max(step_of(models[k]) for _, models in found):,} | "
+        print(f"| {max(models[k][0] for _, models in found):,} | "
               + " | ".join(f"{v:,.0f}" for v in scores[:, j]) + f" | {curve[j]:,.0f} |")
     best = int(curve.argmax())
     e = estimate(list(range(len(args.runs))), best_of_mean(scores))
