@@ -17,6 +17,7 @@ from __future__ import annotations
 import difflib
 import logging
 import os
+import sys
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Optional, Union
 
@@ -58,10 +59,31 @@ def overrides_from(flags: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
             problems.append(f"train(): unknown option {key}{hint}")
             continue
         section, name = names[key]
+        if name == "env_path" and callable(value):
+            value = _import_path_of(value, problems)
         overrides.setdefault(section, {})[name] = list(value) if name == "env_args" and value is not None else value
     if problems:
         raise ConfigError(problems)
     return overrides
+
+
+def _import_path_of(factory: Any, problems: list[str]) -> Optional[str]:
+    """``train(env=make_env)``: the factory's ``module:name``, what ``--env`` takes, so the run's
+    configuration.yaml names it. One defined in the script or a notebook cell (``__main__``)
+    reaches the workers by cloudpickle, by value; a lambda or a nested function has no name to
+    find it by."""
+    module, name = getattr(factory, "__module__", None), getattr(factory, "__qualname__", "")
+    if module and name and "<" not in name:
+        found: Any = sys.modules.get(module)
+        for part in name.split("."):
+            found = getattr(found, part, None)
+        if found is factory:
+            return f"{module}:{name}"
+    problems.append(
+        f"train(): env={factory!r} cannot be named as module:attribute; define it at the top level of the "
+        "script or module (a lambda or a nested function has no name), or pass env='module:attribute'"
+    )
+    return None
 
 
 def options_from(config: ConfigLike, overrides: Optional[dict[str, dict[str, Any]]] = None) -> RunOptions:

@@ -140,14 +140,25 @@ class RestartQuota:
         self.times: dict[int, deque[float]] = defaultdict(deque)
 
     def allows(self, worker_id: int, now: float) -> bool:
-        if self.max_lifetime != -1 and self.counts[worker_id] >= self.max_lifetime:
-            return False
+        return self.limit_hit(worker_id, now) is None
+
+    def limit_hit(self, worker_id: int, now: float) -> Optional[str]:
+        """None while a restart is allowed; else which limit a restart would break, in words
+        that name its setting and how to raise it."""
+        count = self.counts[worker_id]
+        if self.max_lifetime != -1 and count >= self.max_lifetime:
+            return (f"max_lifetime_restarts={self.max_lifetime} reached ({count} restart{'s' if count != 1 else ''} "
+                    "so far; raise --max-lifetime-restarts, -1 for no limit)")
         if self.rate_n == -1:
-            return True
+            return None
         recent = self.times[worker_id]
         while recent and now - recent[0] >= self.period_s:
             recent.popleft()
-        return len(recent) < self.rate_n
+        if len(recent) < self.rate_n:
+            return None
+        return (f"the rate limit restarts_rate_limit_n={self.rate_n} per {self.period_s:g} s was reached "
+                f"({len(recent)} in the last {self.period_s:g} s, {count} in all; "
+                "raise --restarts-rate-limit-n, -1 for no limit)")
 
     def record(self, worker_id: int, now: float) -> int:
         self.counts[worker_id] += 1
@@ -220,16 +231,16 @@ class EnvManager(ABC):
                 failure.args = (f"{failure}{self.error_log.hint(failure)}",)
                 raise failure
             now = time.monotonic()
-            if not self.quota.allows(wid, now):
+            limit = self.quota.limit_hit(wid, now)
+            if limit is not None:
                 self.error_log.record(failure, "beyond the restart quota: the run stops")
                 raise RestartQuotaExceeded(
-                    f"Worker {wid} exceeded the allowed number of restarts ({self.quota.counts[wid]} so far; "
-                    f"max_lifetime_restarts={self.quota.max_lifetime}, restarts_rate_limit_n={self.quota.rate_n} "
-                    f"per {self.quota.period_s} s); last failure: {failure_text(failure)}{self.error_log.hint(failure)}"
+                    f"Worker {wid} exceeded the allowed number of restarts: {limit}; "
+                    f"last failure: {failure_text(failure)}{self.error_log.hint(failure)}"
                 ) from failure
             count = self.quota.record(wid, now)
-            limit = "unlimited" if self.quota.max_lifetime == -1 else str(self.quota.max_lifetime)
-            restart = f"restart {count} of {limit}"
+            most = "unlimited" if self.quota.max_lifetime == -1 else str(self.quota.max_lifetime)
+            restart = f"restart {count} of {most}"
             self.error_log.record(failure, restart)
             logger.warning("Restarting worker[%d] after %s (%s)", wid, failure_text(failure), restart)
             try:

@@ -122,14 +122,21 @@ class PipelinedEnvManager(EnvManager, Generic[W]):
     def _started(self, worker: W, reply: SpecsReply) -> None:
         """What a backend keeps of a worker's first reply."""
 
-    def _await_specs(self, worker: W) -> None:
+    def _await_specs(self, worker: W, first: bool = False) -> None:
         """Wait for a new worker's behavior specs and merge them into ``self.specs``; a restarted
-        worker then joins the current environment parameters (and resets)."""
+        worker then joins the current environment parameters (and resets). ``first``: the run's
+        first start of this worker, where an environment that raises is a start-up mistake (a
+        wrong argument, a missing package, a class that cannot be unpickled): the run stops with
+        its one line, restarting it would only fail again. A worker that dies or hangs in its
+        first start is restarted as ever."""
         reply = self._first_reply(worker)
         if reply is None:
             raise self._timed_out(worker, "start", self.start_timeout)
         if not isinstance(reply, SpecsReply):
-            raise self._failure(worker, reply, "while starting")
+            failure = self._failure(worker, reply, "while starting")
+            if first and isinstance(reply, FailedReply) and reply.failure.exc_type != "WorkerDied":
+                failure.restartable = False
+            raise failure
         self._started(worker, reply)
         for name, spec in reply.specs.items():
             self.specs.setdefault(name, spec)
@@ -145,7 +152,7 @@ class PipelinedEnvManager(EnvManager, Generic[W]):
         self.launch()
         for worker in list(self._members()):
             try:
-                self._await_specs(worker)
+                self._await_specs(worker, first=True)
             except WorkerError as failure:
                 self.handle_failure(failure)  # restarts within quota (and awaits the new worker) or raises
         return dict(self.specs)

@@ -34,7 +34,6 @@ and a fresh reset (``_await_specs``), so the reset completes for everyone.
 from __future__ import annotations
 
 import logging
-import multiprocessing
 import queue
 import threading
 import time
@@ -46,9 +45,8 @@ from typing import Any, Optional
 import cloudpickle
 
 from ml_arl.envs.managers.env_manager import WorkerErrorLog
-from ml_arl.envs.managers.forkserver import worker_context
+from ml_arl.envs.managers.forkserver import WorkerProcess, fork_server
 from ml_arl.envs.managers.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager, worker_died
-from ml_arl.envs.managers.subprocess_worker import worker_main
 from ml_arl.envs.sources import EnvFactory
 from ml_arl.exceptions import WorkerError
 from ml_arl.messages import (
@@ -73,7 +71,7 @@ class _Worker:
     requests, which always fit in the pipe buffer, go out directly unless a large one is still
     on its way (order is kept)."""
 
-    def __init__(self, worker_id: int, process: multiprocessing.process.BaseProcess, conn: Connection):
+    def __init__(self, worker_id: int, process: WorkerProcess, conn: Connection):
         self.worker_id = worker_id
         self.process = process
         self.conn = conn
@@ -126,7 +124,6 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         super().__init__(settings, error_log)
         self.factory_bytes = cloudpickle.dumps(factory)
         self.seed = seed
-        self.ctx = worker_context()
         self.workers: list[_Worker] = []
 
     @property
@@ -134,19 +131,9 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         return len(self.workers)
 
     def _spawn(self, worker_id: int) -> _Worker:
-        parent, child = self.ctx.Pipe(duplex=True)
-        proc = self.ctx.Process(
-            target=worker_main,
-            args=(
-                child, self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message,
-                self.settings.worker_nice,
-            ),
-            name=f"arl-worker-{worker_id}",
-            daemon=True,
-        )
-        proc.start()
-        child.close()
-        return _Worker(worker_id, proc, parent)
+        args = (self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message, self.settings.worker_nice)
+        proc, conn = fork_server().start_worker(f"arl-worker-{worker_id}", args)
+        return _Worker(worker_id, proc, conn)
 
     def _members(self) -> list[_Worker]:
         return self.workers
@@ -338,6 +325,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
                     del pending[wid]
 
     def _kill(self, worker: _Worker) -> None:
+        """Terminate the worker (ask, wait, kill), then whatever it left in its process group."""
         worker.stop_sending()
         if worker.process.is_alive():
             worker.process.terminate()
@@ -345,6 +333,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
             if worker.process.is_alive():
                 worker.process.kill()
                 worker.process.join(timeout=2.0)
+        worker.process.close()
         worker.conn.close()
 
     def close(self) -> None:
