@@ -86,8 +86,12 @@ def _import_path_of(factory: Any, problems: list[str]) -> Optional[str]:
     return None
 
 
-def options_from(config: ConfigLike, overrides: Optional[dict[str, dict[str, Any]]] = None) -> RunOptions:
-    """RunOptions from what arl-learn or ``train`` was given, with the typed flags on top."""
+def options_from(
+    config: ConfigLike, overrides: Optional[dict[str, dict[str, Any]]] = None, check_environment: bool = False
+) -> RunOptions:
+    """RunOptions from what arl-learn or ``train`` was given, with the typed flags on top.
+    ``check_environment`` (``--check-wiring``): a palaestrAI run file's environments are started
+    once here, and every agent's sensors and actuators checked against them; otherwise nothing starts."""
     overrides = overrides or {}
     if isinstance(config, RunOptions):
         if not overrides:
@@ -112,7 +116,7 @@ def options_from(config: ConfigLike, overrides: Optional[dict[str, dict[str, Any
         from ml_arl.palaestrai.runfile import translate_file
 
         results_dir = overrides.get("checkpoint_settings", {}).get("results_dir", "results")
-        data = translate_file(data, where, results_dir, overrides.get("env_settings", {}).get("num_envs"))
+        data = translate_file(data, where, results_dir, overrides.get("env_settings", {}).get("num_envs"), check_environment)
     return build_run_options(data, overrides, where)
 
 

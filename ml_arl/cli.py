@@ -77,8 +77,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--check", action="store_true",
-        help="validate the config and flags (everything that can be checked without starting an environment), "
-        "print the merged configuration and exit: 0 valid, 2 not",
+        help="validate the config and flags (everything that can be checked without starting an environment: "
+        "none is started), print the merged configuration and exit: 0 valid, 2 not",
+    )
+    p.add_argument(
+        "--check-wiring", action="store_true",
+        help="--check, then start the environment once in this process and check it against the config: a "
+        "palaestrAI run file's sensors and actuators, a Python environment's behaviors; exit 0 valid, 2 not",
     )
     groups: dict[str, argparse._ArgumentGroup] = {}
     for flag in FLAGS:
@@ -92,29 +97,34 @@ def parse_options(argv: list[str]) -> RunOptions:
     return _parse(argv)[0]
 
 
-def _parse(argv: list[str]) -> tuple[RunOptions, bool]:
-    """(RunOptions, --check given)."""
+def _parse(argv: list[str]) -> tuple[RunOptions, Optional[str]]:
+    """(RunOptions, "check" or "wiring" when --check or --check-wiring was given)."""
     args = vars(build_parser().parse_args(argv))
     path = args.pop("trainer_config_path", None)
-    check = bool(args.pop("check", False))
+    wiring = bool(args.pop("check_wiring", False))
+    check = "wiring" if wiring else "check" if args.pop("check", False) else None
     overrides: dict[str, dict[str, Any]] = {}
     for flag in FLAGS:
         if flag.name in args:
             overrides.setdefault(flag.section, {})[flag.name] = args[flag.name]
-    return options_from(path, overrides), check
+    return options_from(path, overrides, check_environment=wiring), check
 
 
-def check_only(options: RunOptions) -> int:
-    """--check: what can be checked without an environment, then the merged configuration on stdout."""
+def check_only(options: RunOptions, wiring: bool = False) -> int:
+    """--check: what can be checked without starting an environment, then the merged
+    configuration on stdout. ``wiring`` (--check-wiring): also start a Python environment once
+    here and name its behaviors (a run file's wiring was checked as it was read)."""
     import yaml
 
-    from ml_arl.envs.sources import is_python_source, resolve_env, unity_factory
+    from ml_arl.envs.sources import is_python_source, probe_env, resolve_env, unity_factory
     from ml_arl.results_dir import resolve_seed, validate_run_directories
 
     validate_run_directories(options)
     env = options.env_settings
     if is_python_source(env.env_path):
-        resolve_env(env.env_path, env.env_args, env.num_areas)
+        factory = resolve_env(env.env_path, env.env_args, env.num_areas, probe=wiring)
+        if wiring:
+            probe_env(factory, resolve_seed(options))
     elif env.env_path is not None:
         unity_factory(options, resolve_seed(options))
     from ml_arl.run.controller import choose_device
@@ -136,7 +146,7 @@ def main(argv: Optional[list[str]] = None) -> int:
     try:
         options, check = _parse(argv)
         if check:
-            return check_only(options)
+            return check_only(options, wiring=check == "wiring")
     except (ConfigError, RunDirectoryError, EnvironmentSourceError) as err:
         problems = err.problems if isinstance(err, ConfigError) else [str(err)]
         for problem in problems:

@@ -105,8 +105,11 @@ def is_python_source(env_path: Optional[str]) -> bool:
     return "/" not in kind and "\\" not in kind and not kind.endswith((".x86_64", ".x86", ".exe", ".app"))
 
 
-def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, num_areas: int = 1) -> EnvFactory:
-    """Check a Python source exists (import it, look it up) and return its factory."""
+def resolve_env(
+    env_path: Optional[str], env_args: Optional[list[str]] = None, num_areas: int = 1, probe: bool = True
+) -> EnvFactory:
+    """Check a Python source exists (import it, look it up) and return its factory. ``probe``
+    False (``--check``): nothing is built, not even the trial PettingZoo environment."""
     if not env_path or not is_python_source(env_path):
         raise EnvironmentSourceError(f"--env {env_path}: not a Python environment; Unity builds go through unity_factory")
     kwargs = parse_env_args(env_args)
@@ -128,11 +131,11 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
             raise EnvironmentSourceError(f"--env {env_path}: gymnasium has no environment id '{name}'")
         return EnvFactory(env_path, make_gymnasium_env, {"env_id": name, "num_areas": num_areas, **kwargs})
     if sep and kind == "pettingzoo":
-        return _pettingzoo_factory(env_path, name, kwargs, num_areas)
+        return _pettingzoo_factory(env_path, name, kwargs, num_areas, probe)
     if sep and kind == "grid2op":  # a Grid2Op power grid (ml_arl.envs.adapters.grid2op_env)
         from ml_arl.envs.adapters.grid2op_env.source import grid2op_source
 
-        build, build_kwargs = grid2op_source(env_path, name, kwargs, num_areas)
+        build, build_kwargs = grid2op_source(env_path, name, kwargs, num_areas, probe)
         return EnvFactory(env_path, build, build_kwargs)
     if sep and kind == "palaestrai":  # a palaestrAI run file's environment and agents (ml_arl.palaestrai)
         from ml_arl.palaestrai.source import make_env, palaestrai_env_kwargs
@@ -156,9 +159,9 @@ def resolve_env(env_path: Optional[str], env_args: Optional[list[str]] = None, n
     raise EnvironmentSourceError(f"--env {env_path}: not a Python environment")
 
 
-def _pettingzoo_factory(env_path: str, target: str, kwargs: dict[str, Any], num_areas: int) -> EnvFactory:
-    """Import the module, find its constructor and build the env once here, so that a wrong name,
-    argument or space is a one-line error before any worker starts."""
+def _pettingzoo_factory(env_path: str, target: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
+    """Import the module, find its constructor and (``probe``) build the env once here, so that a
+    wrong name, argument or space is a one-line error before any worker starts."""
     try:
         import pettingzoo  # noqa: F401
     except ImportError:
@@ -176,7 +179,8 @@ def _pettingzoo_factory(env_path: str, target: str, kwargs: dict[str, Any], num_
     except ValueError as err:
         raise EnvironmentSourceError(f"--env {env_path}: {err}") from None
     try:
-        make_pettingzoo_env(target, seed=0, **kwargs).close()
+        if probe:
+            make_pettingzoo_env(target, seed=0, **kwargs).close()
     except Exception as err:  # the user's environment: any failure, said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise EnvironmentSourceError(
@@ -184,6 +188,27 @@ def _pettingzoo_factory(env_path: str, target: str, kwargs: dict[str, Any], num_
             f"{type(err).__name__}: {first}; check --env-args"
         ) from None
     return EnvFactory(env_path, make_pettingzoo_env, {"target": target, **kwargs})
+
+
+def probe_env(factory: EnvFactory, seed: int) -> dict[str, Any]:
+    """``--check-wiring``: build the environment once in this process, reset it, log its
+    behaviors and close it; what it raises is a one-line EnvironmentSourceError."""
+    try:
+        env = factory(0, seed)
+        try:
+            env.reset()
+            specs = dict(env.behavior_specs)
+        finally:
+            env.close()
+    except Exception as err:  # the user's environment: any failure, said in one line
+        if isinstance(err, EnvironmentSourceError):
+            raise
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise EnvironmentSourceError(f"--env {factory.description}: did not start: {type(err).__name__}: {first}") from None
+    for name, spec in specs.items():
+        logger.info("Behavior %s: observations %s, actions %s", name, [tuple(o.shape) for o in spec.observation_specs],
+                    spec.action_spec)
+    return specs
 
 
 def unity_factory(options: Any, seed: int) -> EnvFactory:

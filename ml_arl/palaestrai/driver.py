@@ -12,12 +12,15 @@ from __future__ import annotations
 import asyncio
 import copy
 import inspect
+import logging
 from typing import Any, Optional
 
 import numpy as np
 
 from ml_arl.exceptions import PalaestraiComponentError
 from ml_arl.palaestrai.definitions import EnvironmentSpec, build_environment
+
+logger = logging.getLogger(__name__)
 
 
 def run_awaited(loop_holder: list[Optional[asyncio.AbstractEventLoop]], value: Any) -> Any:
@@ -28,6 +31,45 @@ def run_awaited(loop_holder: list[Optional[asyncio.AbstractEventLoop]], value: A
             loop = loop_holder[0] = asyncio.new_event_loop()
         return loop.run_until_complete(value)
     return value
+
+
+DRAIN_TIMEOUT_S = 10.0  # how long the tasks an environment left behind have to end once cancelled
+
+
+def drain(loop_holder: list[Optional[asyncio.AbstractEventLoop]]) -> None:
+    """Cancel the tasks an environment left pending on the private loop (a mosaik world's, after
+    its ``shutdown()``) and let them end, so that none is destroyed pending (asyncio's "Task was
+    destroyed but it is pending!"). A task that ignores its cancellation is given up after
+    DRAIN_TIMEOUT_S, with a warning naming it."""
+    loop = loop_holder[0]
+    if loop is None or loop.is_closed():
+        return
+    tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    if not tasks:
+        return
+    for task in tasks:
+        task.cancel()
+    _, pending = loop.run_until_complete(asyncio.wait(tasks, timeout=DRAIN_TIMEOUT_S))
+    for task in tasks:
+        if task.done() and not task.cancelled():
+            task.exception()  # retrieved: an error it ended with is not logged as "never retrieved"
+    if pending:
+        logger.warning("%d asyncio task(s) left by the environment did not end within %.0f s of their cancellation: %s",
+                       len(pending), DRAIN_TIMEOUT_S, ", ".join(sorted(t.get_name() for t in pending)))
+
+
+def close_loop(loop_holder: list[Optional[asyncio.AbstractEventLoop]]) -> None:
+    """Drain the private loop, end its async generators and close it."""
+    loop = loop_holder[0]
+    if loop is None:
+        return
+    try:
+        if not loop.is_closed():
+            drain(loop_holder)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        loop.close()
+        loop_holder[0] = None
 
 
 def guarded(loop_holder: list[Optional[asyncio.AbstractEventLoop]], owner: Any, method: str, *args: Any) -> Any:
@@ -97,6 +139,7 @@ class EnvironmentDriver:
         env._tick, env._done = 0, False
         if type(env).reset is Environment.reset:  # palaestrAI's default reset, without its messages
             self.call(env, "shutdown")
+            drain(self.loop)  # what the old episode's world left pending goes before the new one starts
             return self._baseline(self.call(env, "start_environment"))
         from palaestrai.core.protocol import EnvironmentResetRequest
 
@@ -130,14 +173,15 @@ class EnvironmentDriver:
         if self.env is not None:
             try:
                 run_awaited(self.loop, self.env.shutdown())
+                drain(self.loop)
             finally:
                 self.env = None
 
     def close_loop(self) -> None:
-        self.close()
-        if self.loop[0] is not None:
-            self.loop[0].close()
-            self.loop[0] = None
+        try:
+            self.close()
+        finally:
+            close_loop(self.loop)
 
 
 class DriverSet:
@@ -192,9 +236,9 @@ class DriverSet:
         return sensors, rewards, done, (False if seen else None), (False if seen else None)
 
     def close_loop(self) -> None:
-        for driver in self.drivers.values():
-            driver.close()
-        self.drivers = {}
-        if self.loop[0] is not None:
-            self.loop[0].close()
-            self.loop[0] = None
+        try:
+            for driver in self.drivers.values():
+                driver.close()
+        finally:
+            self.drivers = {}
+            close_loop(self.loop)

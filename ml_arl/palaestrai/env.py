@@ -51,6 +51,7 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
+from ml_arl.exceptions import ConfigError
 from ml_arl.palaestrai.definitions import (
     PHASE_PARAMETER,
     AgentWiring,
@@ -144,7 +145,7 @@ class PalaestraiEnv(BaseEnv):
         by_actuator = {a.uid: a for a in actuators}
         problems = wiring_problems(self._wiring, list(by_sensor), list(by_actuator))
         if problems:
-            raise ValueError(problems[0] if len(problems) == 1 else "; ".join(problems))
+            raise ConfigError(["; ".join(problems) + " (arl-learn RUN_FILE --check-wiring lists every such problem)"])
         for w in self._wiring:
             self._obs_layout[w.name] = ObservationLayout(w.sensors, [by_sensor[s].space for s in w.sensors])
             layout = self._act_layout[w.name] = ActionLayout(w.actuators, [by_actuator[a].space for a in w.actuators])
@@ -253,6 +254,12 @@ class PalaestraiEnv(BaseEnv):
         self._start_episode(terminal=terminal)
 
     # -- BaseEnv -----------------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        """This worker has run its episodes of the phase: its steps do nothing until the next
+        phase, and are not counted as environment steps (ml_arl.envs.managers.env_runner)."""
+        return self._idle
 
     @property
     def behavior_specs(self) -> BehaviorMapping:

@@ -278,9 +278,11 @@ def _check_wiring(reader: Reader, envs: tuple[EnvironmentSpec, ...], agents: lis
 
 
 def translate_file(data: dict[str, Any], path: str, results_dir: str = "results",
-                   num_envs: Optional[int] = None) -> dict[str, Any]:
-    """Our config dict for a run file (the CLI's entry); ``num_envs``: a --num-envs given with it."""
-    config = read(data, path, results_dir).config
+                   num_envs: Optional[int] = None, check_environment: bool = False) -> dict[str, Any]:
+    """Our config dict for a run file (the CLI's entry); ``num_envs``: a --num-envs given with it.
+    ``check_environment`` (``--check-wiring``): start the environments here and check the wiring
+    against them; otherwise each worker checks it as its environment first starts (one line)."""
+    config = read(data, path, results_dir, check_environment=check_environment).config
     workers = config["env_settings"]["num_envs"]
     if num_envs is not None and isinstance(num_envs, int) and num_envs < workers:
         raise ConfigError([f"{path}: --num-envs {num_envs} is fewer than the {workers} workers a phase of the run file "

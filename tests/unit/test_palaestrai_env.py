@@ -15,6 +15,7 @@ import pytest
 from mlagents_envs.base_env import ActionTuple
 from palaestrai.agent import Objective
 
+from ml_arl.exceptions import ConfigError
 from ml_arl.palaestrai.definitions import PHASE_PARAMETER, AgentWiring, EnvironmentSpec, PluginSpec
 from ml_arl.palaestrai.env import PalaestraiEnv
 
@@ -106,7 +107,7 @@ def test_each_agent_is_a_behavior_laid_out_from_its_whitelists(envs: list[Palaes
 
 
 def test_a_sensor_the_environment_lacks_names_the_closest(envs: list[PalaestraiEnv]) -> None:
-    with pytest.raises(ValueError, match=r"agent 'a': the environment has no sensor 'myenv\.x3'; did you mean 'myenv\.3'\?"):
+    with pytest.raises(ConfigError, match=r"agent .a.: the environment has no sensor 'myenv\.x3'; did you mean 'myenv\.3'\?"):
         make(envs, [dummy_spec()], [AgentWiring("a", ("myenv.x3",), ids(0))])
 
 

@@ -123,7 +123,9 @@ class EnvRunner:
     def run(self, n_steps: int) -> StepBatch:
         env = self.env
         entropy: dict[str, list[float]] = {b: [0.0, 0] for b in self.muscles}  # type: ignore[misc]
+        stepped = 0  # the steps that did something: an environment may say it is idle (a palaestrAI worker past its episodes)
         for _ in range(n_steps):
+            stepped += not getattr(env, "idle", False)
             for behavior, muscle in self.muscles.items():
                 decision, terminal = env.get_steps(behavior)
                 info = None
@@ -157,7 +159,7 @@ class EnvRunner:
             self.worker_id,
             trajectories,
             episodes,
-            n_steps,
+            stepped,
             {b: (float(v[0]), int(v[1])) for b, v in entropy.items()},
             self.take_new_specs(),
             env_stats,

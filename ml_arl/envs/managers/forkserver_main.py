@@ -160,7 +160,7 @@ def serve(control_fd: int) -> None:
 
     while True:
         try:
-            ready, _, _ = select.select([control, wake_r], [], [])
+            ready, _, _ = select.select([control.fileno(), wake_r], [], [])
         except InterruptedError:
             continue
         if wake_r in ready:
@@ -170,7 +170,7 @@ def serve(control_fd: int) -> None:
             except BlockingIOError:
                 pass
             reap()
-        if control not in ready:
+        if control.fileno() not in ready:
             continue
         try:
             _, fds, _, _ = socket.recv_fds(control, 1, 3)

@@ -19,9 +19,11 @@ def available_names() -> list[str]:
         return sorted(grid2op.list_available_test_env())
 
 
-def grid2op_source(env_path: str, name: str, kwargs: dict[str, Any], num_areas: int) -> tuple[Any, dict[str, Any]]:
-    """``--env grid2op:<name>``: checks the extra, the name, the options (by building the
-    environment once here) and returns what ml_arl.envs.sources makes its EnvFactory of (the
+def grid2op_source(
+    env_path: str, name: str, kwargs: dict[str, Any], num_areas: int, probe: bool = True
+) -> tuple[Any, dict[str, Any]]:
+    """``--env grid2op:<name>``: checks the extra, the name, the options (``probe``: by building
+    the environment once here) and returns what ml_arl.envs.sources makes its EnvFactory of (the
     builder and its keyword arguments); EnvironmentSourceError in one line."""
     try:
         import_grid2op()
@@ -42,7 +44,8 @@ def grid2op_source(env_path: str, name: str, kwargs: dict[str, Any], num_areas: 
     from ml_arl.envs.adapters.grid2op_env.adapter import make_grid2op_env
 
     try:
-        make_grid2op_env(name, seed=0, **kwargs).close()
+        if probe:
+            make_grid2op_env(name, seed=0, **kwargs).close()
     except Exception as err:  # grid2op's own complaint (a line name, a dataset folder), said in one line
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise EnvironmentSourceError(f"--env {env_path}: {type(err).__name__}: {first}; check --env-args") from None
