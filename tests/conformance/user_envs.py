@@ -86,11 +86,11 @@ class RunsAsyncio(Reach):
         while True:
             await asyncio.sleep(3600)
 
-    async def _advance(self) -> None:
+    async def _one_turn(self) -> None:
         await asyncio.sleep(0)
 
     def step(self) -> None:
-        self.loop.run_until_complete(self._advance())
+        self.loop.run_until_complete(self._one_turn())
         super().step()
 
     def close(self) -> None:
