@@ -4,11 +4,11 @@ VENV := .venv
 BIN := $(VENV)/bin
 # Two installs, each with its stamp. The core (torch + `pip install -e .`, what `pip install ml_arl`
 # gives a user) is all `make demo`, `make bench` and `make protos` need. The full one adds the extras
-# the tests, lint and docs use (Ray, MLflow, W&B, PettingZoo, palaestrAI, Grid2Op, pandapower, onnxruntime, the
+# the tests, lint and docs use (Ray, MLflow, W&B, PettingZoo, palaestrAI, MIDAS, Grid2Op, pandapower, onnxruntime, MuJoCo, the
 # dev tools); `make install` means the full one. Figures for both: docs/dependencies.md (bench/install_size.sh measures them).
 CORE_STAMP := $(VENV)/.core-installed
 STAMP := $(VENV)/.full-installed
-EXTRAS := dev,pettingzoo,ray,trackers,palaestrai,grid2op
+EXTRAS := dev,pettingzoo,ray,trackers,palaestrai,midas,grid2op
 
 .PHONY: install install-core demo test test-fast lint bench bench-check protos smoke smoke-pythons docs clean
 

@@ -25,11 +25,14 @@ setup(
         "scipy>=1.10",  # arl-study: the IQM (trim_mean) and bootstrap intervals over seeds
     ],
     extras_require={
-        "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm", "mkdocs>=1.6"],
+        # tests/conformance runs Gymnasium's MuJoCo tasks: the mujoco wheel (gymnasium[mujoco])
+        "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm", "mkdocs>=1.6", "gymnasium[mujoco]>=1.0"],
         # bench/: stable-baselines3 as a peer; MuJoCo (gymnasium[mujoco] = the mujoco wheel) for bench/mujoco.py
         "bench": ["stable-baselines3>=2.3", "gymnasium[mujoco]>=1.0"],
         # --env pettingzoo:<module>; mpe2 holds the MPE games the tests and bench/pettingzoo_pipeline.py use
-        "pettingzoo": ["pettingzoo>=1.25,<2", "mpe2>=1.0"],
+        # chess and rlcard: the classic games chess_v6 and the three poker games need them (pettingzoo[classic]
+        # without open_spiel, which no classic game of pettingzoo.classic.all_modules uses)
+        "pettingzoo": ["pettingzoo>=1.25,<2", "mpe2>=1.0", "chess>=1.9.4", "rlcard>=1.0.5"],
         # plain ray (the actors); ray[default] (dashboard, metrics) installs beside it too
         "ray": ["ray>=2.60"],
         # --mlflow-uri and --wandb-project (ml_arl.trackers); the tests start a real mlflow server
@@ -37,6 +40,11 @@ setup(
         # palaestrAI run files, environments, objectives and Brain/Muscle agents (ml_arl.palaestrai);
         # palaestrai 3.5.18 pins click 8.1, gymnasium 1.0 and SQLAlchemy 2.0: wandb resolves to a release that takes click 8.1
         "palaestrai": ["palaestrai==3.5.18", "palaestrai-environments==3.5.5"],
+        # palaestrAI's power grids: MIDAS through palaestrai-mosaik (docs/palaestrai.md, MIDAS); the versions
+        # palaestrai 3.5.18 runs with. Only MIDAS' store and powergrid modules are used here: nothing downloads
+        "midas": ["palaestrai==3.5.18", "palaestrai-mosaik==3.5.9", "midas-palaestrai==3.5.10", "midas-mosaik==2.1.1",
+                  "midas-powergrid==2.1.4.post1", "midas-store==2.1.0", "mosaik==3.5.0", "pandapower==3.5.6",
+                  "simbench==1.6.3"],
         # --env grid2op:<name> (ml_arl.envs.adapters.grid2op_env); lightsim2grid is the fast power-flow backend
         "grid2op": ["grid2op>=1.12", "lightsim2grid>=1.2"],
     },
