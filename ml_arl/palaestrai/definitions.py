@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import inspect
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from ml_arl.import_path import resolve
+from ml_arl.palaestrai.loops import close_loop, run_awaited
 
 PHASE_PARAMETER = "palaestrai_phase"  # environment_parameters key: which phase's environment runs
 
@@ -85,21 +85,18 @@ def offered(spec: EnvironmentSpec, seed: int) -> tuple[list[Any], list[Any]]:
     """The SensorInformation and ActuatorInformation the environment offers at its start, with
     their ``<env uid>.`` ids."""
     env = build_environment(spec, seed)
-    loop = asyncio.new_event_loop()
+    loop: list[Optional[asyncio.AbstractEventLoop]] = [None]
     try:
-        def run(value: Any) -> Any:
-            return loop.run_until_complete(value) if inspect.isawaitable(value) else value
-
-        baseline = run(env.start_environment())
+        baseline = run_awaited(loop, env.start_environment())
         sensors, actuators = (baseline[0], baseline[1]) if isinstance(baseline, tuple) else (
             baseline.sensors_available, baseline.actuators_available)
         sensors, actuators = copy.deepcopy(list(sensors)), copy.deepcopy(list(actuators))
         for info in sensors + actuators:
             info.uid = _with_prefix(info.uid, spec.uid)
-        run(env.shutdown())
+        run_awaited(loop, env.shutdown())
         return sensors, actuators
     finally:
-        loop.close()
+        close_loop(loop)  # what the environment left pending is cancelled and ends before the loop closes
 
 
 def offered_ids(spec: EnvironmentSpec, seed: int) -> tuple[list[str], list[str]]:
