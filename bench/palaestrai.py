@@ -44,7 +44,15 @@ Every figure is the median over ``--repeats`` rounds (the two sides alternate wi
 for ours: first step under 1 s, phase switch under 0.2 s, over 1,000 steps/s, under 300 MB.
 
     python bench/palaestrai.py [--run-file bench/palaestrai/dummy_two_agents.yml] [--repeats 1]
-                               [--ours-only] [--keep]
+                               [--ours-only] [--keep] [--assets DIR] [--prepare CMD]
+
+A run file with files of its own (MIDAS: a scenario, a grid) names them relative to the folder it
+runs in: ``--assets DIR`` copies DIR's files into each round's folder and ``--prepare CMD`` runs CMD
+there (not timed), each side in a folder of its own; ``XDG_CONFIG_HOME`` points into that folder
+(MIDAS writes its runtime configuration there). The MIDAS figures of docs/palaestrai.md:
+
+    python bench/palaestrai.py --run-file examples/midas/run.yml --assets examples/midas \
+        --prepare "python make_grid.py"
 """
 
 from __future__ import annotations
@@ -257,6 +265,8 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=600, help="seconds a run may take before it is stopped")
     parser.add_argument("--sample-ms", type=float, default=50, help="memory sampling interval")
     parser.add_argument("--keep", action="store_true", help="keep the temporary folders (their paths are printed)")
+    parser.add_argument("--assets", help="a folder whose files are copied into each round's folder (MIDAS' scenario)")
+    parser.add_argument("--prepare", help="a shell command run in each round's folder before the side (not timed)")
     args = parser.parse_args()
     run_file = os.path.abspath(args.run_file)
 
@@ -265,6 +275,14 @@ def main() -> None:
     for round_ in range(args.repeats):
         for name, run in sides:
             folder = tempfile.mkdtemp(prefix=f"bench-palaestrai-{name}-")
+            os.environ["XDG_CONFIG_HOME"] = os.path.join(folder, "xdg")
+            if args.assets:
+                for entry in os.listdir(args.assets):
+                    if os.path.isfile(os.path.join(args.assets, entry)):
+                        shutil.copy(os.path.join(args.assets, entry), folder)
+            if args.prepare:
+                env = dict(os.environ, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+                subprocess.run(args.prepare, shell=True, cwd=folder, check=True, env=env, stdout=subprocess.DEVNULL)
             try:
                 result = run(run_file, folder, args.timeout, args.sample_ms / 1000)
                 create = result.get("database_create")

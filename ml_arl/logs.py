@@ -26,6 +26,6 @@ def configure_logging(debug: bool, stream: Optional[Any] = None, fmt: Optional[s
     if not debug:
         for handler in logging.getLogger().handlers:
             handler.addFilter(_OthersFromWarning())
-    for noisy in ("matplotlib", "PIL", "alembic"):  # their DEBUG records drown ours under --debug
+    for noisy in ("matplotlib", "PIL", "alembic", "numba"):  # their DEBUG records drown ours under --debug
         logging.getLogger(noisy).setLevel(logging.WARNING)
     logging.getLogger("urllib3").setLevel(logging.ERROR)  # a tracker's server retried: the tracker says what failed, once
