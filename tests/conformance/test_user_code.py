@@ -15,7 +15,16 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conformance.harness import TAG, assert_no_orphans, check_run, new_tag, run_case, run_script, tagged, two_phases
+from tests.conformance.harness import (
+    TAG,
+    assert_no_orphans,
+    check_run,
+    new_tag,
+    run_case,
+    run_script,
+    tagged,
+    two_phases,
+)
 from tests.conformance.user_envs import SLOW_START_S
 from tests.support.zygote import popen_arl_learn
 
