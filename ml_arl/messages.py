@@ -331,6 +331,10 @@ class SpecsReply:
     worker_id: int
     specs: dict[str, BehaviorSpec]
     node: str = ""  # where the worker runs, for the log (the Ray backend: node address and id)
+    # per behavior, what its trainer needs to know of the environment beyond the spec, pickled by
+    # the environment (``behavior_extras()``; torch-free): a palaestrAI agent's sensors and
+    # actuators with their spaces, so the main process need not start the environment to learn them
+    extras: dict[str, bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

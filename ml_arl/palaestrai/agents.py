@@ -69,10 +69,14 @@ class BrainTrainer(Trainer):
 
         hp = dict(self.hp)
         sensors, actuators = [], []
-        for env in hp["environments"]:
-            s, a = offered(EnvironmentSpec(env["name"], env["uid"], dict(env.get("params") or {})), int(hp.get("seed", 0)))
-            sensors += s
-            actuators += a
+        if self.env_extras is not None:  # what the worker's environment offers (PalaestraiEnv.behavior_extras)
+            sensors, actuators = pickle.loads(self.env_extras)
+        else:  # built without a worker's word (a checkpoint loaded on its own): start the environment here
+            for env in hp["environments"]:
+                s, a = offered(EnvironmentSpec(env["name"], env["uid"], dict(env.get("params") or {})),
+                               int(hp.get("seed", 0)))
+                sensors += s
+                actuators += a
         by_sensor, by_actuator = {s.uid: s for s in sensors}, {a.uid: a for a in actuators}
         self.sensor_infos = [by_sensor[uid] for uid in hp["sensors"]]
         self.actuator_infos = [by_actuator[uid] for uid in hp["actuators"]]

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import copy
 import logging
+import pickle
 from collections import deque
 from collections.abc import Mapping
 from typing import Any, Optional
@@ -57,7 +58,7 @@ from ml_arl.palaestrai.definitions import (
     AgentWiring,
     wiring_problems,
 )
-from ml_arl.palaestrai.driver import DriverSet
+from ml_arl.palaestrai.driver import DriverSet, snapshot
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 from ml_arl.specs import vector_obs_spec
 
@@ -123,6 +124,8 @@ class PalaestraiEnv(BaseEnv):
         self._actuator_proto: dict[str, Any] = {}
         self._agents = {w.name: _Agent(w) for w in self._wiring}
         self._watch_objectives = any(w.end_episode_at is not None for w in self._wiring)
+        self._offered: Optional[bytes] = None  # behavior_extras(), pickled once
+        self._fresh_phase: Optional[int] = None  # the phase of an episode just started, nothing stepped yet
         self._turn = 0
         self._actions: dict[str, Optional[ActionTuple]] = {}
         self._deciding: list[str] = []
@@ -185,6 +188,7 @@ class PalaestraiEnv(BaseEnv):
             agent.recent.clear()
         self._turn = 0
         self._emit(self._next_deciding(), terminal or {})
+        self._fresh_phase = None if terminal else self._phase  # a start with an episode's end to hand on is not skipped
 
     def _next_deciding(self) -> list[str]:
         active = self._phase_agents[self._phase] if self._phase < len(self._phase_agents) else None
@@ -255,6 +259,16 @@ class PalaestraiEnv(BaseEnv):
 
     # -- BaseEnv -----------------------------------------------------------------------------
 
+    def behavior_extras(self) -> dict[str, bytes]:
+        """Per agent, every sensor and actuator the environment offered at its first start (their
+        spaces included), pickled: what a palaestrAI brain's trainer (ml_arl.palaestrai.agents)
+        reads instead of starting the environment in the main process."""
+        if self._offered is None:
+            self._offered = pickle.dumps(
+                ([snapshot(s) for s in self._readings.values()], [snapshot(a) for a in self._actuator_proto.values()])
+            )
+        return dict.fromkeys(self._agents, self._offered)
+
     @property
     def idle(self) -> bool:
         """This worker has run its episodes of the phase: its steps do nothing until the next
@@ -266,6 +280,10 @@ class PalaestraiEnv(BaseEnv):
         return BehaviorMapping(dict(self._specs))
 
     def reset(self) -> None:
+        """A new episode; none when one of this phase has just started and nothing has stepped
+        (the reset that follows the first start: a MIDAS world is not built twice)."""
+        if self._fresh_phase == self._phase and not self._idle:
+            return
         self._start_episode()
 
     def set_environment_parameters(self, params: Mapping[str, Any]) -> None:
@@ -284,6 +302,7 @@ class PalaestraiEnv(BaseEnv):
             for name, spec in self._specs.items():
                 self._steps[name] = (DecisionSteps.empty(spec), TerminalSteps.empty(spec))
             return
+        self._fresh_phase = None
         setpoints = []
         for name in self._deciding:
             agent = self._agents[name]

@@ -88,11 +88,15 @@ class Brains:
         self.behavior_ids[brain].append(behavior_id)
         return brain
 
-    def create(self, behavior_id: str, spec: BehaviorSpec, stats: StatsReporter) -> Trainer:
-        """A new brain for ``behavior_id``, with its first weights loaded."""
+    def create(self, behavior_id: str, spec: BehaviorSpec, stats: StatsReporter, env_extras: Optional[bytes] = None) -> Trainer:
+        """A new brain for ``behavior_id``, with its first weights loaded. ``env_extras``: what the
+        environment told of the behavior beyond its spec (passed to trainers only when there is some,
+        so a user trainer with an ``__init__`` of its own needs no new argument)."""
         brain = brain_name(behavior_id)
         settings = self.schedule.settings_for(brain)
-        trainer = trainer_class(settings, brain)(brain, settings, spec, stats, None, self.device, self.train_model, self.seed)
+        extra = {} if env_extras is None else {"env_extras": env_extras}
+        trainer = trainer_class(settings, brain)(brain, settings, spec, stats, None, self.device, self.train_model,
+                                                 self.seed, **extra)
         self.trainers[brain] = trainer
         self.brain_of[behavior_id] = brain
         self.behavior_ids[brain] = [behavior_id]

@@ -230,7 +230,7 @@ class TrainerController:
             self._push_policies(brain)
             return
         stats = self.outputs.reporter(brain_name(behavior_id))
-        trainer = self.brains.create(behavior_id, spec, stats)
+        trainer = self.brains.create(behavior_id, spec, stats, self.env_manager.extras.get(behavior_id))
         brain = trainer.behavior
         self.brains.assign_phase(trainer, self.outputs.status)
         manager = AgentManager(brain, stats, trainer.settings.threaded and self.threads.allowed, self.threads.stop_event)

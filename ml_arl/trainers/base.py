@@ -82,12 +82,14 @@ class Trainer(ABC, Generic[HP]):
         device: torch.device,
         training: bool = True,
         seed: int = 0,
+        env_extras: Optional[bytes] = None,
     ):
         self.behavior = behavior
         self.settings = settings
         self.hp: HP = settings.hyperparameters
         self.spec = spec
         self.stats = stats
+        self.env_extras = env_extras  # what the environment told of this behavior beyond its spec (SpecsReply.extras)
         self.checkpoints = checkpoints
         self.device = device
         self.training = training  # False with --inference

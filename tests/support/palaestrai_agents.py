@@ -74,11 +74,11 @@ class NegatedSum(Objective):
 
 class FlakyDummyEnvironment:
     """palaestrAI's DummyEnvironment whose life ``fail_life`` raises in its ``fail_at``-th update
-    (lives counted in ``state_dir``/lives-<seed>; life 1 is the one arl-learn starts in its own
-    process to check the run file, so a worker's first is life 2): a crashing environment."""
+    (lives counted in ``state_dir``/lives-<seed>; arl-learn starts no environment in its own
+    process, so life 1 is the worker's first): a crashing environment."""
 
     def __new__(cls, uid: str, broker_uri: Any = None, seed: int = 0, fail_at: int = 5, state_dir: str = ".",
-                fail_life: int = 2, **params: Any) -> Any:
+                fail_life: int = 1, **params: Any) -> Any:
         import os
 
         from palaestrai.environment.dummy_environment import DummyEnvironment

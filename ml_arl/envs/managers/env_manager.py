@@ -173,6 +173,7 @@ class EnvManager(ABC):
         self.quota = RestartQuota(
             settings.max_lifetime_restarts, settings.restarts_rate_limit_n, settings.restarts_rate_limit_period_s
         )
+        self.extras: dict[str, bytes] = {}  # per behavior, what its environment tells its trainer (SpecsReply.extras)
         self.policies: dict[str, PolicyMessage] = {}
         self.policy_serials: dict[str, int] = {}  # bumped on every set_policy: what a worker has is compared to it
 

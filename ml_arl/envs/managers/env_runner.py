@@ -115,6 +115,12 @@ class EnvRunner:
             return
         setter(params)
 
+    def behavior_extras(self) -> dict[str, bytes]:
+        """What the environment tells the trainers beyond the specs (``env.behavior_extras()``:
+        behavior -> pickled bytes), if it tells anything."""
+        extras = getattr(self.env, "behavior_extras", None)
+        return dict(extras()) if callable(extras) else {}
+
     def take_new_specs(self) -> dict[str, BehaviorSpec]:
         new = {k: v for k, v in self.specs.items() if k not in self._reported}
         self._reported.update(new)

@@ -70,6 +70,8 @@ class InProcessEnvManager(EnvManager):
         self.parameters_seen[worker_id] = self.parameters_serial  # _make gave it the current parameters
         for name, spec in runner.take_new_specs().items():
             self.specs.setdefault(name, spec)
+        for name, extra in runner.behavior_extras().items():
+            self.extras.setdefault(name, extra)
 
     @staticmethod
     def _error(worker_id: int, exc: BaseException, during: str = "") -> WorkerError:

@@ -140,6 +140,8 @@ class PipelinedEnvManager(EnvManager, Generic[W]):
         self._started(worker, reply)
         for name, spec in reply.specs.items():
             self.specs.setdefault(name, spec)
+        for name, extra in reply.extras.items():
+            self.extras.setdefault(name, extra)
         worker.parameters_serial = self.parameters_serial
         if self.parameters:  # a restarted worker joins the current phase
             reply = self._ask(worker, SetParametersCommand(self.parameters))

@@ -67,7 +67,7 @@ class EnvActor:
                 os.nice(self.nice)
             factory: EnvFactory = cloudpickle.loads(self.factory_bytes)
             self.runner = EnvRunner(factory(self.worker_id, self.seed), self.worker_id, self.seed)
-            return SpecsReply(self.worker_id, self.runner.take_new_specs(), node_name())
+            return SpecsReply(self.worker_id, self.runner.take_new_specs(), node_name(), self.runner.behavior_extras())
         except BaseException as exc:  # noqa: BLE001 - shipped to the main process, never swallowed
             return self._fail(exc)
 

@@ -32,7 +32,7 @@ def worker_main(
     try:
         factory: EnvFactory = cloudpickle.loads(factory_bytes)
         runner = EnvRunner(factory(worker_id, seed), worker_id, seed)
-        conn.send(SpecsReply(worker_id, runner.take_new_specs()))
+        conn.send(SpecsReply(worker_id, runner.take_new_specs(), extras=runner.behavior_extras()))
         while True:
             command: WorkerCommand = conn.recv()
             reply = answer(runner, command, steps_per_message)
