@@ -142,14 +142,14 @@ def timed(cmd: list[str], cwd: str, log: str, timeout: float, sample_s: float) -
     return {"t0": t0, "wall": wall, "peak_mb": sampler.peak / 1e6, "rc": rc}
 
 
-def stepping_rate(phases: list[list[tuple[float, int]]]) -> Optional[float]:
+def stepping_rate(phases: list[list[tuple[float, float]]]) -> Optional[float]:
     """Steps after each phase's first mark over the summed spans of the phases."""
     steps, span = 0, 0.0
     for marks in phases:
         if len(marks) < 2:
             continue
         marks = sorted(marks)
-        steps += sum(n for _, n in marks[1:])
+        steps += int(sum(n for _, n in marks[1:]))
         span += marks[-1][0] - marks[0][0]
     return steps / span if span > 0 else None
 
@@ -223,8 +223,12 @@ def run_ours(run_file: str, folder: str, timeout: float, sample_s: float) -> dic
     marks: dict[str, dict[str, list[tuple[float, int]]]] = {}
     for phase, behavior, length, wall_time in episodes:
         marks.setdefault(phase, {}).setdefault(behavior, []).append((wall_time, length))
-    phases = [marks[p][min(marks[p])] for p in order if p in marks]  # one behavior: every agent acts every step
-    result["steps"] = sum(max(v["acted"].values(), default=0) for v in acted.values())
+    phases = [marks[p][min(marks[p])] for p in order if p in marks]  # one behavior's episodes
+    one = sum(v["acted"].get(min(marks[p]), 0) for p, v in acted.items() if p in marks)  # its steps
+    finished = re.findall(r"Training finished after (\d+) environment steps", open(log, errors="replace").read())
+    result["steps"] = int(finished[-1]) if finished else sum(max(v["acted"].values(), default=0) for v in acted.values())
+    scale = result["steps"] / one if one else 1.0  # TakingTurns: an agent acts on 1 step in N; Vanilla: on every step
+    phases = [[(t, n * scale) for t, n in marks_] for marks_ in phases]
     result["first_step"] = first - result["t0"] if first is not None else None
     result["switch"] = mean_or_none([b - max(t for t, _ in a) for a, b in zip(phases, arrivals)])
     result["steps_per_s"] = stepping_rate(phases)

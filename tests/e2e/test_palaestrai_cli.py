@@ -128,3 +128,24 @@ def test_a_bad_run_file_is_one_stderr_line_per_problem_exit_2_and_no_results(tmp
     for needle in ("ParallelSimulationController", "'episodez'", "NoSuchObjective", "schedule[1].test.phase_config"):
         assert any(needle in line for line in lines), (needle, lines)
     assert not (tmp_path / "results").exists()
+
+
+def test_a_wrong_sensor_is_found_by_check_wiring_and_by_a_run_but_check_starts_nothing(tmp_path: Path) -> None:
+    """--check starts no environment, so it cannot see a sensor the environment lacks (exit 0);
+    --check-wiring starts it and names the sensor (exit 2); a training run finds it as its worker's
+    environment first starts: one line, exit 2, nothing restarted."""
+    data = run_file_data()
+    data["schedule"][0]["train"]["agents"][0]["sensors"][2] = "myenv.2x"
+    path = write(tmp_path / "wired.yml", data)
+    check = arl_learn_here([path.name, "--check"], cwd=tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    wiring = arl_learn_here([path.name, "--check-wiring"], cwd=tmp_path)
+    assert wiring.returncode == 2, wiring.stdout + wiring.stderr
+    line = [ln for ln in wiring.stderr.splitlines() if "myenv.2x" in ln]
+    assert len(line) == 1 and "did you mean 'myenv.2'?" in line[0], wiring.stderr
+    run = arl_learn([path.name], cwd=tmp_path)
+    out = run.stdout + run.stderr
+    assert run.returncode == 2, out
+    assert "Traceback" not in out and "Restarting worker" not in out, out
+    stopped = [ln for ln in out.splitlines() if ln.startswith("[ERROR] Training stopped: worker 0: ")]
+    assert len(stopped) == 1 and "myenv.2x" in stopped[0] and "--check-wiring" in stopped[0], out

@@ -206,3 +206,17 @@ def test_self_play_takes_its_teams_from_the_behavior_names(tmp_path: Path) -> No
     # both learned in turn (the team changed at least once each way) and kept snapshots of themselves
     assert all(len(g.snapshots) >= 2 and g.ghost_step > 0 for g in ghosts.values()), {b: len(g.snapshots) for b, g in ghosts.items()}
     assert all(t.step >= 800 for t in controller.trainers.values()), {b: t.step for b, t in controller.trainers.items()}
+
+
+def test_check_builds_no_environment_and_check_wiring_does(tmp_path: Path) -> None:
+    """A constructor argument the game does not take is seen only where the environment is built:
+    --check (nothing started) passes it, --check-wiring (built once here) names it in one line."""
+    config = tiny_config("pettingzoo:pettingzoo.classic.tictactoe_v3", max_steps=600)
+    config["env_settings"]["env_args"] = ["board_colour=red"]
+    path = write_config(tmp_path / "ttt.yaml", config)
+    check = arl_learn_here([str(path), "--check"], tmp_path)
+    assert check.returncode == 0, check.stdout + check.stderr
+    wiring = arl_learn_here([str(path), "--check-wiring"], tmp_path)
+    assert wiring.returncode == 2, wiring.stdout + wiring.stderr
+    lines = wiring.stderr.strip().splitlines()
+    assert len(lines) == 1 and "board_colour" in lines[0] and "check --env-args" in lines[0], lines
