@@ -127,3 +127,15 @@ def test_sigkill_of_arl_learn_leaves_no_process_behind(tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait()
     assert_no_orphans(env[TAG])
+
+
+def test_a_factory_that_cannot_be_pickled_is_one_line(tmp_path: Path) -> None:
+    script = ("import threading\nimport ml_arl\nfrom ml_arl.envs.games.builtin import Reach\nLOCK = threading.Lock()\n"
+              "def make_env(seed):\n    with LOCK:\n        return Reach(seed=seed)\n"
+              "ml_arl.train(None, run_id='x', env=make_env)\n")
+    proc, tag = run_script(tmp_path, script)
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("ml_arl.exceptions.EnvironmentSourceError: --env __main__:make_env: cannot be sent"), proc.stderr
+    assert "manager: inprocess" in last
+    assert_no_orphans(tag)

@@ -48,7 +48,7 @@ from ml_arl.envs.managers.env_manager import WorkerErrorLog
 from ml_arl.envs.managers.forkserver import WorkerProcess, fork_server
 from ml_arl.envs.managers.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager, worker_died
 from ml_arl.envs.sources import EnvFactory
-from ml_arl.exceptions import WorkerError
+from ml_arl.exceptions import EnvironmentSourceError, WorkerError
 from ml_arl.messages import (
     CloseCommand,
     ResetReply,
@@ -119,10 +119,24 @@ class _Worker:
         return max(self.sent[0], self.last_reply) + timeout
 
 
+def pickled_factory(factory: EnvFactory) -> bytes:
+    """The factory as the workers receive it (cloudpickle: a class or function of the script or a
+    notebook travels by value); one that cannot be pickled is a one-line EnvironmentSourceError."""
+    try:
+        return cloudpickle.dumps(factory)
+    except Exception as err:  # noqa: BLE001 - whatever the user's objects raise when pickled
+        first = (str(err).strip().splitlines() or [""])[0]
+        raise EnvironmentSourceError(
+            f"--env {factory.description}: cannot be sent to the worker processes ({type(err).__name__}: {first}); "
+            "build what cannot be pickled (a lock, an open file, a connection) inside the factory, or set "
+            "env_settings.manager: inprocess"
+        ) from None
+
+
 class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
     def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int, error_log: Optional[WorkerErrorLog] = None):
         super().__init__(settings, error_log)
-        self.factory_bytes = cloudpickle.dumps(factory)
+        self.factory_bytes = pickled_factory(factory)
         self.seed = seed
         self.workers: list[_Worker] = []
 
