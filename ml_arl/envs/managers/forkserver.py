@@ -127,12 +127,13 @@ class ForkServer:
         )
         theirs.close()
         self.control = ours
+        self.owner = os.getpid()  # a process forked from this one (a notebook's fork) needs a server of its own
         self._lock = threading.Lock()
         self._awaiting: list[WorkerProcess] = []  # launched, pid not read yet (answers come in order)
         send_message(self.control, list(sys.path))
 
     def alive(self) -> bool:
-        return self.process.poll() is None
+        return self.owner == os.getpid() and self.process.poll() is None
 
     def start_worker(self, name: str, args: tuple[Any, ...]) -> tuple[WorkerProcess, Connection]:
         """Fork a worker that runs ``worker_main(conn, *args)``; returns its handle and this end of
@@ -182,7 +183,8 @@ _server_lock = threading.Lock()
 
 
 def fork_server() -> ForkServer:
-    """This process's fork server, started (again, if it died) on first use."""
+    """This process's fork server, started on first use, and again if it died or this process is a
+    fork of the one that started it (the socket is the parent's: the child leaves it alone)."""
     global _server
     with _server_lock:
         if _server is None or not _server.alive():
