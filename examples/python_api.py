@@ -49,5 +49,5 @@ def main() -> None:
     print(f"vector env: {envs.num_envs} sub-environments, {len(ended)} episodes ended in 1,000 steps")
 
 
-if __name__ == "__main__":  # train() starts worker processes: a script needs this guard
+if __name__ == "__main__":  # argparse in main(); train() itself needs no guard (workers never import this file)
     main()
