@@ -135,7 +135,8 @@ def test_a_wrong_sensor_is_found_by_check_wiring_and_by_a_run_but_check_starts_n
     --check-wiring starts it and names the sensor (exit 2); a training run finds it as its worker's
     environment first starts: one line, exit 2, nothing restarted."""
     data = run_file_data()
-    data["schedule"][0]["train"]["agents"][0]["sensors"][2] = "myenv.2x"
+    agent = data["schedule"][0]["train"]["agents"][0]
+    agent["sensors"] = [*agent["sensors"][:2], "myenv.2x", *agent["sensors"][3:]]  # its actuators stay right
     path = write(tmp_path / "wired.yml", data)
     check = arl_learn_here([path.name, "--check"], cwd=tmp_path)
     assert check.returncode == 0, check.stdout + check.stderr
