@@ -61,10 +61,11 @@ def new_tag() -> dict[str, str]:
     return dict(os.environ, **{TAG: uuid.uuid4().hex, "PYTHONPATH": str(ROOT)})
 
 
-def two_phases(env: str, train_steps: int = 600, test_episodes: int = 4, **env_settings: Any) -> dict[str, Any]:
+def two_phases(env: str, train_steps: int = 600, test_episodes: int = 4, num_envs: int = 2,
+               **env_settings: Any) -> dict[str, Any]:
     """A small PPO config on ``env`` that trains ``train_steps`` and then tests ``test_episodes``."""
     return {
-        "env_settings": {"env_path": env, "num_envs": 2, **env_settings},
+        "env_settings": {"env_path": env, "num_envs": num_envs, **env_settings},
         "default_settings": {
             "trainer_type": "ppo",
             "hyperparameters": {"batch_size": 64, "buffer_size": 256, "learning_rate": 3.0e-4, "num_epoch": 2},

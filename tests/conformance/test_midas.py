@@ -1,6 +1,6 @@
 """palaestrAI's power grids: MIDAS through palaestrai-mosaik, unchanged, with the default subprocess
 workers. The run file and scenario are examples/midas's (pandapower's CIGRE MV grid with PV and
-wind; MIDAS' store and powergrid modules only, so nothing is downloaded), with episodes cut to 8
+wind; MIDAS' store and powergrid modules only, so nothing is downloaded), with episodes cut to 4
 steps of 15 minutes. MIDAS' store starts a process of its own in the worker, and mosaik runs its
 world on the worker's event loop: the run must exit 0 with no traceback and no asyncio error, the
 store must hold every step, the closing line must count them, and no process may be left."""
@@ -21,7 +21,7 @@ from tests.support.runs import ROOT, arl_learn
 
 pytest.importorskip("midas_palaestrai")
 EXAMPLE = ROOT / "examples" / "midas"
-STEPS = 8  # per episode: 3 train episodes and 1 test episode
+STEPS = 4  # per episode: 3 train episodes and 1 test episode
 
 
 def midas_folder(tmp_path: Path, steps: int = STEPS) -> Path:

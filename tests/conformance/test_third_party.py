@@ -63,14 +63,17 @@ def _pettingzoo(registry: str, name: str) -> list[str]:
 PETTINGZOO_CLASSIC = _pettingzoo("pettingzoo.classic.all_modules", "classic_environments")
 MPE = _pettingzoo("mpe2.all_modules", "mpe_environments")
 GAME_ARGS = {"classic/go_v5": ["board_size=5"]}  # a 5x5 board: the same game, a twentieth of 19x19's observation
-GAME_STEPS = {"classic/chess_v6": 6000}  # a game of two untrained players lasts hundreds of moves
+# a game of two untrained chess players lasts hundreds of moves (python-chess ends it by the 75-move rule at
+# the latest): one worker, so that one game ends within the training phase
+GAME_STEPS = {"classic/chess_v6": 3000}
+GAME_WORKERS = {"classic/chess_v6": 1}
 
 
 @pytest.mark.parametrize("game", PETTINGZOO_CLASSIC)
 def test_pettingzoo_classic(tmp_path: Path, game: str) -> None:
     module = f"pettingzoo.classic.{game.split('/')[1]}"
     run_case(tmp_path, two_phases(f"pettingzoo:{module}", train_steps=GAME_STEPS.get(game, 300), test_episodes=2,
-                                  env_args=GAME_ARGS.get(game, [])))
+                                  num_envs=GAME_WORKERS.get(game, 2), env_args=GAME_ARGS.get(game, [])))
 
 
 @pytest.mark.parametrize("game", MPE)
@@ -83,7 +86,7 @@ def test_pettingzoo_mpe(tmp_path: Path, game: str) -> None:
 def test_grid2op_sandbox(tmp_path: Path) -> None:
     pytest.importorskip("grid2op")
     # untrained operators black the grid out within a few dozen steps: episodes end soon
-    run_case(tmp_path, two_phases("grid2op:l2rpn_case14_sandbox", train_steps=200, test_episodes=2))
+    run_case(tmp_path, two_phases("grid2op:l2rpn_case14_sandbox", train_steps=200, test_episodes=2, num_envs=1))
 
 
 # -- palaestrai-environments, through run files -----------------------------------------------------
