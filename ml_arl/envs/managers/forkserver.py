@@ -35,6 +35,7 @@ from ml_arl.envs.managers.forkserver_main import LOST, STATUS, recv_message, sen
 
 # Workers share the machine's cores: one BLAS thread each (set before the server starts).
 _SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+PID_TIMEOUT_S = 120.0  # how long the server may take to answer a launch (it may still be importing)
 _PACKAGE_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 _SERVER_CODE = (
     "import sys; sys.path.insert(0, {root!r}); "
@@ -128,12 +129,13 @@ class ForkServer:
         theirs.close()
         self.control = ours
         self.owner = os.getpid()  # a process forked from this one (a notebook's fork) needs a server of its own
+        self.lost = False  # it stopped answering
         self._lock = threading.Lock()
         self._awaiting: list[WorkerProcess] = []  # launched, pid not read yet (answers come in order)
         send_message(self.control, list(sys.path))
 
     def alive(self) -> bool:
-        return self.owner == os.getpid() and self.process.poll() is None
+        return self.owner == os.getpid() and not self.lost and self.process.poll() is None
 
     def start_worker(self, name: str, args: tuple[Any, ...]) -> tuple[WorkerProcess, Connection]:
         """Fork a worker that runs ``worker_main(conn, *args)``; returns its handle and this end of
@@ -157,17 +159,24 @@ class ForkServer:
         return handle, Connection(mine.detach())
 
     def read_pids(self) -> None:
-        """Read the pids the server has answered, up to the last launched worker's."""
+        """Read the pids the server has answered, up to the last launched worker's. A server that
+        says nothing within PID_TIMEOUT_S (its imports included) is taken as lost: its workers'
+        lifelines still end them with this process."""
         with self._lock:
-            while self._awaiting:
-                try:
-                    pid = recv_message(self.control)
-                except (EOFError, OSError):
-                    for handle in self._awaiting:
-                        handle._pid, handle._exitcode = -1, LOST
-                    self._awaiting.clear()
-                    return
-                self._awaiting.pop(0)._pid = pid
+            self.control.settimeout(PID_TIMEOUT_S)
+            try:
+                while self._awaiting:
+                    try:
+                        pid = recv_message(self.control)
+                    except (EOFError, OSError):  # socket.timeout is an OSError
+                        for handle in self._awaiting:
+                            handle._pid, handle._exitcode = -1, LOST
+                        self._awaiting.clear()
+                        self.lost = True  # the next fork_server() starts another
+                        return
+                    self._awaiting.pop(0)._pid = pid
+            finally:
+                self.control.settimeout(None)
 
     def close(self) -> None:
         self.control.close()
