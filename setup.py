@@ -35,7 +35,7 @@ setup(
         "pettingzoo": ["pettingzoo>=1.25,<2", "mpe2>=1.0", "chess>=1.9.4", "rlcard>=1.0.5"],
         # plain ray (the actors); ray[default] (dashboard, metrics) installs beside it too
         "ray": ["ray>=2.60"],
-        # --mlflow-uri and --wandb-project (ml_arl.trackers); the tests start a real mlflow server
+        # --mlflow-uri and --wandb-project (ml_arl.results.trackers); the tests start a real mlflow server
         "trackers": ["mlflow>=3.0", "wandb>=0.18"],
         # palaestrAI run files, environments, objectives and Brain/Muscle agents (ml_arl.palaestrai);
         # palaestrai 3.5.18 pins click 8.1, gymnasium 1.0 and SQLAlchemy 2.0: wandb resolves to a release that takes click 8.1
@@ -49,6 +49,6 @@ setup(
         "grid2op": ["grid2op>=1.12", "lightsim2grid>=1.2"],
     },
     entry_points={
-        "console_scripts": ["arl-learn=ml_arl.cli:run", "arl-report=ml_arl.report:main", "arl-study=ml_arl.study.cli:run"],
+        "console_scripts": ["arl-learn=ml_arl.cli.learn:run", "arl-report=ml_arl.cli.report:main", "arl-study=ml_arl.cli.study:run"],
     },
 )

@@ -74,7 +74,7 @@ def one_run(config: Path, workdir: Path, run_id: str) -> dict[str, float]:
     peak = {"rss": 0, "pss": 0}
     started = time.time()
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.cli", str(config), "--run-id", run_id, "--results-dir", str(workdir)],
+        [sys.executable, "-m", "ml_arl.cli.learn", str(config), "--run-id", run_id, "--results-dir", str(workdir)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
     stop = threading.Event()

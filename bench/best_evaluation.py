@@ -30,8 +30,8 @@ from compare_seeds import interval  # bench/compare_seeds.py, imported while thi
 # bench/mujoco.py would shadow the mujoco package gymnasium imports: this folder leaves the path
 sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
 
-from ml_arl.inference import evaluate, load_policy  # noqa: E402
-from ml_arl.study.stats import estimate, seed_statistics  # noqa: E402
+from ml_arl.api.inference import evaluate, load_policy  # noqa: E402
+from ml_arl.study.bootstrap import estimate, seed_statistics  # noqa: E402
 
 STEP = re.compile(r"-(\d+)\.onnx$")
 

@@ -58,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         for seed in args.seeds:
             run_id = f"cartpole-zoo-s{seed}"
-            cmd = [sys.executable, "-m", "ml_arl.cli", f.name, "--run-id", run_id, "--seed", str(seed),
+            cmd = [sys.executable, "-m", "ml_arl.cli.learn", f.name, "--run-id", run_id, "--seed", str(seed),
                    "--results-dir", str(args.results_dir), "--force"]
             proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
             if proc.returncode != 0:

@@ -1,11 +1,11 @@
 """`make bench-check`: re-run the README's short benchmarks on this machine and fail when a figure
 the README gives is further from today's measurement than its noise allows.
 
-Each check names the README sentence it reads the published figure from (a regular expression with
-one group), the benchmark that measures it now (medians of --repeats rounds), and its noise: the
-relative difference that rounds of the same code showed on the machine the figure came from
-(docs/benchmarks.md gives those rounds). A figure outside its band is either stale (re-measure it
-and update the README with the command and commit) or a regression.
+Each check names the README text it reads the published figure from (a regular expression with
+one group, matched in the Performance table's row), the benchmark that measures it now (medians of
+--repeats rounds), and its noise: the relative difference that rounds of the same code showed on
+the machine the figure came from (docs/benchmarks.md gives those rounds). A figure outside its band
+is either stale (re-measure it and update the README with the command and commit) or a regression.
 
     python bench/check_readme.py [--repeats 3] [--only palaestrai]
 
@@ -46,15 +46,16 @@ class Check:
 # gave 4.1 s / 0.148 s / 960 steps/s / 644 MB against it (docs/benchmarks.md), so timings move by a
 # quarter or so from round to round on a shared 2-core machine and memory by under 5%.
 CHECKS = [
-    Check("palaestrai", "command to exit (s)", r"run\):\s+([\d.]+) s from command to exit", "wall", 0.35),
-    Check("palaestrai", "phase switch (s)", r"a phase switch of ([\d.]+) s", "switch", 0.5),
-    Check("palaestrai", "environment steps/s", r"([\d,]+) environment steps/s against", "steps_per_s", 0.3),
-    Check("palaestrai", "peak memory (MB)", r"([\d,]+) MB against [\d.]+ GB", "peak_mb", 0.1),
-    Check("palaestrai", "first step (s)", r"the first step\s+after ([\d.]+) s", "first_step", 0.35),
+    Check("palaestrai", "command to exit (s)", r"\| ([\d.]+) s from command to exit", "wall", 0.35),
+    Check("palaestrai", "phase switch (s)", r"phase switch ([\d.]+) s", "switch", 0.5),
+    Check("palaestrai", "environment steps/s", r"([\d,]+) environment steps/s", "steps_per_s", 0.3),
+    Check("palaestrai", "peak memory (MB)", r"peak memory ([\d,]+) MB", "peak_mb", 0.1),
+    Check("palaestrai", "first step (s)", r"first step after ([\d.]+) s", "first_step", 0.35),
     # Three runs of bench/sac_step.py on ed4892a gave 0.74 / 0.77 / 0.76; bench/deterministic_cost.py's rounds
-    # 1.20 / 1.34 / 1.03 around its median 1.20 (docs/benchmarks.md, "--deterministic" and "make bench-check").
-    Check("sac-step", "SAC gradient step / SB3's", r"One SAC gradient step costs ([\d.]+)x Stable-Baselines3", "ratio", 0.1),
-    Check("deterministic", "--deterministic wall-clock / without", r"`--deterministic`\*\* reproduces a run bit for bit at ([\d.]+)x", "ratio", 0.15),
+    # 1.20 / 1.34 / 1.03 around its median 1.20 (docs/benchmarks.md, "Deterministic runs" and "make bench-check").
+    # Both read the ml_arl column of their table row: the first "| <figure>x" after the row's link.
+    Check("sac-step", "SAC gradient step / SB3's", r"\[One SAC gradient step\]\([^)]*\)[^|]*\| ([\d.]+)x", "ratio", 0.1),
+    Check("deterministic", "--deterministic wall-clock / without", r"\[`--deterministic`\]\([^)]*\)[^|]*\| ([\d.]+)x", "ratio", 0.15),
 ]
 
 

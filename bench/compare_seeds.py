@@ -1,5 +1,5 @@
 """Two sides' per-seed scores side by side: mean and IQM (interquartile mean), each with its 95%
-percentile-bootstrap interval over the seeds (ml_arl.study.stats, as arl-study reports them), and
+percentile-bootstrap interval over the seeds (ml_arl.study.bootstrap, as arl-study reports them), and
 the ratio of the means and of the IQMs.
 
     python bench/compare_seeds.py --a "ML-Agents 1.1.0" 478 713 771 634.3 --b arl-learn 345.2 665.4 376.8 372.0 958.1
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 
-from ml_arl.study.stats import seed_statistics
+from ml_arl.study.bootstrap import seed_statistics
 
 
 def interval(e: dict[str, float | None]) -> str:

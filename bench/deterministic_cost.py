@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def run(config: Path, run_id: str, seed: int, results: Path, deterministic: bool) -> tuple[float, list[float], str]:
     """(wall-clock s, episode returns in order, a digest of the final checkpoints)."""
-    cmd = [sys.executable, "-m", "ml_arl.cli", str(config), "--run-id", run_id, "--seed", str(seed),
+    cmd = [sys.executable, "-m", "ml_arl.cli.learn", str(config), "--run-id", run_id, "--seed", str(seed),
            "--results-dir", str(results), "--force"] + (["--deterministic"] if deterministic else [])
     started = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)

@@ -1,6 +1,6 @@
 """Two sides' finished runs scored over several tails of their episodes: for each fraction, each seed's
 mean return over its last fraction of episodes, and the seeds' mean and IQM with 95% intervals
-(``ml_arl.study.stats``, as arl-study and ``bench/compare_seeds.py`` report them).
+(``ml_arl.study.bootstrap``, as arl-study and ``bench/compare_seeds.py`` report them).
 
 A run folder is read as either side writes it: arl-learn's ``results.sqlite`` (``bench/mujoco.py``)
 or the ``episodes-w*.csv`` files of ``bench/mlagents_gym.py`` (ML-Agents' side). The last 10% is the
@@ -21,7 +21,7 @@ from pathlib import Path
 
 from compare_seeds import interval  # bench/compare_seeds.py
 
-from ml_arl.study.stats import seed_statistics
+from ml_arl.study.bootstrap import seed_statistics
 
 
 def run_returns(run_dir: Path) -> list[float]:

@@ -1,6 +1,6 @@
 """Finished runs' final policies, evaluated: each run's last checkpoint plays ``--episodes`` fresh
 episodes with the most likely action (``--stochastic`` to sample), and the script prints each run's
-mean +- sd over its episodes, then the runs' mean and IQM with 95% intervals (``ml_arl.study.stats``).
+mean +- sd over its episodes, then the runs' mean and IQM with 95% intervals (``ml_arl.study.bootstrap``).
 
 This is rl-baselines3-zoo's protocol (a trained agent's deterministic evaluation, mean +- sd over the
 evaluation episodes), where ``bench/mujoco.py``'s score is the last 10% of the training episodes,
@@ -31,8 +31,8 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).re
 
 from mlagents_envs.base_env import ActionTuple  # noqa: E402
 
-from ml_arl.inference import evaluate, load_policy  # noqa: E402
-from ml_arl.study.stats import seed_statistics  # noqa: E402
+from ml_arl.api.inference import evaluate, load_policy  # noqa: E402
+from ml_arl.study.bootstrap import seed_statistics  # noqa: E402
 
 MEAN_AS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
     "tanh": np.tanh,  # an ML-Agents SAC model's un-squashed mean -> tanh(mean), as ml_arl acts

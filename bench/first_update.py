@@ -5,9 +5,9 @@ Question: does ``torch.optim.Adam(fused=True)``, whose first construction import
 ``torch._dynamo`` (about 1.2 s on a 2-core machine), keep the time to the first update within
 0.1 s of today's if that import is done in a background thread while the workers start?
 
-Variants, each a fresh ``arl-learn`` process (``python -c``, calling ``ml_arl.cli.main``):
+Variants, each a fresh ``arl-learn`` process (``python -c``, calling ``ml_arl.cli.learn.main``):
 
-- ``today``: arl-learn as it is (ml_arl.trainers.optim.Adam, no torch.optim).
+- ``today``: arl-learn as it is (ml_arl.trainers.optimizers.Adam, no torch.optim).
 - ``torch-adam-prebuilt``: PPOTrainer's optimizer is ``torch.optim.Adam(params, lr, fused=True)``
   behind a small wrapper with the attributes ppo.py uses (``lr``, ``params``, ``zero_grad``,
   ``step``, ``state_dict``, ``load_state_dict``), and a thread started first thing in the
@@ -17,7 +17,7 @@ Variants, each a fresh ``arl-learn`` process (``python -c``, calling ``ml_arl.cl
   PPOTrainer.__init__, on the critical path.
 
 ml_arl is not edited: the child installs an import hook that replaces ``Adam`` in
-``ml_arl.trainers.ppo`` right after that module executes (importing it up front would import
+``ml_arl.trainers.ppo.trainer`` right after that module executes (importing it up front would import
 torch before the workers are launched and change what is measured).
 
 Clock: the parent takes ``t0 = time.perf_counter()`` just before ``Popen`` and stops when the
@@ -120,13 +120,13 @@ def _warm_up_torch_optim() -> None:
 
 
 def _patch_ppo_adam() -> None:
-    """Make ``ml_arl.trainers.ppo.Adam`` be TorchAdam once that module is imported, not before."""
+    """Make ``ml_arl.trainers.ppo.trainer.Adam`` be TorchAdam once that module is imported, not before."""
     import importlib.abc
     import importlib.util
 
     class PatchPPO(importlib.abc.MetaPathFinder):
         def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-            if name != "ml_arl.trainers.ppo":
+            if name != "ml_arl.trainers.ppo.trainer":
                 return None
             sys.meta_path.remove(self)
             spec = importlib.util.find_spec(name)
@@ -150,7 +150,7 @@ def child(variant: str, argv: list[str]) -> int:
         threading.Thread(target=_warm_up_torch_optim, name="torch-optim-warm-up", daemon=True).start()
     if variant != "today":
         _patch_ppo_adam()
-    from ml_arl.cli import main
+    from ml_arl.cli.learn import main
 
     return main(argv)
 

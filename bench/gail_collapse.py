@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator  # noqa: E402
 
-from ml_arl.run.controller import TrainerController  # noqa: E402
 from ml_arl.settings import build_run_options  # noqa: E402
+from ml_arl.training.controller import TrainerController  # noqa: E402
 from tests.integration.test_signals_learning import SAC  # noqa: E402
 
 ENV = "tests.support.simple_envs:goal_reach"

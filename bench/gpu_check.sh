@@ -83,7 +83,7 @@ for name in ("numpy", "google.protobuf", "grpc", "tensorboard", "pydantic", "pyd
         print(f"  {name} FAILED: {type(e).__name__}: {e}")
 EOF
   rc=$?; record "a. torch+packages" $rc $t0
-  local hopper='import ml_arl.cli, mujoco, gymnasium
+  local hopper='import ml_arl.cli.learn, mujoco, gymnasium
 e = gymnasium.make("Hopper-v5"); o, _ = e.reset(seed=0); r = e.step(e.action_space.sample())[1]
 print("Hopper-v5 ok: obs", o.shape, "reward", round(float(r), 3), "mujoco", mujoco.__version__, "MUJOCO_GL", __import__("os").environ.get("MUJOCO_GL"))'
   timeout "$(left $end)" python3 -c "$hopper"; rc=$?
@@ -92,7 +92,7 @@ print("Hopper-v5 ok: obs", o.shape, "reward", round(float(r), 3), "mujoco", mujo
     export MUJOCO_GL=disable
     timeout "$(left $end)" python3 -c "$hopper"; rc=$?
   fi
-  record "a. ml_arl.cli+Hopper-v5" $rc $t0
+  record "a. ml_arl.cli.learn+Hopper-v5" $rc $t0
 
   # ---- c. sac_step.py: ms per SAC gradient step on the CPU and on CUDA
   # (buffer_init_steps 5000: with Hopper-sac.yaml's 10000 the 5000 experiences sac_step.py fills take no step)
@@ -143,7 +143,7 @@ print("Hopper-v5 ok: obs", o.shape, "reward", round(float(r), 3), "mujoco", mujo
   rm -rf "$RES"
   local pids=() s
   for s in $SEEDS; do
-    timeout -s INT -k "$D_GRACE_S" "$d_s" python3 -c 'from ml_arl.cli import run; run()' $cfg \
+    timeout -s INT -k "$D_GRACE_S" "$d_s" python3 -c 'from ml_arl.cli.learn import run; run()' $cfg \
       --run-id hopper-sac-s$s --seed $s --results-dir "$RES" --force --torch-device "$dev" > "$OUT/seed$s.log" 2>&1 &
     pids+=($!)
   done

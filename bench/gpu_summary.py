@@ -69,7 +69,7 @@ def sac_step(argv: list[str]) -> int:
     if device.type == "cuda" and not torch.cuda.is_available():
         print(f"sac-step: {args.device} requested but CUDA is unavailable (torch {torch.__version__})")
         return 3
-    import ml_arl.trainers.sac as sac
+    import ml_arl.trainers.sac.trainer as sac
 
     base = sac.SACTrainer
 

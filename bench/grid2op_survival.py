@@ -40,7 +40,7 @@ def run_seed(config: dict, seed: int, results: Path) -> tuple[dict[str, list[int
     run_id = f"case14-seed{seed}"
     started = time.time()
     proc = subprocess.run(
-        [sys.executable, "-m", "ml_arl.cli", str(path), "--run-id", run_id, "--seed", str(seed),
+        [sys.executable, "-m", "ml_arl.cli.learn", str(path), "--run-id", run_id, "--seed", str(seed),
          "--results-dir", str(results), "--force"],
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )

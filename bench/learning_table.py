@@ -3,7 +3,7 @@ learning table): each learning task of the test suite, run for several seeds, on
 each in a fresh process.
 
 A run trains in-process (``manager: inprocess``) with the test's hyperparameters and ends once
-solved: a callback stops it (ml_arl.callbacks.StopOnReward; the run saves, as for Ctrl-C) when the
+solved: a callback stops it (ml_arl.training.callbacks.StopOnReward; the run saves, as for Ctrl-C) when the
 last 20 episode returns (POCA: the last 20 agents' successes) average above the task's
 ``solved_at``; otherwise it trains on to the test's ``max_steps``. "steps" is the trainer's step count at the end, "seconds" the wall-clock
 of the run from building the controller to its return (imports excluded). A run counts as
@@ -135,8 +135,8 @@ def _tasks() -> list[Task]:
 
 def _record_expert(tmp: str) -> str:
     """The goal-reaching expert (tests.support.plugins) acting with --inference --record-demo: its .demo folder."""
-    from ml_arl.run.controller import TrainerController
     from ml_arl.settings import build_run_options
+    from ml_arl.training.controller import TrainerController
 
     config = {
         "env_settings": {"env_path": GOAL_REACH, "env_args": ["continuous=1"], "manager": "inprocess", "seed": 7},
@@ -178,8 +178,8 @@ def _run(task: Task, seed: int, queue: Any) -> None:
     """One run, in a fresh process: puts (steps, seconds, last-5 mean) on ``queue``."""
     import numpy as np
 
-    from ml_arl.run.controller import TrainerController
     from ml_arl.settings import build_run_options
+    from ml_arl.training.controller import TrainerController
     from tests.support import simple_envs
 
     with tempfile.TemporaryDirectory() as tmp:

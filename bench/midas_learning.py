@@ -88,7 +88,10 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10, help="training episodes at each end that are compared")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--ppo", type=yaml.safe_load, default={},
+                        help="harl PPOBrain parameters over the defaults, as a YAML mapping: '{gamma: 0.9}'")
     args = parser.parse_args()
+    PPO["params"].update(args.ppo)
     tasks = [(seed, learner) for seed in args.seeds for learner in (True, False)]
     with ThreadPoolExecutor(args.jobs) as pool:
         results = list(pool.map(lambda t: one_run(t[0], t[1], args), tasks))

@@ -72,7 +72,7 @@ def run_one(algo: str, task: str, seed: int, steps: int, configs: Path, results:
         path = f.name
     started = time.perf_counter()
     try:
-        cmd = [sys.executable, "-m", "ml_arl.cli", path, "--run-id", run_id, "--seed", str(seed),
+        cmd = [sys.executable, "-m", "ml_arl.cli.learn", path, "--run-id", run_id, "--seed", str(seed),
                "--results-dir", str(results), "--force", *extra]
         proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     finally:

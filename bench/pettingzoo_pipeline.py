@@ -25,7 +25,7 @@ import numpy as np
 import torch
 
 from ml_arl.envs.adapters.pettingzoo_env import make_pettingzoo_env
-from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
+from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.envs.sources import resolve_env
 from ml_arl.settings import EnvSettings
 

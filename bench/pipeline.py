@@ -20,16 +20,16 @@ import time
 import numpy as np
 import torch
 
+from ml_arl.envs.backends.env_manager import EnvManager
+from ml_arl.envs.backends.inprocess_env_manager import InProcessEnvManager
+from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.envs.games.builtin import Trivial
-from ml_arl.envs.managers.env_manager import EnvManager
-from ml_arl.envs.managers.inprocess_env_manager import InProcessEnvManager
-from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.envs.sources import resolve_env
-from ml_arl.run.agent_manager import AgentManager
-from ml_arl.run.policies import policy_message
+from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import EnvSettings, TrainerSettings
-from ml_arl.stats import StatsReporter
-from ml_arl.trainers.ppo import PPOTrainer
+from ml_arl.trainers.ppo.trainer import PPOTrainer
+from ml_arl.training.agent_manager import AgentManager
+from ml_arl.training.policy_router import policy_message
 
 
 def limit_steps_per_second(seconds: float) -> float:

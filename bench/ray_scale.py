@@ -22,9 +22,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ml_arl.envs.managers.env_manager import EnvManager
-from ml_arl.envs.managers.ray_env_manager import RayEnvManager, connect
-from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
+from ml_arl.envs.backends.env_manager import EnvManager
+from ml_arl.envs.backends.ray_env_manager import RayEnvManager, connect
+from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager
 from ml_arl.envs.sources import resolve_env
 from ml_arl.settings import EnvSettings
 

@@ -4,7 +4,7 @@ SAC evaluates two Q networks of the same shape on the same inputs. This measures
 one torch thread (as arl-learn sets it), the forward and backward pass of the twin critics on the
 Hopper config's shapes (11 observations + 3 actions in, 2 x 256 swish, batch 256):
 
-* ``separate``: two networks, each layer ``F.linear`` (what ``ml_arl/trainers/sac_networks.py`` does);
+* ``separate``: two networks, each layer ``F.linear`` (what ``ml_arl/trainers/sac/networks.py`` does);
 * ``stacked``: both networks' weights stacked [2, in, out], each layer one ``torch.baddbmm``;
 * ``stack-per-pass``: the two networks' own weights stacked on every pass (``torch.stack``, its backward
   handing each network its gradient), then as ``stacked``: what a trainer that keeps its two Q networks

@@ -50,12 +50,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     import torch
     from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 
-    from ml_arl.config_file import load_config_file
-    from ml_arl.messages import Trajectory
-    from ml_arl.run.controller import set_torch_threads
+    from ml_arl.core.experience import Trajectory
+    from ml_arl.results.summary_writers import StatsReporter
     from ml_arl.settings import build_run_options
-    from ml_arl.stats import StatsReporter
-    from ml_arl.trainers.sac import SACTrainer
+    from ml_arl.settings.config_file import load_config_file
+    from ml_arl.trainers.sac.trainer import SACTrainer
+    from ml_arl.training.controller import set_torch_threads
 
     set_torch_threads()
     if args.threads:

@@ -169,7 +169,7 @@ def run_sb3(seed: int) -> tuple[Result, Optional[float]]:
 def sb3_child(seed: int) -> None:
     import torch
 
-    from ml_arl.run.controller import set_torch_threads
+    from ml_arl.training.controller import set_torch_threads
 
     set_torch_threads()  # the same count arl-learn sets for itself
     torch.manual_seed(seed)
@@ -245,7 +245,7 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     import torch
 
-    from ml_arl.run.controller import set_torch_threads
+    from ml_arl.training.controller import set_torch_threads
 
     set_torch_threads()  # the same count arl-learn sets for itself
     sb3_version = "-"

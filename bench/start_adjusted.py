@@ -37,8 +37,8 @@ sys.path = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).re
 
 import numpy as np  # noqa: E402
 
-from ml_arl.inference import evaluate, load_policy  # noqa: E402
-from ml_arl.study.stats import seed_statistics  # noqa: E402
+from ml_arl.api.inference import evaluate, load_policy  # noqa: E402
+from ml_arl.study.bootstrap import seed_statistics  # noqa: E402
 
 
 def run_seed(run_dir: Path) -> int:

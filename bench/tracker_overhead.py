@@ -55,10 +55,10 @@ def start_server(folder: str) -> tuple[subprocess.Popen[bytes], str]:
 
 def per_summary_ms(config: str, url: str, folder: str, count: int) -> float:
     sys.path.insert(0, ROOT)
-    from ml_arl.config_file import load_config_file
+    from ml_arl.results.summary_writers import StatsSummary
+    from ml_arl.results.trackers.mlflow_writer import MLflowWriter
     from ml_arl.settings.build import build_run_options
-    from ml_arl.stats import StatsSummary
-    from ml_arl.trackers.mlflow_writer import MLflowWriter
+    from ml_arl.settings.config_file import load_config_file
 
     data, _ = load_config_file(config)
     options = build_run_options(data, {"checkpoint_settings": {"run_id": "per-summary", "results_dir": folder},
@@ -77,7 +77,7 @@ def per_summary_ms(config: str, url: str, folder: str, count: int) -> float:
 
 def run_seconds(config: str, folder: str, run_id: str, extra: list[str]) -> float:
     start = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "ml_arl.cli", config, "--run-id", run_id, "--results-dir", folder, "--seed", "1", *extra],
+    subprocess.run([sys.executable, "-m", "ml_arl.cli.learn", config, "--run-id", run_id, "--results-dir", folder, "--seed", "1", *extra],
                    check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
     return time.perf_counter() - start
 

@@ -72,10 +72,11 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel  # noqa: E402
 from mlagents_envs.side_channel.stats_side_channel import StatsSideChannel  # noqa: E402
 
-from ml_arl.envs.sources import EnvFactory, unity_factory  # noqa: E402
-from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
+from ml_arl.core.env_factory import EnvFactory  # noqa: E402
+from ml_arl.envs.sources import unity_factory  # noqa: E402
+from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager  # noqa: E402
 from ml_arl.envs.adapters.unity_env import port_is_free  # noqa: E402
-from ml_arl.messages import PolicyMessage  # noqa: E402
+from ml_arl.core.actor_weights import PolicyMessage  # noqa: E402
 from ml_arl.settings import CheckpointSettings, EngineSettings, EnvSettings, RunOptions  # noqa: E402
 from tests.support.unity_standin import make_build  # noqa: E402
 
@@ -268,7 +269,7 @@ class Bench:
 def policy_message(spec: Any) -> PolicyMessage:
     import torch
 
-    from ml_arl.policy.networks import ActorCritic
+    from ml_arl.networks.actor_critic import ActorCritic
     from ml_arl.settings import NetworkSettings
 
     torch.manual_seed(0)

@@ -5,7 +5,7 @@ One ``Muscle.act`` on a batch of observations (16 by default, as 16 agents of on
 deciding together), with the actor of the learning tests (one layer of 32 units, one discrete
 branch) and ML-Agents' image sizes for each encoder: 36x36x3 for ``simple``, ``nature_cnn`` and
 ``resnet``, 15x15x3 for ``resnet`` at its minimum, 5x5x5 for ``match3``, 36x36x3 for
-``fully_connected``. BLAS runs on one thread, as in the worker processes (``envs/managers/forkserver.py``
+``fully_connected``. BLAS runs on one thread, as in the worker processes (``envs/backends/forkserver.py``
 sets the same variables); torch likewise gets one thread.
 
 Reported per encoder: the median and the best of ``--repeats`` timed calls, as wall time and as
@@ -31,8 +31,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType  # noqa: E402
 
-from ml_arl.policy.muscle import Muscle  # noqa: E402
-from ml_arl.policy.networks import ActorCritic  # noqa: E402
+from ml_arl.acting.muscle import Muscle  # noqa: E402
+from ml_arl.networks.actor_critic import ActorCritic  # noqa: E402
 from ml_arl.settings import NetworkSettings  # noqa: E402
 
 CASES = [

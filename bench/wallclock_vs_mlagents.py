@@ -3,7 +3,7 @@
 Each side is one whole command, timed from outside (process start to exit, imports included), run one after
 the other (--repeats rounds, the sides alternating), nothing else should be running:
 
-* ours: ``python -m ml_arl.cli <config> --seed N`` (the config's env_settings: 2 workers x 8 copies for
+* ours: ``python -m ml_arl.cli.learn <config> --seed N`` (the config's env_settings: 2 workers x 8 copies for
   config/mujoco/mlagents-walker/);
 * ML-Agents: ``<mlagents python> bench/mlagents_gym.py --config <config> --env <Task>-v5 --seed N`` (its
   SubprocessEnvManager with the same 2 workers x 8 copies, see that script).
@@ -48,7 +48,7 @@ def ours(config: dict, task: str, seed: int, results: Path) -> tuple[float, floa
         path = Path(f.name)
     try:
         run_id = f"ours-{task}-s{seed}"
-        wall, _ = timed([sys.executable, "-m", "ml_arl.cli", str(path), "--run-id", run_id, "--seed", str(seed),
+        wall, _ = timed([sys.executable, "-m", "ml_arl.cli.learn", str(path), "--run-id", run_id, "--seed", str(seed),
                          "--results-dir", str(results), "--force"])
     finally:
         path.unlink()

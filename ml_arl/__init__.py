@@ -9,17 +9,17 @@ _install_aliases()
 
 # The Python API (docs/python-api.md), imported on first use so that `import ml_arl` stays light
 _API = {
-    "train": "ml_arl.api",
-    "Run": "ml_arl.api",
-    "load_policy": "ml_arl.inference",
-    "evaluate": "ml_arl.inference",
-    "make_env": "ml_arl.inference",
-    "make_vec_env": "ml_arl.vector_env",
-    "Callback": "ml_arl.callbacks",
-    "StopTraining": "ml_arl.callbacks",
-    "StopOnReward": "ml_arl.callbacks",
-    "EvalCallback": "ml_arl.callbacks",
-    "CheckpointEvery": "ml_arl.callbacks",
+    "train": "ml_arl.api.train",
+    "Run": "ml_arl.api.train",
+    "load_policy": "ml_arl.api.inference",
+    "evaluate": "ml_arl.api.inference",
+    "make_env": "ml_arl.api.inference",
+    "make_vec_env": "ml_arl.api.vector_env",
+    "Callback": "ml_arl.training.callbacks",
+    "StopTraining": "ml_arl.training.callbacks",
+    "StopOnReward": "ml_arl.training.callbacks",
+    "EvalCallback": "ml_arl.api.eval_callback",
+    "CheckpointEvery": "ml_arl.training.callbacks",
 }
 
 __all__ = ["__version__", *_API]
@@ -27,7 +27,7 @@ __all__ = ["__version__", *_API]
 
 def __getattr__(name: str) -> object:
     if name in _API:
-        from ml_arl.import_path import resolve
+        from ml_arl.core.import_path import resolve
 
         return resolve(f"{_API[name]}:{name}")
     raise AttributeError(f"module 'ml_arl' has no attribute {name!r}")

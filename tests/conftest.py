@@ -6,7 +6,7 @@ import os
 
 # In-process runs act with numpy in the test process, next to torch: a multi-threaded BLAS there
 # competes with torch for the 2 cores (resnet acting went from 9 to 122 ms a step). Worker
-# processes already use one BLAS thread (ml_arl/envs/managers/forkserver.py). Set before numpy loads.
+# processes already use one BLAS thread (ml_arl/envs/backends/forkserver.py). Set before numpy loads.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 from pathlib import Path  # noqa: E402

@@ -31,14 +31,13 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Optional
 
 import yaml
-from mlagents_envs.base_env import BaseEnv
 
-from ml_arl.exceptions import EnvironmentSourceError
-from ml_arl.import_path import ImportPathError, resolve
+from ml_arl.core.env_factory import EnvFactory
+from ml_arl.core.exceptions import EnvironmentSourceError
+from ml_arl.core.import_path import ImportPathError, resolve
 
 logger = logging.getLogger(__name__)
 
@@ -58,30 +57,6 @@ def parse_env_args(env_args: Optional[list[str]]) -> dict[str, Any]:
                 f"--env-args: the value of {key!r} is not a YAML scalar ({value!r}); quote it or fix its syntax"
             ) from None
     return out
-
-
-@dataclass
-class EnvFactory:
-    """Builds the environment of worker ``worker_id``; picklable with cloudpickle."""
-
-    description: str
-    build: Callable[..., BaseEnv]
-    kwargs: dict[str, Any] = field(default_factory=dict)
-    pass_worker_id: bool = False
-    pass_seed: bool = True
-
-    def __call__(self, worker_id: int, seed: int) -> BaseEnv:
-        kwargs = dict(self.kwargs)
-        if self.pass_worker_id:
-            kwargs["worker_id"] = worker_id
-        if self.pass_seed:
-            kwargs["seed"] = seed
-        env = self.build(**kwargs)
-        if not isinstance(env, BaseEnv):
-            raise TypeError(
-                f"{self.description} returned {type(env).__name__}, expected an mlagents_envs.base_env.BaseEnv"
-            )
-        return env
 
 
 def _accepts(fn: Callable[..., Any], name: str, via_var_keyword: bool = True) -> bool:
@@ -133,12 +108,12 @@ def resolve_env(
     if sep and kind == "pettingzoo":
         return _pettingzoo_factory(env_path, name, kwargs, num_areas, probe)
     if sep and kind == "grid2op":  # a Grid2Op power grid (ml_arl.envs.adapters.grid2op_env)
-        from ml_arl.envs.adapters.grid2op_env.source import grid2op_source
+        from ml_arl.envs.adapters.grid2op_env.env_source import grid2op_source
 
         build, build_kwargs = grid2op_source(env_path, name, kwargs, num_areas, probe)
         return EnvFactory(env_path, build, build_kwargs)
     if sep and kind == "palaestrai":  # a palaestrAI run file's environment and agents (ml_arl.palaestrai)
-        from ml_arl.palaestrai.source import make_env, palaestrai_env_kwargs
+        from ml_arl.palaestrai.env_source import make_env, palaestrai_env_kwargs
 
         return EnvFactory(f"palaestrAI run file {name}", make_env, palaestrai_env_kwargs(env_path, name), True, True)
     if sep:

@@ -5,11 +5,11 @@ palaestrAI's agent API: a ``Muscle`` acts (``propose_actions(sensors, actuators_
 ``thinking(muscle_id, data_from_muscle)`` -> an update or None, ``store()``/``load()`` through its
 dumpers, a ``Memory``). Here:
 
-* ``PalaestraiMuscle`` (ml_arl.palaestrai.muscle) is the worker's muscle (ml_arl.policy.muscle's ``Acting`` contract): it
+* ``PalaestraiMuscle`` (ml_arl.palaestrai.muscles) is the worker's muscle (ml_arl.acting.muscle's ``Acting`` contract): it
   turns the observation row back into the agent's ``SensorInformation`` (ml_arl.palaestrai.spaces),
   calls the user's muscle, and encodes its setpoints as our action row; ``data_for_brain`` rides up
   with the step (``ActionInfo.extras`` -> ``Trajectory.extras``);
-* ``BrainTrainer`` is the behavior's trainer (a user trainer, ml_arl.trainers.base): for each step
+* ``BrainTrainer`` is the behavior's trainer (a user trainer, ml_arl.trainers.trainer): for each step
   of each trajectory, in order, it appends what palaestrAI's Learner appends to ``brain.memory``
   (the sensor readings and setpoints, the reward, the objective, done) and calls
   ``brain.thinking(muscle_id, data)``; an episode's first step is preceded by
@@ -35,11 +35,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ml_arl.messages import PolicySnapshot, Trajectory
+from ml_arl.core.actor_weights import PolicySnapshot
+from ml_arl.core.experience import Trajectory
 from ml_arl.palaestrai.definitions import EnvironmentSpec, PluginSpec, offered
-from ml_arl.palaestrai.muscle import MUSCLE, FilteredStep, MuscleWeights
+from ml_arl.palaestrai.muscles import MUSCLE, FilteredStep, MuscleWeights
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
-from ml_arl.trainers.base import Trainer
+from ml_arl.trainers.trainer import Trainer
 
 logger = logging.getLogger(__name__)
 

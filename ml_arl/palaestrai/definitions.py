@@ -10,7 +10,7 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ml_arl.import_path import resolve
+from ml_arl.core.import_path import resolve
 from ml_arl.palaestrai.loops import close_loop, run_awaited
 
 PHASE_PARAMETER = "palaestrai_phase"  # environment_parameters key: which phase's environment runs

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ml_arl.exceptions import PalaestraiComponentError
+from ml_arl.core.exceptions import PalaestraiComponentError
 from ml_arl.palaestrai.definitions import EnvironmentSpec, build_environment
 from ml_arl.palaestrai.loops import close_loop, drain, run_awaited
 

@@ -52,7 +52,8 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
-from ml_arl.exceptions import ConfigError
+from ml_arl.core.behavior_specs import vector_obs_spec
+from ml_arl.core.exceptions import ConfigError
 from ml_arl.palaestrai.definitions import (
     PHASE_PARAMETER,
     AgentWiring,
@@ -60,7 +61,6 @@ from ml_arl.palaestrai.definitions import (
 )
 from ml_arl.palaestrai.driver import DriverSet, snapshot
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
-from ml_arl.specs import vector_obs_spec
 
 logger = logging.getLogger(__name__)
 
@@ -272,7 +272,7 @@ class PalaestraiEnv(BaseEnv):
     @property
     def idle(self) -> bool:
         """This worker has run its episodes of the phase: its steps do nothing until the next
-        phase, and are not counted as environment steps (ml_arl.envs.managers.env_runner)."""
+        phase, and are not counted as environment steps (ml_arl.acting.env_runner)."""
         return self._idle
 
     @property

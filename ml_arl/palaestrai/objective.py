@@ -3,7 +3,7 @@
 The palaestrAI ``Objective`` itself (``internal_reward(memory)``) runs in the adapter
 (ml_arl.palaestrai.env), which holds the agent's palaestrAI ``Memory``. ``EnvironmentObjective`` is
 the behavior's objective in our config: the worker binds it to its environment
-(``bind(env, behavior)``, see ml_arl.envs.managers.env_runner) and it hands the trajectory the
+(``bind(env, behavior)``, see ml_arl.acting.env_runner) and it hands the trajectory the
 value the adapter computed, while the trajectory keeps the environment reward beside it (TensorBoard
 and the store show both). No torch: this runs in the workers.
 """
@@ -14,7 +14,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ml_arl.objectives import ObjectiveBatch
+from ml_arl.core.objectives import ObjectiveBatch
 
 
 class EnvironmentObjective:

@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any, Optional
 
-from ml_arl.import_path import ImportPathError, resolve
+from ml_arl.core.import_path import ImportPathError, resolve
 from ml_arl.palaestrai.definitions import AgentWiring, EnvironmentSpec, PluginSpec
 from ml_arl.palaestrai.harl import HARL_MUSCLES, HARL_TRAINERS, NOT_OURS, harl_class, translate
 

@@ -27,7 +27,7 @@ import logging
 import os
 from typing import Any, Optional
 
-from ml_arl.exceptions import ConfigError
+from ml_arl.core.exceptions import ConfigError
 from ml_arl.palaestrai.definitions import PHASE_PARAMETER, AgentWiring, EnvironmentSpec
 from ml_arl.palaestrai.run_sections import (
     CONDITIONS,

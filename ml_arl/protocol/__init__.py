@@ -38,7 +38,7 @@ class _Alias(importlib.abc.Loader):
         self.target = target
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
-        from ml_arl.import_path import load_module
+        from ml_arl.core.import_path import load_module
 
         module: ModuleType = load_module(self.target)
         return module

@@ -23,7 +23,7 @@ arrays it gets (``hwc_behavior_spec``), and decode channels-first images to (H, 
 them as it reads a 2.x build's, ``chw_floats_to_hwc`` / ``decode_png`` serve the wire decoder.
 
 It sits with the messages it reads: the Unity bridges (ml_arl.envs.adapters) and the .demo format
-(ml_arl.demo.format) both decode images through it. This module runs in worker processes: no torch.
+(ml_arl.demonstrations.format) both decode images through it. This module runs in worker processes: no torch.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ env_settings, engine_settings, environment_parameters, checkpoint_settings, torc
 debug) with the same defaults. Validation is strict and reports every problem at once, one line
 each, naming the file, the key path, the bad value and the closest valid key.
 
-Modules (each imports the others directly, never this package; none imports ml_arl.cli):
+Modules (each imports the others directly, never this package; none imports ml_arl.cli.learn):
   values    shared value types (YAML numbers, run names), the strict base model, message helpers
   flags     ``setting(..., flag=...)``: a setting's arl-learn flag; ``cli_flags`` reads them back
   trainer   one behavior's settings (TrainerSettings, PPOSettings, SelfPlaySettings ...)
@@ -14,7 +14,7 @@ Modules (each imports the others directly, never this package; none imports ml_a
             resolve_parameter_seeds, lesson_values
   errors    pydantic errors as one-line problems
   run       the run's sections and RunOptions (settings_for, phase_settings_for, as_dict)
-  build     build_run_options: the CLI merge and cross-section checks (ml_arl.config_file reads the file)
+  build     build_run_options: the CLI merge and cross-section checks (ml_arl.settings.config_file reads the file)
 """
 
 from ml_arl.settings.build import build_run_options
@@ -45,7 +45,7 @@ from ml_arl.settings.samplers import (
     Sampler,
     UniformSampler,
 )
-from ml_arl.settings.trainer import (
+from ml_arl.settings.trainer_settings import (
     BehavioralCloningSettings,
     CuriositySettings,
     GAILSettings,

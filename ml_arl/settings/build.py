@@ -17,15 +17,15 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
-from ml_arl import limits
-from ml_arl.exceptions import ConfigError
-from ml_arl.import_path import ImportPathError, resolve, split
-from ml_arl.objectives import ObjectiveError, build_objective
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.core.import_path import ImportPathError, resolve, split
+from ml_arl.core.objectives import ObjectiveError, build_objective
+from ml_arl.settings import bounds
 from ml_arl.settings.errors import validate
 from ml_arl.settings.matrix import expand_matrices
 from ml_arl.settings.parameters import check_environment_parameters, curricula_criteria, is_curriculum
 from ml_arl.settings.run import EnvSettings, PhaseSettings, RunOptions, phase_settings, policy_path
-from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, TrainerSettings
+from ml_arl.settings.trainer_settings import HYPERPARAMETER_MODELS, TrainerSettings
 from ml_arl.settings.values import deep_merge, short
 
 logger = logging.getLogger("ml_arl.settings")
@@ -259,7 +259,7 @@ def _merge_behaviors(
             logger.warning("%s: %s.framework is obsolete and was ignored", source, where)
     behaviors: dict[str, TrainerSettings] = {}
     for name, raw in behaviors_raw.items():
-        if not isinstance(name, str) or "?" in name or limits.behavior_name_problem(name) is not None:
+        if not isinstance(name, str) or "?" in name or bounds.behavior_name_problem(name) is not None:
             problems.append(
                 f"behaviors: {short(name)} is not a behavior name; use the name the environment gives "
                 "(no '/', '\\', '?', not '.' or '..')"
@@ -296,7 +296,7 @@ def _trainer_section_problems(settings: TrainerSettings, where: str, num_envs: i
             f"{where}.network_settings.memory.sequence_length: {net.memory.sequence_length} is larger than "
             f"hyperparameters.batch_size ({hp.batch_size}); make sequence_length <= batch_size"
         )
-    too_big = limits.network_memory_problem(net.hidden_units, net.num_layers, num_envs)
+    too_big = bounds.network_memory_problem(net.hidden_units, net.num_layers, num_envs)
     if too_big is not None:
         problems.append(f"{where}.network_settings: {too_big}")
     return problems

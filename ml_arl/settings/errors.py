@@ -10,7 +10,7 @@ from typing import Any, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from ml_arl.settings.trainer import HYPERPARAMETER_MODELS, PPOSettings
+from ml_arl.settings.trainer_settings import HYPERPARAMETER_MODELS, PPOSettings
 from ml_arl.settings.values import key_text, short
 
 

@@ -3,7 +3,7 @@
 A setting that ``arl-learn`` can override is declared with ``setting(default, flag="--num-envs",
 help=...)``: the flag's name, its help and its default live with the field. ``cli_flags(model)``
 reads them back from the run options model (its own fields and those of its sections, one level
-down) for ``ml_arl.cli``, which builds argparse from them and routes typed flags to their section.
+down) for ``ml_arl.cli.learn``, which builds argparse from them and routes typed flags to their section.
 A section field may carry ``flag_group=`` (``section(...)``): the argparse group its flags go in.
 
 Imports nothing from the rest of the settings package (the model is passed in).

@@ -14,7 +14,7 @@ configuration.yaml shows and what environment workers receive (pickled)::
 ``check_environment_parameters`` validates a raw mapping and describes its problems one line
 each; ``resolve_parameter_seeds`` gives every sampler (those of lessons too) its seed for a run;
 ``lesson_values`` is what the environments get: each parameter's value in its current lesson.
-How lessons advance during a run is ``ml_arl.run.curriculum``.
+How lessons advance during a run is ``ml_arl.training.curriculum``.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@ checkpoint_settings, torch_settings, phases, results_store ...) with ML-Agents' 
 defaults, and ``RunOptions``, which answers the settings of a behavior, in a phase too.
 
 Settings that an ``arl-learn`` flag overrides declare the flag here (``setting(..., flag=...)``);
-ml_arl.cli builds its command line from them.
+ml_arl.cli.learn builds its command line from them.
 """
 
 from __future__ import annotations
@@ -15,14 +15,14 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
-from ml_arl import limits
-from ml_arl.behavior_id import brain_name
-from ml_arl.exceptions import ConfigError
-from ml_arl.import_path import ImportPathError, is_import_path, resolve
+from ml_arl.core.behavior_id import brain_name
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.core.import_path import ImportPathError, is_import_path, resolve
+from ml_arl.settings import bounds
 from ml_arl.settings.errors import validate
 from ml_arl.settings.flags import section, setting
 from ml_arl.settings.parameters import EnvironmentParameters
-from ml_arl.settings.trainer import TrainerSettings
+from ml_arl.settings.trainer_settings import TrainerSettings
 from ml_arl.settings.values import Float, Int, RunName, Strict, deep_merge, short
 
 logger = logging.getLogger("ml_arl.settings")
@@ -40,17 +40,17 @@ class EnvSettings(Strict):
     )
     base_port: Int = setting(5005, ge=1, le=65535, flag="--base-port", help="first port for Unity workers")
     num_envs: Int = setting(
-        1, ge=1, le=limits.MAX_NUM_ENVS, flag="--num-envs", help="number of environment worker processes"
+        1, ge=1, le=bounds.MAX_NUM_ENVS, flag="--num-envs", help="number of environment worker processes"
     )
     num_areas: Int = setting(
-        1, ge=1, le=limits.MAX_NUM_AREAS, flag="--num-areas",
+        1, ge=1, le=bounds.MAX_NUM_AREAS, flag="--num-areas",
         help="training areas per environment instance: more agents per worker",
     )
     timeout_wait: Int = setting(
         60, gt=0, le=86400, flag="--timeout-wait", help="seconds to wait for an environment to start or answer"
     )
     seed: Int = setting(
-        -1, ge=-1, le=limits.MAX_SEED, flag="--seed", help="random seed, -1 = random; worker i gets seed + i"
+        -1, ge=-1, le=bounds.MAX_SEED, flag="--seed", help="random seed, -1 = random; worker i gets seed + i"
     )
     max_lifetime_restarts: Int = setting(
         10, ge=-1, flag="--max-lifetime-restarts", help="restarts allowed per worker, -1 = unlimited"
@@ -71,7 +71,7 @@ class EnvSettings(Strict):
         "(auto = the cluster this machine belongs to); manager: ray without an address starts a local Ray "
         "instance on loopback",
     )
-    steps_per_message: Int = Field(16, ge=1, le=limits.MAX_STEPS_PER_MESSAGE)
+    steps_per_message: Int = Field(16, ge=1, le=bounds.MAX_STEPS_PER_MESSAGE)
     deterministic: bool = setting(
         False, flag="--deterministic",
         help="reproduce a run bit for bit with the same --seed on the same machine: workers step in lockstep "
@@ -184,7 +184,7 @@ class ResultsStoreSettings(Strict):
 
 
 class TrackerSettings(Strict):
-    """ml_arl: experiment trackers besides TensorBoard (ml_arl.trackers). Stats writers from Python
+    """ml_arl: experiment trackers besides TensorBoard (ml_arl.results.trackers). Stats writers from Python
     entry points (``ml_arl.stats_writer`` and ML-Agents' ``mlagents.stats_writer``) load always."""
 
     mlflow_uri: Optional[str] = setting(
@@ -229,15 +229,15 @@ class StopWhen(Strict):
 
 
 # The built-in fixed policies (a phase's ``play``), in one table: each one's class as an import path
-# (the settings stay torch-free and check a name without building the policy; ml_arl.baselines has them).
+# (the settings stay torch-free and check a name without building the policy; ml_arl.rules has them).
 BUILTIN_POLICIES: dict[str, str] = {
-    "no_op": "ml_arl.baselines.policies:NoOp",
-    "random": "ml_arl.baselines.policies:Random",
-    "volt_var_droop": "ml_arl.baselines.grid:VoltVarDroop",
-    "greedy": "ml_arl.baselines.grid:GreedyAttacker",
-    "grid2op_do_nothing": "ml_arl.baselines.grid2op:DoNothing",  # --env grid2op:... (docs/grid2op.md)
-    "grid2op_reconnect": "ml_arl.baselines.grid2op:ReconnectLines",
-    "random_line_attack": "ml_arl.baselines.grid2op:RandomLineAttack",
+    "no_op": "ml_arl.rules.fixed_policy:NoOp",
+    "random": "ml_arl.rules.fixed_policy:Random",
+    "volt_var_droop": "ml_arl.rules.grid_defense_rules:VoltVarDroop",
+    "greedy": "ml_arl.rules.grid_defense_rules:GreedyAttacker",
+    "grid2op_do_nothing": "ml_arl.rules.grid2op_rules:DoNothing",  # --env grid2op:... (docs/grid2op.md)
+    "grid2op_reconnect": "ml_arl.rules.grid2op_rules:ReconnectLines",
+    "random_line_attack": "ml_arl.rules.grid2op_rules:RandomLineAttack",
 }
 
 
@@ -257,7 +257,7 @@ def policy_path(name: str) -> str:
 
 class PolicySettings(Strict):
     """A fixed policy that plays a behavior in a phase: a built-in name (no_op, random,
-    volt_var_droop, greedy) or pkg.module:Class, and its params (ml_arl.baselines)."""
+    volt_var_droop, greedy) or pkg.module:Class, and its params (ml_arl.rules)."""
 
     name: str
     params: dict[str, Any] = Field(default_factory=dict)

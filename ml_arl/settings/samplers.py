@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ml_arl import limits
+from ml_arl.settings import bounds
 from ml_arl.settings.values import Strict, number, short, to_int
 
 SAMPLER_TYPES = ("constant", "uniform", "gaussian", "multirangeuniform")  # as ML-Agents orders them
@@ -46,8 +46,8 @@ def _as_seed(value: Any) -> int:
         seed = to_int(value)
     except ValueError:
         seed = None
-    if not isinstance(seed, int) or isinstance(seed, bool) or not -1 <= seed <= limits.MAX_SEED:
-        raise PydanticCustomError(_OWN, f"{short(value)} is not an integer from -1 to {limits.MAX_SEED}")
+    if not isinstance(seed, int) or isinstance(seed, bool) or not -1 <= seed <= bounds.MAX_SEED:
+        raise PydanticCustomError(_OWN, f"{short(value)} is not an integer from -1 to {bounds.MAX_SEED}")
     return seed
 
 

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
-from ml_arl import limits
+from ml_arl.settings import bounds
 
 
 def to_int(value: Any) -> Any:
@@ -32,8 +32,8 @@ def to_int(value: Any) -> Any:
             return value
         if as_float.is_integer():
             value = int(as_float)
-    if isinstance(value, int) and abs(value) > limits.MAX_INT:
-        raise ValueError(f"out of range (at most {limits.MAX_INT:.3g} in absolute value)")
+    if isinstance(value, int) and abs(value) > bounds.MAX_INT:
+        raise ValueError(f"out of range (at most {bounds.MAX_INT:.3g} in absolute value)")
     return value
 
 

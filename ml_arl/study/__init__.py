@@ -1,5 +1,5 @@
 """Studies: many arl-learn runs of one config, as a hyperparameter search (Optuna) or as seeds of one
-config with honest statistics. ``arl-study STUDY.yaml --run-id NAME`` (ml_arl.study.cli).
+config with honest statistics. ``arl-study STUDY.yaml --run-id NAME`` (ml_arl.cli.study).
 
 Kept light (no Optuna import): arl-report asks ``is_study_folder`` of every folder it is given."""
 

@@ -25,9 +25,9 @@ import sys
 import warnings
 from typing import Any
 
-from ml_arl.atomic_files import atomic_write, write_yaml
-from ml_arl.exceptions import ArlError, ConfigError
-from ml_arl.text import one_line
+from ml_arl.core.atomic_files import atomic_write, write_yaml
+from ml_arl.core.exceptions import ArlError, ConfigError
+from ml_arl.core.one_line import one_line
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def _run_all(folder: str, runs: list[dict[str, Any]], names: list[str], resume: 
             codes[name] = 0
             continue
         logger.info("Run %s (%d of %d)", name, len(codes) + 1, len(files))
-        args = [sys.executable, "-m", "ml_arl.cli", file, "--results-dir", folder]
+        args = [sys.executable, "-m", "ml_arl.cli.learn", file, "--results-dir", folder]
         if resume and os.path.isdir(os.path.join(folder, name)):
             args.append("--resume")
         with open(os.path.join(folder, "logs", f"{name}.log"), "w", encoding="utf-8") as log:

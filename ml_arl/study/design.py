@@ -13,10 +13,10 @@ from typing import Any
 
 import optuna
 
-from ml_arl.atomic_files import atomic_write, write_yaml
-from ml_arl.study.outputs import RUN_NAME_ATTR, run_ids
+from ml_arl.core.atomic_files import atomic_write, write_yaml
 from ml_arl.study.plan import StudyPlan
 from ml_arl.study.space import grid_values
+from ml_arl.study.trial_files import RUN_NAME_ATTR, run_ids
 
 RUNS_FILE = "runs.txt"
 

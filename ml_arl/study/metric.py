@@ -41,8 +41,8 @@ class ScalarReader:
         return folders[0] if folders else None  # the runs' only behavior
 
     def _episodes(self) -> list[tuple[int, float]]:
-        from ml_arl.exceptions import ArlError
-        from ml_arl.store import STORE_FILENAME, read_results
+        from ml_arl.core.exceptions import ArlError
+        from ml_arl.results.sqlite_store import STORE_FILENAME, read_results
 
         path = os.path.join(self.root, STORE_FILENAME)
         if not os.path.isfile(path):

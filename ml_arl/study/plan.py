@@ -16,10 +16,10 @@ from typing import Any, Optional
 
 from pydantic import ValidationError
 
-from ml_arl.config_file import load_config_file
-from ml_arl.exceptions import ConfigError
+from ml_arl.core.exceptions import ConfigError
 from ml_arl.settings import RunOptions
 from ml_arl.settings.build import build_run_options
+from ml_arl.settings.config_file import load_config_file
 from ml_arl.settings.errors import validate
 from ml_arl.study import space
 from ml_arl.study.settings import GRID_SAMPLERS, SEARCH_SAMPLERS, StudySettings

@@ -14,9 +14,9 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from ml_arl.atomic_files import atomic_write
+from ml_arl.core.atomic_files import atomic_write
+from ml_arl.study.bootstrap import BOOTSTRAP_RESAMPLES, CONFIDENCE
 from ml_arl.study.metric import ScalarReader
-from ml_arl.study.stats import BOOTSTRAP_RESAMPLES, CONFIDENCE
 
 logger = logging.getLogger("ml_arl.study")
 

@@ -1,6 +1,6 @@
 """One arl-learn run of a study, as a process of its own.
 
-The run is ``python -m ml_arl.study.child CONFIG --run-id ... --results-dir ...`` (arl-learn, which
+The run is ``python -m ml_arl.cli.study_child CONFIG --run-id ... --results-dir ...`` (arl-learn, which
 stops when the study's process dies) in a session of its own (the terminal's Ctrl-C reaches the
 study, which passes it on), its console in a log file. A waiter
 thread puts the run on the study's queue when the process ends, so the study blocks on one queue
@@ -55,9 +55,9 @@ class RunProcess:
         self._log: IO[bytes] = open(log_path, "ab")
         self._log.write(("$ arl-learn " + " ".join(shlex.quote(a) for a in argv) + "\n").encode())
         self._log.flush()
-        env = {**os.environ, "ARL_STUDY_PID": str(os.getpid())}  # the run stops if the study dies (ml_arl.study.child)
+        env = {**os.environ, "ARL_STUDY_PID": str(os.getpid())}  # the run stops if the study dies (ml_arl.cli.study_child)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "ml_arl.study.child", *argv], stdin=subprocess.DEVNULL, stdout=self._log,
+            [sys.executable, "-m", "ml_arl.cli.study_child", *argv], stdin=subprocess.DEVNULL, stdout=self._log,
             stderr=subprocess.STDOUT, cwd=cwd, start_new_session=True, env=env,
         )
         self.started = time.monotonic()

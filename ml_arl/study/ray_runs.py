@@ -1,7 +1,7 @@
 """A study's runs as Ray tasks (``arl-study --ray-address``): Ray places each run on a node of the
 cluster with the CPUs it needs (num_envs + 1), where the task starts the same arl-learn process a
 local study starts and waits for it. It joins the cluster as the Ray backend does
-(ml_arl.envs.managers.ray_env_manager.connect; ``local`` starts a Ray instance on this machine).
+(ml_arl.envs.backends.ray_env_manager.connect; ``local`` starts a Ray instance on this machine).
 
 The runs write into ``--results-dir``, which every node must see at the same path (one machine,
 or a shared file system): the study reads the runs' summaries there for pruning and the metric.
@@ -26,7 +26,7 @@ _task: Any = None
 
 def connect(address: str, parallel: int) -> bool:
     """Ray ready in this process; True when this call started it."""
-    from ml_arl.envs.managers.ray_env_manager import connect as join
+    from ml_arl.envs.backends.ray_env_manager import connect as join
 
     return join(None if address == "local" else address, parallel)
 

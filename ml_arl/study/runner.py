@@ -31,16 +31,16 @@ from typing import Any, Optional
 import optuna
 from optuna.trial import TrialState
 
-from ml_arl.atomic_files import write_yaml
-from ml_arl.results_dir import is_run_folder
-from ml_arl.study import outputs
+from ml_arl.core.atomic_files import write_yaml
+from ml_arl.results.run_folder import is_run_folder
+from ml_arl.study import trial_files
 from ml_arl.study.design import combinations
 from ml_arl.study.metric import ScalarReader, reduce
-from ml_arl.study.outputs import INTERRUPTED_ATTR, run_ids
 from ml_arl.study.plan import StudyPlan
 from ml_arl.study.process import RunProcess, StudyRun
 from ml_arl.study.space import VALUES_ATTR, grid_values, suggest
 from ml_arl.study.storage import RUN_NAME_ATTR, StudyFolder
+from ml_arl.study.trial_files import INTERRUPTED_ATTR, run_ids
 
 logger = logging.getLogger("ml_arl.study")
 
@@ -89,7 +89,7 @@ def ended_trials(study: optuna.Study) -> int:
     for t in study.get_trials(deepcopy=False):
         if t.state in (TrialState.COMPLETE, TrialState.PRUNED):
             count += 1
-        elif t.state == TrialState.FAIL and outputs.FAIL_REASON_ATTR in t.user_attrs:
+        elif t.state == TrialState.FAIL and trial_files.FAIL_REASON_ATTR in t.user_attrs:
             count += 1
     return count
 
@@ -275,27 +275,27 @@ class StudyRunner:
     def _finish(self, job: TrialJob) -> None:
         self.jobs.remove(job)
         trial = job.trial
-        trial.set_user_attr(outputs.SECONDS_ATTR, round(time.monotonic() - job.started, 1))
-        trial.set_user_attr(outputs.SEED_VALUES_ATTR, {str(s): v for s, v in job.results.items()})
+        trial.set_user_attr(trial_files.SECONDS_ATTR, round(time.monotonic() - job.started, 1))
+        trial.set_user_attr(trial_files.SEED_VALUES_ATTR, {str(s): v for s, v in job.results.items()})
         if job.pruned_at is not None:
-            trial.set_user_attr(outputs.PRUNED_AT_ATTR, job.pruned_at)
+            trial.set_user_attr(trial_files.PRUNED_AT_ATTR, job.pruned_at)
             self.study.tell(trial, state=TrialState.PRUNED)
             logger.info("Trial %d pruned at step %d", trial.number, job.pruned_at)
         elif job.failure is not None:
-            trial.set_user_attr(outputs.FAIL_REASON_ATTR, job.failure)
+            trial.set_user_attr(trial_files.FAIL_REASON_ATTR, job.failure)
             self.study.tell(trial, state=TrialState.FAIL)
             logger.warning("Trial %d failed: %s", trial.number, job.failure)
         else:
             value = statistics.fmean(job.results[s] for s in self.settings.seeds)
             self.study.tell(trial, value)
-            best = outputs.best_trial(self.study)
+            best = trial_files.best_trial(self.study)
             where = f"; best so far: trial {best.number}, {best.value:.6g}" if best is not None else ""
             logger.info("Trial %d finished: %s %.6g%s", trial.number, self.settings.metric.reduce, value, where)
         self.write_outputs()
 
     def write_outputs(self) -> None:
-        outputs.write_trials_csv(self.folder.path, self.plan, self.study)
-        outputs.write_best(self.folder.path, self.plan, self.study)
+        trial_files.write_trials_csv(self.folder.path, self.plan, self.study)
+        trial_files.write_best(self.folder.path, self.plan, self.study)
 
     # ------------------------------------------------------------------ Ctrl-C
     def _interrupt(self) -> None:

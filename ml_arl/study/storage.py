@@ -20,10 +20,10 @@ from typing import IO, Any, Optional
 import optuna
 from optuna.trial import TrialState
 
-from ml_arl.exceptions import ArlError, RunDirectoryError
+from ml_arl.core.exceptions import ArlError, RunDirectoryError
 from ml_arl.study import STORAGE_FILE, storage_url
-from ml_arl.study.outputs import FAIL_REASON_ATTR, INTERRUPTED_ATTR, RESUME_OF_ATTR, RUN_NAME_ATTR
 from ml_arl.study.plan import StudyPlan
+from ml_arl.study.trial_files import FAIL_REASON_ATTR, INTERRUPTED_ATTR, RESUME_OF_ATTR, RUN_NAME_ATTR
 
 LOCK_FILE = "study.lock"
 MARKER_FILE = "arl-study.json"  # this folder is a study's (what --force may remove)

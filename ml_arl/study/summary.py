@@ -11,12 +11,12 @@ from typing import Optional
 import optuna
 from optuna.trial import TrialState
 
-from ml_arl.exceptions import ArlError
+from ml_arl.core.exceptions import ArlError
 from ml_arl.study import STORAGE_FILE, plots, storage_url
-from ml_arl.study.outputs import SEED_VALUES_ATTR, STATISTICS_JSON, best_trial, run_ids, state_name
+from ml_arl.study.bootstrap import format_estimate, seed_statistics
 from ml_arl.study.space import VALUES_ATTR
-from ml_arl.study.stats import format_estimate, seed_statistics
 from ml_arl.study.storage import FINGERPRINT_ATTR, RUN_NAME_ATTR
+from ml_arl.study.trial_files import SEED_VALUES_ATTR, STATISTICS_JSON, best_trial, run_ids, state_name
 
 
 class StudyReportError(ArlError):

@@ -34,13 +34,13 @@ from typing import Optional
 import numpy as np
 import torch
 
-from ml_arl.behavior_id import brain_name
-from ml_arl.demo import Demonstrations
-from ml_arl.policy.constants import ACTION_CLAMP
-from ml_arl.policy.networks import ActorCritic
+from ml_arl.core.actor_constants import ACTION_CLAMP
+from ml_arl.core.behavior_id import brain_name
+from ml_arl.demonstrations import Demonstrations
+from ml_arl.networks.actor_critic import ActorCritic
 from ml_arl.settings import BehavioralCloningSettings
-from ml_arl.trainers.common import decayed
-from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.optimizers import Adam
+from ml_arl.trainers.returns import decayed
 
 LR_FLOOR = 1e-10
 
@@ -174,7 +174,7 @@ def make_behavioral_cloning(
     """The BC module of a behavior with ``behavioral_cloning`` (None without)."""
     if settings is None:
         return None
-    from ml_arl.demo import load_demonstrations
+    from ml_arl.demonstrations import load_demonstrations
 
     where = f"behaviors.{brain_name(behavior)}.behavioral_cloning.demo_path"
     demo = load_demonstrations(settings.demo_path, where)

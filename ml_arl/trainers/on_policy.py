@@ -13,16 +13,17 @@ from typing import Any, Optional, TypeVar
 import numpy as np
 import torch
 
-from ml_arl.behavior_id import brain_name
-from ml_arl.exceptions import ConfigError
-from ml_arl.messages import PolicySnapshot, Trajectory
-from ml_arl.policy.muscle import env_continuous
-from ml_arl.policy.networks import ActorCritic
-from ml_arl.settings.trainer import _ClippedPolicySettings
-from ml_arl.trainers.base import Trainer
+from ml_arl.acting.muscle import env_continuous
+from ml_arl.core.actor_weights import PolicySnapshot
+from ml_arl.core.behavior_id import brain_name
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.core.experience import Trajectory
+from ml_arl.networks.actor_critic import ActorCritic
+from ml_arl.settings.trainer_settings import _ClippedPolicySettings
 from ml_arl.trainers.behavioral_cloning import BehavioralCloning, make_behavioral_cloning
-from ml_arl.trainers.optim import Adam
-from ml_arl.trainers.streams import Actions, RewardStreams
+from ml_arl.trainers.optimizers import Adam
+from ml_arl.trainers.reward_streams import Actions, RewardStreams
+from ml_arl.trainers.trainer import Trainer
 
 HP = TypeVar("HP", bound=_ClippedPolicySettings)
 T = TypeVar("T")

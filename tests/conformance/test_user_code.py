@@ -136,6 +136,6 @@ def test_a_factory_that_cannot_be_pickled_is_one_line(tmp_path: Path) -> None:
     proc, tag = run_script(tmp_path, script)
     assert proc.returncode != 0
     last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("ml_arl.exceptions.EnvironmentSourceError: --env __main__:make_env: cannot be sent"), proc.stderr
+    assert last.startswith("ml_arl.core.exceptions.EnvironmentSourceError: --env __main__:make_env: cannot be sent"), proc.stderr
     assert "manager: inprocess" in last
     assert_no_orphans(tag)

@@ -18,14 +18,14 @@ import torch
 import yaml
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ml_arl.envs.games.grid import GridDefense
-from ml_arl.envs.managers.agent_processor import AgentProcessor
-from ml_arl.objectives import ObjectiveBatch, build_objective
-from ml_arl.policy.muscle import Muscle, masks_allowed
-from ml_arl.run.controller import TrainerController
+from ml_arl.acting.agent_processor import AgentProcessor
+from ml_arl.acting.muscle import Muscle, masks_allowed
+from ml_arl.core.objectives import ObjectiveBatch, build_objective
+from ml_arl.envs.games.grid_defense import GridDefense
+from ml_arl.results.sqlite_store import STORE_FILENAME
 from ml_arl.settings import build_run_options
-from ml_arl.store import STORE_FILENAME
-from ml_arl.trainers.sac import SACTrainer
+from ml_arl.trainers.sac.trainer import SACTrainer
+from ml_arl.training.controller import TrainerController
 from tests.support.runs import ROOT, arl_learn, arl_learn_here, scalars, write_config
 from tests.support.zygote import popen_arl_learn
 
@@ -132,7 +132,7 @@ def test_attacker_trajectories_carry_the_negated_reward() -> None:
 
 
 def _random_weights(spec: Any) -> dict[str, np.ndarray]:
-    from ml_arl.policy.networks import ActorCritic
+    from ml_arl.networks.actor_critic import ActorCritic
     from ml_arl.settings import NetworkSettings
 
     return ActorCritic(spec, NetworkSettings(hidden_units=16, num_layers=1)).muscle_weights()
@@ -223,8 +223,8 @@ def test_store_rows_match_tensorboard_and_report_writes_png(
     assert {"Objective/Cumulative Objective", "Environment/Cumulative Reward"} <= {
         tag for tag in EventAccumulator(glob.glob(str(run_dir / "attack" / "Attacker" / "events.out.tfevents.*"))[0]).Reload().Tags()["scalars"]
     }
-    from ml_arl.report import (
-        main as report_main,  # in this process; `python -m ml_arl.report`: tests/unit/test_store.py
+    from ml_arl.cli.report import (
+        main as report_main,  # in this process; `python -m ml_arl.cli.report`: tests/unit/test_store.py
     )
 
     capsys.readouterr()
@@ -343,10 +343,10 @@ def test_asymmetric_selfplay_rotates_attacker_and_defender(tmp_path: Path) -> No
 
 
 def test_asymmetric_elo_moves_learner_and_opponent_snapshot() -> None:
-    from ml_arl.messages import PolicySnapshot
-    from ml_arl.run.opponents import GhostController, OpponentPool, expected_score
+    from ml_arl.core.actor_weights import PolicySnapshot
+    from ml_arl.results.summary_writers import StatsReporter
     from ml_arl.settings import SelfPlaySettings
-    from ml_arl.stats import StatsReporter
+    from ml_arl.training.opponents import GhostController, OpponentPool, expected_score
 
     controller = GhostController()
     settings = SelfPlaySettings(elo_k_factor=16, play_against_latest_model_ratio=0.0)
@@ -391,7 +391,7 @@ def test_user_trainer_that_is_not_a_trainer_is_a_config_error(tmp_path: Path) ->
     config = grid_config(tmp_path, "notatrainer", num_envs=1)
     config["behaviors"]["Attacker"] = {"trainer_type": "tests.support.plugins:RandomMuscle"}
     proc = arl_learn_here([str(write_config(tmp_path / "c.yaml", config))], cwd=tmp_path)
-    assert proc.returncode == 2 and "not a subclass of ml_arl.trainers.base.Trainer" in proc.stdout + proc.stderr
+    assert proc.returncode == 2 and "not a subclass of ml_arl.trainers.trainer.Trainer" in proc.stdout + proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
 
 

@@ -1,4 +1,4 @@
-"""Fixed policies as first-class players (ml_arl.baselines, a phase's ``play``): GridDefense's
+"""Fixed policies as first-class players (ml_arl.rules, a phase's ``play``): GridDefense's
 volt/var droop and greedy attacker against no-op and random players, the store naming who played,
 and the bad inputs."""
 
@@ -69,7 +69,7 @@ def test_bad_policies_are_one_line_each(tmp_path: Path) -> None:
 
 
 def test_a_matrix_phase_plays_every_pairing_and_arl_report_shows_it(tmp_path: Path) -> None:
-    from ml_arl import report
+    from ml_arl.cli import report
 
     path = tmp_path / "matrix.yaml"
     path.write_text(yaml.safe_dump(config([{"name": "m", "mode": "test", "episodes": 4, "matrix": {

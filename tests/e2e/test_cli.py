@@ -197,7 +197,7 @@ def _help_blocks(text: str) -> dict[str, str]:
 
 def test_every_setting_flag_is_in_help_with_its_default(capsys: pytest.CaptureFixture[str]) -> None:
     """Flags are declared on the settings they override; --help shows each with the setting's default."""
-    from ml_arl import cli
+    from ml_arl.cli import learn as cli
     from ml_arl.settings import RunOptions, cli_flags
 
     with pytest.raises(SystemExit) as done:
@@ -225,7 +225,7 @@ def test_every_setting_flag_is_in_help_with_its_default(capsys: pytest.CaptureFi
 
 def test_every_setting_flag_sets_its_setting() -> None:
     """Each flag typed on the command line lands in its section, with the field's type."""
-    from ml_arl.cli import parse_options
+    from ml_arl.cli.learn import parse_options
     from ml_arl.settings import RunOptions, cli_flags
 
     values = {int: ("3", 3), float: ("3.5", 3.5), str: ("cpu", "cpu")}

@@ -4,7 +4,7 @@ run_logs/worker_errors.log; Ctrl-C and --resume.
 
 The end-to-end tests run arl-learn with a tiny config, a results dir under tmp_path and hard
 timeouts: those that signal the run or check what its processes print themselves run
-``python -m ml_arl.cli`` as a subprocess (cwd = repository root, PYTHONPATH including it, so
+``python -m ml_arl.cli.learn`` as a subprocess (cwd = repository root, PYTHONPATH including it, so
 worker processes can import ``tests.support.fault_envs``); the others run the same command line through
 its ``main()`` in the test process (``run_to_end``), with worker processes all the same.
 The unit tests check RestartQuota and
@@ -22,8 +22,8 @@ from typing import Optional
 
 import pytest
 
-from ml_arl.envs.managers.env_manager import WORKER_ERRORS_LOG, EnvManager, RestartQuota, WorkerErrorLog
-from ml_arl.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
+from ml_arl.core.exceptions import RestartQuotaExceeded, WorkerError, WorkerUserError
+from ml_arl.envs.backends.env_manager import WORKER_ERRORS_LOG, EnvManager, RestartQuota, WorkerErrorLog
 from ml_arl.settings import EnvSettings
 from tests.support.faults import (
     BEHAVIOR,
@@ -356,8 +356,8 @@ def test_handle_failure_records_every_failure_and_names_the_log(tmp_path: Path) 
 
 
 def _inprocess(tmp_path: Path, **kwargs):
-    from ml_arl.envs.managers.inprocess_env_manager import InProcessEnvManager
-    from ml_arl.envs.sources import EnvFactory
+    from ml_arl.core.env_factory import EnvFactory
+    from ml_arl.envs.backends.inprocess_env_manager import InProcessEnvManager
     from tests.support.fault_envs import make_env
 
     factory = EnvFactory("faulty", make_env, {"state_dir": str(tmp_path / "state"), **kwargs}, pass_worker_id=True)
@@ -518,13 +518,13 @@ def test_large_policies_and_replies_do_not_deadlock_the_pipes() -> None:
     other way: the worker's reader thread keeps both sides moving."""
     import threading
 
-    from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.core.actor_weights import PolicyMessage
+    from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.envs.sources import resolve_env
-    from ml_arl.messages import PolicyMessage
-    from ml_arl.policy.networks import ActorCritic
-    from ml_arl.run.agent_manager import AgentManager
+    from ml_arl.networks.actor_critic import ActorCritic
+    from ml_arl.results.summary_writers import StatsReporter
     from ml_arl.settings import EnvSettings, NetworkSettings
-    from ml_arl.stats import StatsReporter
+    from ml_arl.training.agent_manager import AgentManager
 
     settings = EnvSettings(num_envs=2, env_path="builtin:Trivial", env_args=["n_agents=600"], timeout_wait=30)
     manager = SubprocessEnvManager(resolve_env(settings.env_path, settings.env_args), settings, 0)

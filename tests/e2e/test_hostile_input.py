@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ml_arl import cli
-from ml_arl.config_file import MAX_DEPTH, load_config_file
-from ml_arl.exceptions import ConfigError
+from ml_arl.cli import learn as cli
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.settings.config_file import MAX_DEPTH, load_config_file
 from tests.support.hostile_corpus import CORPUS, VALID, Case
 from tests.support.runs import arl_learn, arl_learn_here, tiny_config, write_config
 from tests.support.zygote import popen_arl_learn

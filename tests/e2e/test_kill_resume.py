@@ -6,7 +6,7 @@ or damaged checkpoint (the newest one that loads, with a warning; none: one line
 Full disk: RLIMIT_FSIZE in the arl-learn process (writes past the limit fail with EFBIG, as
 ENOSPC would; works as root and needs no mount). Read-only folder: root ignores permissions and
 mounts may be refused in CI, so creating a file under results/ fails with EROFS by a patch of
-``tempfile.mkstemp`` while ``ml_arl.cli.main`` runs in the test process.
+``tempfile.mkstemp`` while ``ml_arl.cli.learn.main`` runs in the test process.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ def reach_config(**trainer: Any) -> dict[str, Any]:
 
 
 def run_cli(code: str, args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    """``code`` (a patch or a limit), then the real ``ml_arl.cli.run()`` with ``args``, in a process
+    """``code`` (a patch or a limit), then the real ``ml_arl.cli.learn.run()`` with ``args``, in a process
     of its own (forked by the zygote: tests/support/zygote.py)."""
     return run_arl_learn(args, cwd, timeout, code=code)
 
@@ -121,7 +121,7 @@ def check_finished_cleanly(run: Path) -> None:
 
 def start(args: list[str], cwd: Path, log: Path, fresh: bool) -> Session:
     """``arl-learn ARGS``, its console in ``log``: the command itself (a fresh ``python -m
-    ml_arl.cli``: a kill may land in its imports) or, not ``fresh``, forked by the zygote (a
+    ml_arl.cli.learn``: a kill may land in its imports) or, not ``fresh``, forked by the zygote (a
     process of its own that is already past the imports; tests/support/zygote.py)."""
     with open(log, "wb") as out:
         return popen_arl_learn(args, cwd, stdout=out, stderr=subprocess.STDOUT, fresh=fresh)
@@ -184,7 +184,7 @@ def has_files(run: Path) -> bool:
 class Kill:
     """When a session is SIGKILLed: once ``text`` is ``count`` times in its console (at once when
     ``text`` is empty: the command is still in its imports). ``fresh``: the session is the command
-    itself (``python -m ml_arl.cli``), not a child of the zygote that is already past the imports."""
+    itself (``python -m ml_arl.cli.learn``), not a child of the zygote that is already past the imports."""
 
     text: str
     count: int = 1
@@ -233,7 +233,7 @@ def test_killed_in_five_sessions_resumes_from_the_last_checkpoint(tmp_path: Path
     """Five sessions, each SIGKILLed: three once they saved (one, two and one checkpoints), two
     (the second and the fourth, both resuming a run with checkpoints) in their start-up: once its
     workers were launched (the forkserver and workers must go with it) and in its imports (at
-    once). Those two are the command (``python -m ml_arl.cli``), the others children of the
+    once). Those two are the command (``python -m ml_arl.cli.learn``), the others children of the
     zygote. Every session after the first resumes what the kills left."""
     config = reach_config(max_steps=10**6, summary_freq=150, checkpoint_interval=300, keep_checkpoints=2, **LIGHT)
     cfg = write_config(tmp_path / "reach.yaml", config)
@@ -379,8 +379,8 @@ def test_full_disk_during_a_save_is_one_line_and_keeps_earlier_checkpoints(tmp_p
 
 EVENTS_FULL = """\
 import os, resource
-from ml_arl.exceptions import ResultsWriteError
-from ml_arl.stats import StatsSummary, TensorboardWriter
+from ml_arl.core.exceptions import ResultsWriteError
+from ml_arl.results.summary_writers import StatsSummary, TensorboardWriter
 writer = TensorboardWriter("out", clear_past_data=True)
 writer.write_stats("B", {"x": StatsSummary(1.0, 0.0, 1)}, 1)
 size = sum(os.path.getsize(os.path.join("out", "B", f)) for f in os.listdir(os.path.join("out", "B")))

@@ -59,8 +59,8 @@ def run_file(tmp_path: Path, uid: str, env: str = DUMMY, env_params: Any = None,
 
 def our_config(tmp_path: Path, run_file_path: Path, **env_settings: Any) -> Path:
     """Our config for the run file (what arl-learn translates it into) with other env_settings."""
-    from ml_arl.config_file import load_config_file
     from ml_arl.palaestrai.runfile import translate_file
+    from ml_arl.settings.config_file import load_config_file
 
     data, _ = load_config_file(str(run_file_path))
     config = translate_file(data, str(run_file_path), str(tmp_path / "results"))
@@ -89,7 +89,7 @@ def test_the_run_files_environment_runs_in_process(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_the_run_files_environment_runs_in_ray_actors(tmp_path: Path) -> None:
     pytest.importorskip("ray")
-    from ml_arl.envs.managers.ray_env_manager import LOCAL_ONLY_ENV
+    from ml_arl.envs.backends.ray_env_manager import LOCAL_ONLY_ENV
 
     os.environ.setdefault(LOCAL_ONLY_ENV, "0")
     config = our_config(tmp_path, run_file(tmp_path, "onray", worker=2), manager="ray")
@@ -170,7 +170,7 @@ def test_harl_sac_runs_on_our_sac_and_arl_report_reads_the_run(tmp_path: Path) -
     import contextlib
     import io
 
-    from ml_arl import report
+    from ml_arl.cli import report
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -15,11 +15,11 @@ from mlagents_envs.base_env import ActionTuple
 pytest.importorskip("pettingzoo")
 pytest.importorskip("mpe2")
 
-from ml_arl.callbacks import CallbackList, StopOnReward  # noqa: E402
 from ml_arl.envs.adapters.pettingzoo_env import PettingZooEnv, behavior_of, make_pettingzoo_env  # noqa: E402
 from ml_arl.envs.sources import resolve_env  # noqa: E402
-from ml_arl.run.controller import TrainerController  # noqa: E402
 from ml_arl.settings import build_run_options  # noqa: E402
+from ml_arl.training.callbacks import CallbackList, StopOnReward  # noqa: E402
+from ml_arl.training.controller import TrainerController  # noqa: E402
 from tests.support.pettingzoo_envs import Mixed  # noqa: E402
 from tests.support.runs import arl_learn, arl_learn_here, tiny_config, write_config  # noqa: E402
 

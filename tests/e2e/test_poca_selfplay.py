@@ -17,17 +17,17 @@ import pytest
 import yaml
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
+from ml_arl.acting.agent_processor import AgentProcessor
+from ml_arl.acting.muscle import ActionInfo, Muscle
+from ml_arl.core.actor_weights import PolicySnapshot
+from ml_arl.core.behavior_specs import vector_obs_spec
 from ml_arl.envs.games.builtin import BUILTIN_ENVS
 from ml_arl.envs.games.soccer import HALF_CELLS, TEAMS, SoccerLine
-from ml_arl.envs.managers.agent_processor import AgentProcessor
-from ml_arl.messages import PolicySnapshot
-from ml_arl.policy.muscle import ActionInfo, Muscle
-from ml_arl.run.controller import TrainerController
-from ml_arl.run.opponents import GhostController, OpponentPool
+from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import SelfPlaySettings, build_run_options
-from ml_arl.specs import vector_obs_spec
-from ml_arl.stats import StatsReporter
-from ml_arl.trainers.poca import POCATrainer
+from ml_arl.trainers.poca.trainer import POCATrainer
+from ml_arl.training.controller import TrainerController
+from ml_arl.training.opponents import GhostController, OpponentPool
 from tests.support.runs import ROOT, arl_learn, arl_learn_here, scalars, write_config
 
 Policy = Callable[[np.ndarray], np.ndarray]

@@ -120,7 +120,7 @@ def test_seeds_study_reports_mean_iqm_and_intervals_and_refuses_misuse(tmp_path:
     ports = {(folder / "logs" / f"trial-0000-seed{s}.log").read_text().splitlines()[0].split("--base-port ")[1].split()[0] for s in (0, 1)}
     assert ports == {"5005", "5007"}  # the two runs at once: slots 0 and 1, num_envs + 1 ports apart
     os.remove(folder / "seeds.png")
-    from ml_arl.report import main as report_main
+    from ml_arl.cli.report import main as report_main
 
     assert report_main([str(folder)]) == 0
     assert (folder / "seeds.png").is_file()
@@ -190,7 +190,7 @@ def test_a_killed_study_resumes_its_trials_from_their_checkpoints(tmp_path: Path
     study = write_fault_study(tmp_path, "step_sleep=0.004", max_steps=3000)
     folder = tmp_path / "results" / "killed"
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ml_arl.study.cli", str(study), "--run-id", "killed", "--results-dir", str(tmp_path / "results")],
+        [sys.executable, "-m", "ml_arl.cli.study", str(study), "--run-id", "killed", "--results-dir", str(tmp_path / "results")],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
     )
     try:
@@ -276,7 +276,7 @@ search:
     tables = {}
     for name, extra in (("here", []), ("ray", ["--ray-address", "local"])):
         done = subprocess.run(
-            [sys.executable, "-m", "ml_arl.study.cli", str(study), "--run-id", name, "--results-dir", str(tmp_path / "results"), *extra],
+            [sys.executable, "-m", "ml_arl.cli.study", str(study), "--run-id", name, "--results-dir", str(tmp_path / "results"), *extra],
             cwd=tmp_path, capture_output=True, text=True, timeout=300,
         )
         assert done.returncode == 0, done.stdout + done.stderr

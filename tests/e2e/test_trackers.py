@@ -236,8 +236,8 @@ def test_a_broken_plugin_is_one_line_naming_it(tmp_path: Path, monkeypatch: pyte
 
 
 def test_a_tracker_failing_during_the_run_is_dropped_and_the_run_goes_on(caplog: pytest.LogCaptureFixture) -> None:
-    from ml_arl.stats import StatsSummary
-    from ml_arl.trackers import GuardedWriter
+    from ml_arl.results.summary_writers import StatsSummary
+    from ml_arl.results.trackers import GuardedWriter
 
     class Flaky:
         calls = 0
@@ -263,9 +263,9 @@ def test_mlflow_batches_that_fail_to_send_drop_the_tracker_at_once(caplog: pytes
 
     from mlflow.utils.async_logging.run_operations import RunOperations
 
-    from ml_arl.stats import StatsSummary
-    from ml_arl.trackers import GuardedWriter
-    from ml_arl.trackers.mlflow_writer import MLflowWriter
+    from ml_arl.results.summary_writers import StatsSummary
+    from ml_arl.results.trackers import GuardedWriter
+    from ml_arl.results.trackers.mlflow_writer import MLflowWriter
 
     failed: Future[None] = Future()
     failed.set_exception(ConnectionError("Connection refused"))

@@ -132,7 +132,7 @@ def test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_s
     assert "Standin/Goal Distance_hist" in tags and "Environment/Cumulative Reward_hist" in tags
     assert max(tags["Standin/Episodes"]) > 20  # SUM over a summary period, not a mean of 0/1 counts
     # ONNX per checkpoint and the final model
-    from ml_arl.policy.onnx_export import check_onnx
+    from ml_arl.networks.onnx_export import check_onnx
 
     assert sorted(p.name for p in (run / "Seeker").glob("*.onnx")), list((run / "Seeker").iterdir())
     check_onnx(str(run / "Seeker.onnx"))
@@ -371,10 +371,10 @@ def test_onnx_from_a_trained_checkpoint_matches_the_muscle(tmp_path: Path) -> No
     """The exported model's deterministic action is what the workers' numpy muscle does."""
     import onnxruntime as ort
 
+    from ml_arl.acting.muscle import Muscle
     from ml_arl.envs.games.builtin import Reach
-    from ml_arl.policy.muscle import Muscle
-    from ml_arl.policy.networks import ActorCritic
-    from ml_arl.policy.onnx_export import export_onnx
+    from ml_arl.networks.actor_critic import ActorCritic
+    from ml_arl.networks.onnx_export import export_onnx
     from ml_arl.settings import NetworkSettings
 
     env = Reach("continuous")
@@ -473,8 +473,8 @@ def test_sac_trains_both_standin_behaviors_and_exports_tanh_squashed_models(tmp_
     import torch
     from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-    from ml_arl.policy.networks import ActorCritic
-    from ml_arl.policy.onnx_export import check_onnx
+    from ml_arl.networks.actor_critic import ActorCritic
+    from ml_arl.networks.onnx_export import check_onnx
     from ml_arl.settings import NetworkSettings
 
     network = {"hidden_units": 16, "num_layers": 1}

@@ -414,7 +414,7 @@ def learn_until(args: list[str], cwd: Path, max_steps: int, here: bool) -> subpr
     # main() here: its stdout is sys.stdout (a StringIO) while it runs, and its SIGTERM handler (save
     # and exit 0) is installed: SIGTERM goes to this (the main) thread, never on the last summary
     # (max_steps: main() is still running) nor once main() has returned.
-    from ml_arl import cli
+    from ml_arl.cli import learn as cli
 
     lock, finished = threading.Lock(), threading.Event()
 

@@ -163,8 +163,8 @@ def variable_size_problem() -> str | None:
         import torch
         from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-        from ml_arl.policy.muscle import Muscle
-        from ml_arl.policy.networks import ActorCritic
+        from ml_arl.acting.muscle import Muscle
+        from ml_arl.networks.actor_critic import ActorCritic
         from ml_arl.settings import NetworkSettings
 
         spec = BehaviorSpec(

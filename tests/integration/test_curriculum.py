@@ -16,16 +16,16 @@ from typing import Any, Optional
 import numpy as np
 import pytest
 
-from ml_arl.callbacks import Callback, CallbackList
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.core.experience import EpisodeStat
 from ml_arl.envs.games.builtin import Reach
-from ml_arl.envs.games.grid import GridDefense
-from ml_arl.envs.parameters import draw
-from ml_arl.exceptions import ConfigError
-from ml_arl.messages import EpisodeStat
-from ml_arl.run.controller import TrainerController
-from ml_arl.run.curriculum import lesson_complete
+from ml_arl.envs.games.grid_defense import GridDefense
+from ml_arl.envs.parameter_values import draw
+from ml_arl.results.sqlite_store import STORE_FILENAME
 from ml_arl.settings import CompletionCriteria, build_run_options, lesson_values, resolve_parameter_seeds
-from ml_arl.store import STORE_FILENAME
+from ml_arl.training.callbacks import Callback, CallbackList
+from ml_arl.training.controller import TrainerController
+from ml_arl.training.curriculum import lesson_complete
 from tests.support.runs import ROOT, arl_learn_here, scalars, tiny_config
 
 TAG = "Environment/Lesson Number/bonus"
@@ -122,8 +122,8 @@ class FakeEnvManager:
 def test_curriculum_part_moves_each_parameter_on_its_own(tmp_path: Path) -> None:
     """Curriculum.update: ELO of the named behavior, progress within the phase's step window, one
     lesson per check, rewards cleared for every behavior, the values sent (reset if any lesson asks)."""
-    from ml_arl.checkpoints import TrainingStatus
-    from ml_arl.run.curriculum import Curriculum
+    from ml_arl.results.checkpoints import TrainingStatus
+    from ml_arl.training.curriculum import Curriculum
 
     params = {
         "speed": curriculum(("slow", 1.0, {"behavior": "A", "measure": "Elo", "threshold": 1210, "min_lesson_length": 2}),
@@ -467,8 +467,8 @@ def test_built_in_environments_take_samplers() -> None:
 
 
 def test_parameters_without_a_reset_reach_each_worker_with_its_next_step(tmp_path: Path) -> None:
-    from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
-    from ml_arl.envs.sources import EnvFactory
+    from ml_arl.core.env_factory import EnvFactory
+    from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.settings import EnvSettings
     from tests.support.lesson_env import make_env
 

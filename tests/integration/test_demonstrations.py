@@ -13,19 +13,19 @@ import pytest
 from google.protobuf.internal.decoder import _DecodeVarint32
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-from ml_arl.demo import DemoWriter, check_demonstrations, load_demonstrations
-from ml_arl.demo.format import META_BYTES, brain_parameters, delimited, meta_header
-from ml_arl.exceptions import ConfigError
-from ml_arl.messages import Trajectory
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.core.experience import Trajectory
+from ml_arl.demonstrations import DemoWriter, check_demonstrations, load_demonstrations
+from ml_arl.demonstrations.format import META_BYTES, brain_parameters, delimited, meta_header
 from ml_arl.protocol.communicator_objects.agent_action_pb2 import AgentActionProto
 from ml_arl.protocol.communicator_objects.agent_info_action_pair_pb2 import AgentInfoActionPairProto
 from ml_arl.protocol.communicator_objects.agent_info_pb2 import AgentInfoProto
 from ml_arl.protocol.communicator_objects.brain_parameters_pb2 import BrainParametersProto
 from ml_arl.protocol.communicator_objects.demonstration_meta_pb2 import DemonstrationMetaProto
 from ml_arl.protocol.communicator_objects.observation_pb2 import NONE, PNG, ObservationProto
-from ml_arl.results_dir import record_demo_problem
-from ml_arl.run.demo_recording import demo_file_stem, free_demo_path, sent_continuous
-from ml_arl.store import read_results
+from ml_arl.results.run_folder import record_demo_problem
+from ml_arl.results.sqlite_store import read_results
+from ml_arl.training.demo_recording import demo_file_stem, free_demo_path, sent_continuous
 from tests.support.runs import arl_learn, arl_learn_here, tiny_config, write_config
 from tests.support.simple_envs import GoalReach
 
@@ -513,7 +513,7 @@ def test_a_bad_demo_is_a_one_line_error_before_anything_is_written(
 def test_damaged_png_observations(tmp_path: Path) -> None:
     """The check finds damaged PNG bytes without decoding them; the loader, decoding, never lets
     PIL's own error kinds (SyntaxError, AttributeError for bytes that look like another format) out."""
-    from ml_arl.demo.format import PNG_SIGNATURE, png_problem
+    from ml_arl.demonstrations.format import PNG_SIGNATURE, png_problem
 
     spec = BehaviorSpec([image(6, 5, 3), image(4, 4, 4)], ActionSpec(1, ()))  # 4 channels: two PNGs in one
     good = goal_reach_demo(tmp_path / "good.demo", spec)

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from mlagents_envs.base_env import ActionTuple
 
+from ml_arl.core.exceptions import EnvironmentSourceError
 from ml_arl.envs.adapters.gym_env import GymnasiumEnv, behavior_name_for, make_gymnasium_env
 from ml_arl.envs.games.builtin import Reach
 from ml_arl.envs.sources import parse_env_args, resolve_env
-from ml_arl.exceptions import EnvironmentSourceError
 
 
 def test_behavior_names_drop_the_version() -> None:
@@ -163,7 +163,7 @@ def make_niceness_probe(seed: int, out: str) -> Reach:
 
 
 def test_worker_nice_lowers_the_priority_of_workers(tmp_path: Path) -> None:
-    from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager
     from ml_arl.settings import EnvSettings
 
     out = tmp_path / "nice.txt"
@@ -177,9 +177,9 @@ def test_worker_nice_lowers_the_priority_of_workers(tmp_path: Path) -> None:
 
 
 def _stepping_manager(**settings: Any) -> tuple[Any, Any]:
-    from ml_arl.envs.managers.subprocess_env_manager import SubprocessEnvManager
-    from ml_arl.messages import PolicyMessage
-    from ml_arl.policy.networks import ActorCritic
+    from ml_arl.core.actor_weights import PolicyMessage
+    from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager
+    from ml_arl.networks.actor_critic import ActorCritic
     from ml_arl.settings import EnvSettings, NetworkSettings
 
     env_settings = EnvSettings(num_envs=2, env_path="builtin:Trivial", timeout_wait=30, **settings)
@@ -202,7 +202,7 @@ def test_deterministic_stepping_answers_one_request_per_worker_in_worker_order()
 
 
 class _Sloppy:
-    """A user muscle that forgot part of the contract (ml_arl.policy.muscle.Acting)."""
+    """A user muscle that forgot part of the contract (ml_arl.acting.muscle.Acting)."""
 
     memory_size = 8
 
@@ -214,9 +214,9 @@ class _Sloppy:
 
 
 def test_a_user_muscle_missing_part_of_the_contract_is_named() -> None:
-    from ml_arl.envs.managers.env_runner import build_muscle
+    from ml_arl.acting.env_runner import build_muscle
 
-    with pytest.raises(TypeError, match=r"^muscle tests.integration.test_envs:_Sloppy: has no set_weights, forget \(it has a memory_size\); see ml_arl.policy.muscle.Acting$"):
+    with pytest.raises(TypeError, match=r"^muscle tests.integration.test_envs:_Sloppy: has no set_weights, forget \(it has a memory_size\); see ml_arl.acting.muscle.Acting$"):
         build_muscle("tests.integration.test_envs:_Sloppy", None, False, 0)
     muscle, recurrent = build_muscle("tests.support.plugins:GoalExpertMuscle", {"n_cont": 1, "branches": []}, True, 0)
     assert not recurrent and muscle.branches == ()

@@ -16,15 +16,14 @@ import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 from torch import nn
 
-from ml_arl import limits
-from ml_arl.policy.conditioning import ConditionalBody, HyperLayer, column_runs, goal_columns
-from ml_arl.policy.encoders import Normalizer
-from ml_arl.policy.muscle import Muscle
-from ml_arl.policy.networks import ActorCritic
-from ml_arl.policy.onnx_export import check_onnx, export_onnx
-from ml_arl.run.controller import TrainerController
-from ml_arl.settings import NetworkSettings, build_run_options
-from ml_arl.trainers.sac_networks import Critic
+from ml_arl.acting.muscle import Muscle
+from ml_arl.networks.actor_critic import ActorCritic
+from ml_arl.networks.conditioning import ConditionalBody, HyperLayer, column_runs, goal_columns
+from ml_arl.networks.encoders import Normalizer
+from ml_arl.networks.onnx_export import check_onnx, export_onnx
+from ml_arl.settings import NetworkSettings, bounds, build_run_options
+from ml_arl.trainers.sac.networks import Critic
+from ml_arl.training.controller import TrainerController
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
 DEFAULT, GOAL = ObservationType.DEFAULT, ObservationType.GOAL_SIGNAL
@@ -237,12 +236,12 @@ def test_learns_the_goal_from_its_signal(tmp_path: Path, trainer: str, condition
 def test_memory_check_counts_the_hypernetworks() -> None:
     """The hypernetwork's output layer grows as hidden_units cubed: the memory check before training counts it."""
     spec = _spec([((4,), DEFAULT), ((2,), GOAL)], ActionSpec(1, ()))
-    assert limits.behavior_memory_problem(spec, 2048, 2, 1, "none") is None
-    problem = limits.behavior_memory_problem(spec, 2048, 2, 1, "hyper")
+    assert bounds.behavior_memory_problem(spec, 2048, 2, 1, "none") is None
+    problem = bounds.behavior_memory_problem(spec, 2048, 2, 1, "hyper")
     assert problem is not None and "use fewer hidden_units" in problem
     # the estimate is the networks' own count
     torch.manual_seed(0)
     net = ActorCritic(spec, NetworkSettings(hidden_units=8, num_layers=2))
     plain = ActorCritic(spec, NetworkSettings(hidden_units=8, num_layers=2, goal_conditioning_type="none"))
     extra = sum(p.numel() for p in net.parameters()) - sum(p.numel() for p in plain.parameters())
-    assert extra == 2 * limits.hyper_layer_parameters(8, 8, 2)
+    assert extra == 2 * bounds.hyper_layer_parameters(8, 8, 2)

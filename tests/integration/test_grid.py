@@ -10,7 +10,7 @@ import pytest
 from mlagents_envs.base_env import ActionTuple
 
 from ml_arl.envs.games.builtin import BUILTIN_ENVS
-from ml_arl.envs.games.grid import (
+from ml_arl.envs.games.grid_defense import (
     ATTACKER,
     DEFENDER,
     LINES,

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec
 
-from ml_arl.baselines import PolicyWeights, policy_problem
-from ml_arl.baselines.grid2op import DoNothing, RandomLineAttack, ReconnectLines
+from ml_arl.core.exceptions import EnvironmentSourceError
 from ml_arl.envs.sources import is_python_source, resolve_env
-from ml_arl.exceptions import EnvironmentSourceError
+from ml_arl.rules import PolicyWeights, policy_problem
+from ml_arl.rules.grid2op_rules import DoNothing, RandomLineAttack, ReconnectLines
 
 HAS_GRID2OP = importlib.util.find_spec("grid2op") is not None
 needs_grid2op = pytest.mark.skipif(not HAS_GRID2OP, reason="grid2op is not installed (pip install 'ml_arl[grid2op]')")

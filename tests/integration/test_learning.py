@@ -13,10 +13,10 @@ from typing import Optional
 import numpy as np
 import pytest
 
-from ml_arl.callbacks import Callback, CallbackList, StopOnReward, StopTraining
-from ml_arl.messages import EpisodeStat
-from ml_arl.run.controller import TrainerController
+from ml_arl.core.experience import EpisodeStat
 from ml_arl.settings import build_run_options
+from ml_arl.training.callbacks import Callback, CallbackList, StopOnReward, StopTraining
+from ml_arl.training.controller import TrainerController
 from tests.support.runs import tiny_config
 
 REACH_THRESHOLD = 0.8  # mean return over the last 20 episodes; random play scores about -0.1

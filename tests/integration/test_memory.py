@@ -17,22 +17,23 @@ import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-from ml_arl.demo.reader import Demonstrations
-from ml_arl.envs.managers.env_runner import EnvRunner
-from ml_arl.exceptions import ConfigError
-from ml_arl.messages import PolicyMessage, Trajectory
-from ml_arl.policy.layers import run_lstm
-from ml_arl.policy.muscle import Muscle
-from ml_arl.policy.networks import ActorCritic
-from ml_arl.policy.onnx_export import check_onnx, export_onnx
-from ml_arl.run.controller import TrainerController
+from ml_arl.acting.env_runner import EnvRunner
+from ml_arl.acting.muscle import Muscle
+from ml_arl.core.actor_weights import PolicyMessage
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.core.experience import Trajectory
+from ml_arl.demonstrations.reader import Demonstrations
+from ml_arl.networks.actor_critic import ActorCritic
+from ml_arl.networks.layers import run_lstm
+from ml_arl.networks.onnx_export import check_onnx, export_onnx
+from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import BehavioralCloningSettings, NetworkSettings, build_run_options
-from ml_arl.stats import StatsReporter
 from ml_arl.trainers.behavioral_cloning import BehavioralCloning
-from ml_arl.trainers.poca import POCATrainer, poca_loss
-from ml_arl.trainers.ppo import PPOTrainer, masked_mean, ppo_loss, sequence_rows
-from ml_arl.trainers.replay_buffer import ReplayBuffer
-from ml_arl.trainers.sac import SACTrainer
+from ml_arl.trainers.poca.trainer import POCATrainer, poca_loss
+from ml_arl.trainers.ppo.trainer import PPOTrainer, masked_mean, ppo_loss, sequence_rows
+from ml_arl.trainers.sac.replay_buffer import ReplayBuffer
+from ml_arl.trainers.sac.trainer import SACTrainer
+from ml_arl.training.controller import TrainerController
 from tests.support.simple_envs import SUCCESS_THRESHOLD, GoalReach, last5, stop_when_solved
 
 MEMORY = {"memory_size": 16, "sequence_length": 4}

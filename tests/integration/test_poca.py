@@ -12,15 +12,15 @@ import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.envs.managers.agent_processor import AgentProcessor
-from ml_arl.messages import Trajectory
-from ml_arl.policy.muscle import ActionInfo
-from ml_arl.run.controller import TrainerController
+from ml_arl.acting.agent_processor import AgentProcessor
+from ml_arl.acting.muscle import ActionInfo
+from ml_arl.core.behavior_specs import vector_obs_spec
+from ml_arl.core.experience import Trajectory
+from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import POCASettings, TrainerSettings, build_run_options
-from ml_arl.specs import vector_obs_spec
-from ml_arl.stats import StatsReporter
-from ml_arl.trainers.common import lambda_returns
-from ml_arl.trainers.poca import POCATrainer, clipped_value_loss, group_done, poca_loss
+from ml_arl.trainers.poca.trainer import POCATrainer, clipped_value_loss, group_done, poca_loss
+from ml_arl.trainers.returns import lambda_returns
+from ml_arl.training.controller import TrainerController
 from tests.support import simple_envs
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_groups_solved
 

@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import ml_arl
-from ml_arl.callbacks import Callback, CheckpointEvery, EvalCallback, StopOnReward, StopTraining, Summary
-from ml_arl.exceptions import ConfigError, RunDirectoryError
-from ml_arl.messages import EpisodeStat
+from ml_arl.api.eval_callback import EvalCallback
+from ml_arl.core.exceptions import ConfigError, RunDirectoryError
+from ml_arl.core.experience import EpisodeStat
+from ml_arl.training.callbacks import Callback, CheckpointEvery, StopOnReward, StopTraining, Summary
 from tests.support.runs import scalars, tiny_config
 
 
@@ -123,7 +124,7 @@ def test_bad_input_raises_the_clis_one_line_errors(tmp_path: Path) -> None:
 
 
 def test_a_flag_keyword_sets_its_setting(tmp_path: Path) -> None:
-    from ml_arl.api import options_from, overrides_from
+    from ml_arl.api.train import options_from, overrides_from
 
     options = options_from(reach(), overrides_from({"env": "builtin:ReachDiscrete", "num_envs": 3, "torch_device": "cpu",
                                                     "results_dir": str(tmp_path), "force": True, "debug": True}))

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ml_arl.envs.managers.ray_env_manager import LOCAL_ONLY_ENV
+from ml_arl.envs.backends.ray_env_manager import LOCAL_ONLY_ENV
 from tests.support.faults import BEHAVIOR, ENV, behavior_dir, last_line, lines_with, status, worker_errors, write_config
 from tests.support.runs import arl_learn_here, tiny_config
 
@@ -52,7 +52,7 @@ def cluster() -> Iterator[Any]:
 
 
 def test_ray_address_implies_the_ray_manager() -> None:
-    from ml_arl.cli import parse_options
+    from ml_arl.cli.learn import parse_options
 
     env = parse_options(["--ray-address", "auto", "--env", "builtin:Reach"]).env_settings
     assert (env.manager, env.ray_address) == ("ray", "auto")
@@ -62,7 +62,7 @@ def test_ray_address_implies_the_ray_manager() -> None:
 def test_ray_actors_step_enough_per_call_unless_told() -> None:
     """Without env_settings.steps_per_message an actor makes each call last about CALL_TARGET_S:
     from the cost of a step it measured, within 16 (the setting's default) and MAX_ADAPTIVE_STEPS."""
-    from ml_arl.envs.managers.ray_actor import CALL_TARGET_S, MAX_ADAPTIVE_STEPS, EnvActor
+    from ml_arl.acting.ray_actor import CALL_TARGET_S, MAX_ADAPTIVE_STEPS, EnvActor
 
     actor = EnvActor(b"", 0, 0, 16, adaptive=True)
     actor._adapt(CALL_TARGET_S / 40)  # a step costs a fortieth of the target
@@ -74,7 +74,7 @@ def test_ray_actors_step_enough_per_call_unless_told() -> None:
     assert actor.steps_per_message == MAX_ADAPTIVE_STEPS
     fixed = EnvActor(b"", 0, 0, 8)
     assert not fixed.adaptive
-    from ml_arl.cli import parse_options
+    from ml_arl.cli.learn import parse_options
 
     assert "steps_per_message" not in parse_options(["--ray-address", "auto", "--env", "builtin:Reach"]).env_settings.model_fields_set
 
@@ -97,7 +97,7 @@ def test_ray_actors_step_enough_per_call_unless_told() -> None:
      "subprocess, inprocess or ray"),
 ])
 def test_ray_settings_that_do_not_fit_are_one_line(env_settings: dict, message: str) -> None:
-    from ml_arl.exceptions import ConfigError
+    from ml_arl.core.exceptions import ConfigError
     from ml_arl.settings import build_run_options
 
     with pytest.raises(ConfigError) as err:
@@ -157,10 +157,10 @@ def ray_args(tmp_path: Path, config: Path, run_id: str, *extra: str, num_envs: i
 
 @pytest.mark.slow
 def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
-    from ml_arl.callbacks import CallbackList, StopOnReward
-    from ml_arl.envs.managers.ray_env_manager import RayEnvManager
-    from ml_arl.run.controller import TrainerController
+    from ml_arl.envs.backends.ray_env_manager import RayEnvManager
     from ml_arl.settings import build_run_options
+    from ml_arl.training.callbacks import CallbackList, StopOnReward
+    from ml_arl.training.controller import TrainerController
 
     config = tiny_config("builtin:ReachDiscrete", max_steps=10000, hyperparameters={
         "batch_size": 128, "buffer_size": 1024, "learning_rate": 3e-3, "beta": 1e-3, "num_epoch": 4})
@@ -295,9 +295,9 @@ def test_node_removed_mid_run_its_worker_restarts_on_the_other(cluster: Any, tmp
     import ray
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    from ml_arl.envs.managers.ray_env_manager import RayEnvManager
-    from ml_arl.run.controller import TrainerController
+    from ml_arl.envs.backends.ray_env_manager import RayEnvManager
     from ml_arl.settings import build_run_options
+    from ml_arl.training.controller import TrainerController
 
     node_b = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
@@ -352,8 +352,8 @@ def test_ports_are_claimed_per_node_without_collisions() -> None:
     on, and a released port can be claimed again."""
     import socket
 
+    from ml_arl.core.exceptions import EnvironmentSourceError
     from ml_arl.envs.adapters.unity_nodes import claim_port
-    from ml_arl.exceptions import EnvironmentSourceError
     from tests.support.unity_standin import free_base_port
 
     base = free_base_port(6)
@@ -375,8 +375,8 @@ def test_ports_are_claimed_per_node_without_collisions() -> None:
 
 
 def test_the_unity_editor_with_ray_is_one_line() -> None:
+    from ml_arl.core.exceptions import EnvironmentSourceError
     from ml_arl.envs.sources import unity_factory
-    from ml_arl.exceptions import EnvironmentSourceError
     from ml_arl.settings import build_run_options
 
     options = build_run_options({"env_settings": {"manager": "ray"}}, {}, "test")
@@ -405,10 +405,10 @@ def test_unity_build_only_the_nodes_have_trains_on_ray_and_exports_onnx(cluster:
     stand-in's Seeker with the other; the run exports Seeker.onnx."""
     import logging
 
-    from ml_arl.envs.managers.ray_env_manager import RayEnvManager
-    from ml_arl.policy.onnx_export import check_onnx
-    from ml_arl.run.controller import TrainerController
+    from ml_arl.envs.backends.ray_env_manager import RayEnvManager
+    from ml_arl.networks.onnx_export import check_onnx
     from ml_arl.settings import build_run_options
+    from ml_arl.training.controller import TrainerController
     from tests.support.unity_standin import free_base_port, make_build
 
     build = tmp_path / "nodes-only" / "Standin.x86_64"

@@ -17,8 +17,8 @@ import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 from torch.nn import functional as F
 
-from ml_arl.messages import Trajectory
-from ml_arl.policy.networks import ActorCritic
+from ml_arl.core.experience import Trajectory
+from ml_arl.networks.actor_critic import ActorCritic
 from ml_arl.settings import (
     CuriositySettings,
     GAILSettings,

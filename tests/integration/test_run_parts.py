@@ -1,4 +1,4 @@
-"""Unit tests of the run loop's parts (ml_arl/run/): trainer classes, the phase schedule's step
+"""Unit tests of the run loop's parts (ml_arl/training/): trainer classes, the phase schedule's step
 windows, Trainer.assign, the PolicyMessage each behavior acts with, and the self-play router."""
 
 from __future__ import annotations
@@ -10,16 +10,16 @@ from typing import Any
 import pytest
 import torch
 
+from ml_arl.core.actor_weights import PolicySnapshot
+from ml_arl.core.exceptions import ConfigError
 from ml_arl.envs.games.builtin import Reach
-from ml_arl.exceptions import ConfigError
-from ml_arl.messages import PolicySnapshot
-from ml_arl.run.phases import UNLIMITED_STEPS, PhaseSchedule
-from ml_arl.run.policies import policy_message
-from ml_arl.run.selfplay import SelfPlay
+from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import PhaseSettings, TrainerSettings, build_run_options
-from ml_arl.stats import StatsReporter
-from ml_arl.trainers.base import Trainer, trainer_class
-from ml_arl.trainers.ppo import PPOTrainer
+from ml_arl.trainers.ppo.trainer import PPOTrainer
+from ml_arl.trainers.trainer import Trainer, trainer_class
+from ml_arl.training.phases import UNLIMITED_STEPS, PhaseSchedule
+from ml_arl.training.policy_router import policy_message
+from ml_arl.training.selfplay import SelfPlay
 from tests.support.plugins import RandomTrainer
 
 

@@ -17,15 +17,15 @@ import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 from torch import nn
 
-from ml_arl.messages import Trajectory
-from ml_arl.run.controller import TrainerController
+from ml_arl.core.behavior_specs import vector_obs_spec
+from ml_arl.core.experience import Trajectory
+from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import build_run_options
-from ml_arl.specs import vector_obs_spec
-from ml_arl.stats import StatsReporter
-from ml_arl.trainers.optim import Adam
-from ml_arl.trainers.replay_buffer import ReplayBatch, ReplayBuffer
-from ml_arl.trainers.sac import REPLAY_BUFFER_FILE, SACTrainer, condense_q, sac_losses
-from ml_arl.trainers.sac_networks import soft_update
+from ml_arl.trainers.optimizers import Adam
+from ml_arl.trainers.sac.networks import soft_update
+from ml_arl.trainers.sac.replay_buffer import ReplayBatch, ReplayBuffer
+from ml_arl.trainers.sac.trainer import REPLAY_BUFFER_FILE, SACTrainer, condense_q, sac_losses
+from ml_arl.training.controller import TrainerController
 from tests.support.runs import arl_learn_here, tiny_config, write_config
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
@@ -84,7 +84,7 @@ def test_sac_policy_loss_weighs_the_joint_log_density_of_several_dimensions() ->
 
 
 def test_squashed_log_density_keeps_its_gradient_where_tanh_saturates() -> None:
-    from ml_arl.policy.distributions import ActionDistribution
+    from ml_arl.networks.distributions import ActionDistribution
 
     mu = torch.tensor([[0.0, 12.0]], requires_grad=True)
     dist = ActionDistribution(mu, torch.ones(1, 2), [], tanh_squash=True)

@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from ml_arl.demo import load_demonstrations
-from ml_arl.exceptions import ConfigError
-from ml_arl.run.controller import TrainerController
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.demonstrations import load_demonstrations
 from ml_arl.settings import build_run_options
+from ml_arl.training.controller import TrainerController
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
 PPO = {"trainer_type": "ppo", "hyperparameters": {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant",
@@ -69,7 +69,7 @@ def test_intrinsic_signals_learn_with_the_task(tmp_path: Path, trainer: str, sig
 @pytest.fixture(scope="module")
 def expert_demos(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """.demo files of the goal-reaching expert (continuous and discrete), written by arl-learn
-    --inference --record-demo (the recorder of ml_arl.run.demo_recording)."""
+    --inference --record-demo (the recorder of ml_arl.training.demo_recording)."""
     folders = {}
     for kind, env_args in {"continuous": ["continuous=1"], "discrete": ["continuous=0", "discrete=1"]}.items():
         tmp = tmp_path_factory.mktemp(f"expert-{kind}")
@@ -139,11 +139,11 @@ def test_behavioral_cloning_alone_sends_the_expert_action_at_the_bound(trainer: 
     action near 1/3, and drive SAC's pre-image on without end."""
     import torch
 
+    from ml_arl.results.summary_writers import StatsReporter
     from ml_arl.settings import TrainerSettings
-    from ml_arl.stats import StatsReporter
-    from ml_arl.trainers.poca import POCATrainer
-    from ml_arl.trainers.ppo import PPOTrainer
-    from ml_arl.trainers.sac import SACTrainer
+    from ml_arl.trainers.poca.trainer import POCATrainer
+    from ml_arl.trainers.ppo.trainer import PPOTrainer
+    from ml_arl.trainers.sac.trainer import SACTrainer
 
     torch.manual_seed(0)
     demo = str(expert_demos["continuous"])

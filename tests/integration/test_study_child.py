@@ -1,6 +1,6 @@
 """A study's run is interrupted once when the study dies (Linux only): the kernel delivered the
 parent-death signal twice to a run with threads of its own, and with SIGTERM the repeat cut the
-run's final checkpoint short (ml_arl.study.child)."""
+run's final checkpoint short (ml_arl.cli.study_child)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR
 # after the first one.
 CHILD = """
 import os, signal, sys, time
-from ml_arl.cli import _sigterm
-from ml_arl.study.child import die_with_parent
+from ml_arl.cli.learn import _sigterm
+from ml_arl.cli.study_child import die_with_parent
 die_with_parent(int(sys.argv[2]))
 signal.signal(signal.SIGTERM, _sigterm)  # as arl-learn's main() sets it
 import threading

@@ -13,12 +13,12 @@ import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-from ml_arl.policy.attention import ATTENTION_EMBEDDING_SIZE, EntityAttention, EntityEncoder, is_variable_length
-from ml_arl.policy.muscle import Muscle
-from ml_arl.policy.networks import ActorCritic
-from ml_arl.policy.onnx_export import check_onnx, export_onnx
-from ml_arl.run.controller import TrainerController
+from ml_arl.acting.muscle import Muscle
+from ml_arl.networks.actor_critic import ActorCritic
+from ml_arl.networks.attention import ATTENTION_EMBEDDING_SIZE, EntityAttention, EntityEncoder, is_variable_length
+from ml_arl.networks.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import NetworkSettings, build_run_options
+from ml_arl.training.controller import TrainerController
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5, stop_when_solved
 
 VARIABLE = (DimensionProperty.VARIABLE_SIZE, DimensionProperty.NONE)
@@ -138,8 +138,8 @@ def test_variable_length_of_other_ranks_is_refused() -> None:
 
 
 def test_poca_critic_attends_over_groupmates_with_entities() -> None:
-    from ml_arl.policy.encoders import Normalizer
-    from ml_arl.trainers.poca_networks import POCACritic
+    from ml_arl.networks.encoders import Normalizer
+    from ml_arl.trainers.poca.networks import POCACritic
 
     torch.manual_seed(2)
     spec = _spec([(3,), (5, 4)], {1}, ActionSpec(1, (2,)))
@@ -203,7 +203,7 @@ def test_muscle_agrees_with_torch(case: str) -> None:
 
 
 def test_recurrent_muscle_agrees_with_torch() -> None:
-    from ml_arl.settings.trainer import MemorySettings
+    from ml_arl.settings.trainer_settings import MemorySettings
 
     net = _build("vector+entities", memory=MemorySettings(memory_size=8, sequence_length=4))
     obs = _observations(net.spec, 5, seed=4)
@@ -324,7 +324,7 @@ def test_reward_signals_take_variable_length_observations() -> None:
 
 
 def test_demo_round_trip_keeps_variable_length_observations(tmp_path: Path) -> None:
-    from ml_arl.demo.reader import load_demonstrations, spec_difference
+    from ml_arl.demonstrations.reader import load_demonstrations, spec_difference
 
     from .test_demonstrations import acted, in_write_order, interleaved, write_demo
 

@@ -12,7 +12,7 @@ import pytest
 from gymnasium import spaces
 
 import ml_arl
-from ml_arl.exceptions import RestartQuotaExceeded
+from ml_arl.core.exceptions import RestartQuotaExceeded
 
 ROOT = Path(__file__).resolve().parents[2]
 

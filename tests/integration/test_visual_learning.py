@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from ml_arl.exceptions import ConfigError
-from ml_arl.policy.onnx_export import check_onnx
-from ml_arl.run.controller import TrainerController
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.networks.onnx_export import check_onnx
 from ml_arl.settings import build_run_options
+from ml_arl.training.controller import TrainerController
 from tests.support.simple_envs import last5, stop_when_solved
 
 PPO = {"trainer_type": "ppo", "hyperparameters": {"learning_rate": 3.0e-4, "learning_rate_schedule": "constant",

@@ -15,7 +15,7 @@ from typing import Optional
 
 import pytest
 
-from ml_arl.envs.managers.env_manager import WORKER_ERRORS_LOG
+from ml_arl.envs.backends.env_manager import WORKER_ERRORS_LOG
 from tests.support.runs import arl_learn_here
 from tests.support.zygote import popen_arl_learn
 

@@ -108,7 +108,7 @@ def _run_all() -> dict[str, tuple[str, int]]:
     import os
     import tempfile
 
-    from ml_arl import cli
+    from ml_arl.cli import learn as cli
 
     results: dict[str, tuple[str, int]] = {}
     with tempfile.TemporaryDirectory() as folder:

@@ -29,8 +29,8 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
-from ml_arl.envs.parameters import draw
-from ml_arl.specs import vector_obs_spec
+from ml_arl.core.behavior_specs import vector_obs_spec
+from ml_arl.envs.parameter_values import draw
 
 BEHAVIOR = "Learner"
 

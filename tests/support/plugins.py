@@ -8,10 +8,11 @@ from typing import Any, Optional
 import numpy as np
 from mlagents_envs.base_env import ActionTuple
 
-from ml_arl.messages import PolicySnapshot, Trajectory
-from ml_arl.objectives import ObjectiveBatch
-from ml_arl.policy.muscle import ActionInfo
-from ml_arl.trainers.base import Trainer
+from ml_arl.acting.muscle import ActionInfo
+from ml_arl.core.actor_weights import PolicySnapshot
+from ml_arl.core.experience import Trajectory
+from ml_arl.core.objectives import ObjectiveBatch
+from ml_arl.trainers.trainer import Trainer
 
 
 class RandomMuscle:

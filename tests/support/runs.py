@@ -42,7 +42,7 @@ def arl_learn(
 ) -> subprocess.CompletedProcess[str]:
     """``arl-learn ARGS`` as a process of its own, its output captured: forked from this test
     process's zygote (tests/support/zygote.py: no interpreter start, no torch import), or with ``fresh`` a
-    new ``python -m ml_arl.cli``."""
+    new ``python -m ml_arl.cli.learn``."""
     from tests.support.zygote import run_arl_learn
 
     return run_arl_learn(args, cwd, timeout, env=env, fresh=fresh)
@@ -90,7 +90,7 @@ def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[st
     session, not once per run). The same exit code and console lines as the command; what differs
     is only what needs a process of its own (signals, workers' own output), which the tests that
     check it run through ``arl_learn``. Logging, the SIGTERM and SIGINT handlers and the cwd are restored."""
-    from ml_arl import cli
+    from ml_arl.cli import learn as cli
 
     return main_here(cli.main, "arl-learn", args, cwd)
 
@@ -98,7 +98,7 @@ def arl_learn_here(args: list[str], cwd: Path) -> subprocess.CompletedProcess[st
 def arl_study_here(args: list[Any], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``arl-study ARGS`` as ``arl_learn_here`` runs arl-learn: its ``main`` in this process (its
     runs are processes of their own all the same)."""
-    from ml_arl.study import cli
+    from ml_arl.cli import study as cli
 
     return main_here(cli.main, "arl-study", args, cwd)
 

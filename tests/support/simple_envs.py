@@ -35,7 +35,7 @@ from mlagents_envs.base_env import (
 )
 
 if TYPE_CHECKING:
-    from ml_arl.callbacks import CallbackList
+    from ml_arl.training.callbacks import CallbackList
 
 STEP_SIZE = 0.2
 TIME_PENALTY = 0.01
@@ -55,7 +55,7 @@ def stop_when_solved(solved_at: float, behavior: str = "GoalReach") -> CallbackL
     Ctrl-C does) once the last ``STOP_WINDOW`` returns of ``behavior`` average ``solved_at``, instead
     of training on to max_steps (stricter than the tests' last-5 criterion, which random play can
     meet by luck)."""
-    from ml_arl.callbacks import CallbackList, StopOnReward
+    from ml_arl.training.callbacks import CallbackList, StopOnReward
 
     return CallbackList([StopOnReward(behavior, solved_at, STOP_WINDOW)])
 
@@ -237,7 +237,7 @@ GROUP_REACH_ENVS: list = []  # every GroupReach made by group_reach, newest last
 
 
 class GroupsSolved:
-    """A callback (ml_arl.callbacks): stops the run once the last ``STOP_WINDOW`` successes of the
+    """A callback (ml_arl.training.callbacks): stops the run once the last ``STOP_WINDOW`` successes of the
     newest GroupReach (its ``final_rewards``: the run must be in-process) average above ``solved_at``."""
 
     def __init__(self, solved_at: float):
@@ -251,7 +251,7 @@ class GroupsSolved:
 def stop_when_groups_solved(solved_at: float) -> CallbackList:
     """``stop_when_solved`` for ``group_reach``, judged on each agent's success (ML-Agents' criterion)
     instead of its return: with ``solved_at=1.0`` (successes are +-1.06) all of the last 20 succeeded."""
-    from ml_arl.callbacks import CallbackList
+    from ml_arl.training.callbacks import CallbackList
 
     return CallbackList([GroupsSolved(solved_at)])
 

@@ -1,10 +1,10 @@
 """arl-learn as a process of its own, without paying for a fresh interpreter each time.
 
-Most of what a fresh ``python -m ml_arl.cli`` costs before it trains is its imports: torch alone
+Most of what a fresh ``python -m ml_arl.cli.learn`` costs before it trains is its imports: torch alone
 is about 3 s of CPU on the 2-core test machine, and the suite starts arl-learn a few dozen times.
 A *zygote* pays that once per test process: it imports what arl-learn's ``main()`` imports, runs
 no torch op (so no thread pool exists when it forks), then forks one child per run. The child is a
-separate process that runs the real ``ml_arl.cli.run()`` (``main(sys.argv[1:])`` and its exit),
+separate process that runs the real ``ml_arl.cli.learn.run()`` (``main(sys.argv[1:])`` and its exit),
 with the run's argv, cwd, environment and its own stdin, stdout and stderr; signals, its worker
 processes, its exit code and its console are its own, as the command's are.
 
@@ -46,9 +46,9 @@ for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):  # wh
     os.environ.setdefault(var, "1")
 import importlib.util, io, json, random, signal, socket
 import numpy
-import ml_arl.cli, ml_arl.envs.managers.factory, ml_arl.results_dir, ml_arl.run.controller
-import ml_arl.policy.onnx_export, ml_arl.stats, ml_arl.trainers.ppo, ml_arl.trainers.sac, ml_arl.trainers.poca
-import ml_arl.envs.adapters.unity_env, ml_arl.envs.managers.subprocess_env_manager, ml_arl.envs.games.builtin, ml_arl.envs.adapters.gym_env
+import ml_arl.cli.learn, ml_arl.envs.backends.factory, ml_arl.results.run_folder, ml_arl.training.controller
+import ml_arl.networks.onnx_export, ml_arl.results.summary_writers, ml_arl.trainers.ppo.trainer, ml_arl.trainers.sac.trainer, ml_arl.trainers.poca.trainer
+import ml_arl.envs.adapters.unity_env, ml_arl.envs.backends.subprocess_env_manager, ml_arl.envs.games.builtin, ml_arl.envs.adapters.gym_env
 
 channel = socket.socket(fileno=int(sys.argv[1]))
 statuses = {}  # pid -> the write end of its exit-status pipe
@@ -114,15 +114,15 @@ if os.environ.get("PYTHONUNBUFFERED"):
     sys.stdout = io.TextIOWrapper(open(1, "wb", buffering=0, closefd=False), write_through=True)
     sys.stderr = io.TextIOWrapper(open(2, "wb", buffering=0, closefd=False), write_through=True, errors="backslashreplace")
 os.chdir(request["cwd"])
-sys.argv = [ml_arl.cli.__file__, *request["args"]]
-sys.modules["__main__"].__spec__ = importlib.util.find_spec("ml_arl.cli")  # as -m: workers import it as __mp_main__
+sys.argv = [ml_arl.cli.learn.__file__, *request["args"]]
+sys.modules["__main__"].__spec__ = importlib.util.find_spec("ml_arl.cli.learn")  # as -m: workers import it as __mp_main__
 random.seed()  # fresh seeds, as a fresh interpreter's
 numpy.random.seed()
 code = request["code"]
 del request, fds, serve, null, channel, statuses
 if code:
     exec(code)
-ml_arl.cli.run()
+ml_arl.cli.learn.run()
 """
 
 
@@ -288,15 +288,15 @@ def popen_arl_learn(
     stdout: Target = None, stderr: Target = None, text: bool = False, start_new_session: bool = False,
     code: str = "", fresh: bool = False,
 ) -> Union[Forked, subprocess.Popen[Any]]:
-    """``python -m ml_arl.cli ARGS`` (PYTHONPATH: the repository) as ``subprocess.Popen`` starts it,
+    """``python -m ml_arl.cli.learn ARGS`` (PYTHONPATH: the repository) as ``subprocess.Popen`` starts it,
     forked by the zygote unless ``fresh``. ``code`` runs first (a patch or a limit), in the run's process."""
     args = [str(a) for a in args]
     env = dict(os.environ if env is None else env)
     env.setdefault("PYTHONPATH", str(ROOT))
     if fresh:
-        command = [sys.executable, "-m", "ml_arl.cli", *args]
+        command = [sys.executable, "-m", "ml_arl.cli.learn", *args]
         if code:
-            command = [sys.executable, "-c", f"import sys\n{code}\nimport ml_arl.cli\nml_arl.cli.run()", *args]
+            command = [sys.executable, "-c", f"import sys\n{code}\nimport ml_arl.cli.learn\nml_arl.cli.run()", *args]
         return subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=stdout, stderr=stderr,
                                 text=text, start_new_session=start_new_session)
     return Forked(args, cwd, env, stdout, stderr, text, start_new_session, code)

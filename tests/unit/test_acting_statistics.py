@@ -6,10 +6,11 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-from ml_arl.messages import PolicySnapshot, Trajectory
+from ml_arl.core.actor_weights import PolicySnapshot
+from ml_arl.core.experience import Trajectory
+from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import build_run_options
-from ml_arl.stats import StatsReporter
-from ml_arl.trainers.ppo import PPOTrainer
+from ml_arl.trainers.ppo.trainer import PPOTrainer
 from ml_arl.trainers.queues import AgentManagerQueue
 
 SPEC = BehaviorSpec([ObservationSpec((2,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "v")], ActionSpec(1, ()))

@@ -8,10 +8,10 @@ from typing import Optional
 import numpy as np
 from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, DecisionSteps, TerminalSteps
 
-from ml_arl.envs.managers.agent_processor import AgentProcessor
-from ml_arl.messages import EnvStatAggregation
-from ml_arl.policy.muscle import ActionInfo
-from ml_arl.specs import vector_obs_spec
+from ml_arl.acting.agent_processor import AgentProcessor
+from ml_arl.acting.muscle import ActionInfo
+from ml_arl.core.behavior_specs import vector_obs_spec
+from ml_arl.core.experience import EnvStatAggregation
 from ml_arl.trainers.queues import AgentManagerQueue
 
 SPEC = BehaviorSpec([vector_obs_spec(1)], ActionSpec(1, ()))
@@ -185,8 +185,8 @@ def test_group_id_and_group_reward_are_recorded() -> None:
 def test_environment_stats_aggregations_and_most_recent_from_worker_0_only() -> None:
     import threading
 
-    from ml_arl.run.agent_manager import AgentManager
-    from ml_arl.stats import StatsReporter, StatsSummary
+    from ml_arl.results.summary_writers import StatsReporter, StatsSummary
+    from ml_arl.training.agent_manager import AgentManager
 
     written: dict[str, StatsSummary] = {}
 

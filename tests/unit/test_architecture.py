@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ml_arl.import_path import ImportPathError, is_import_path, resolve, resolve_class, split
+from ml_arl.core.import_path import ImportPathError, is_import_path, resolve, resolve_class, split
 
 PACKAGE = Path(__file__).resolve().parents[2] / "ml_arl"
 
@@ -41,7 +41,11 @@ def import_graph() -> dict[str, set[str]]:
                 if node.level:
                     parts = package.split(".")
                     base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
+                # `from pkg import submodule` imports the submodule, as `import pkg.submodule` does
+                names = [f"{base}.{alias.name}" for alias in node.names]
+                targets = [n for n in names if n in mods] or [base]
+                if len(targets) < len(names):  # some names are not modules: they come from base itself
+                    targets.append(base)
             for target in targets:
                 while target and target not in mods:
                     target = target.rpartition(".")[0]
@@ -87,9 +91,9 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_graph_sees_every_module_and_known_edges() -> None:
     graph = import_graph()
-    assert "ml_arl.run.controller" in graph and "ml_arl.messages" in graph
-    assert "ml_arl.messages" in graph["ml_arl.envs.managers.env_runner"]
-    assert "ml_arl.run.controller" in graph["ml_arl.cli"]  # a lazy import counts
+    assert "ml_arl.training.controller" in graph and "ml_arl.acting.worker_protocol" in graph
+    assert "ml_arl.acting.worker_protocol" in graph["ml_arl.acting.env_runner"]
+    assert "ml_arl.training.controller" in graph["ml_arl.cli.learn"]  # a lazy import counts
 
 
 def test_cycle_finder_finds_a_cycle() -> None:
@@ -104,7 +108,7 @@ def test_no_module_imports_one_that_imports_it_back() -> None:
 
 def package_of(module: str) -> str:
     """The room a module is in: ml_arl.X for every module of subpackage X (at any depth), a
-    top-level module (ml_arl.api, ml_arl.messages...) is its own."""
+    top-level module (ml_arl.api.train, ml_arl.acting.worker_protocol...) is its own."""
     return ".".join(module.split(".")[:2])
 
 
@@ -120,11 +124,11 @@ def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
 
 
 def test_the_package_graph_folds_modules_into_their_packages() -> None:
-    assert package_of("ml_arl.envs.managers.env_runner") == "ml_arl.envs" and package_of("ml_arl.api") == "ml_arl.api"
+    assert package_of("ml_arl.envs.backends.pipelined") == "ml_arl.envs" and package_of("ml_arl.api.train") == "ml_arl.api"
     assert package_graph({"ml_arl.a.x": {"ml_arl.a.y", "ml_arl.b.z"}, "ml_arl.a.y": set(), "ml_arl.b.z": {"ml_arl.c"},
                           "ml_arl.c": set()}) == {"ml_arl.a": {"ml_arl.b"}, "ml_arl.b": {"ml_arl.c"}, "ml_arl.c": set()}
     packages = package_graph(import_graph())
-    assert "ml_arl.run" in packages["ml_arl.cli"]  # cli's lazy import of run.controller
+    assert "ml_arl.training" in packages["ml_arl.cli"]  # cli.learn's lazy import of training.controller
     assert "ml_arl.envs" not in packages["ml_arl.trainers"]
 
 
@@ -143,9 +147,9 @@ def test_no_package_imports_one_that_imports_it_back() -> None:
 
 
 def rooms_in_the_map() -> list[str]:
-    """The rooms docs/ARCHITECTURE.md lists under "The rooms", in its order ("- `run/`: ..." is ml_arl.run)."""
+    """The rooms docs/ARCHITECTURE.md lists under "The map", in its order ("- `training/`: ..." is ml_arl.training)."""
     text = (PACKAGE.parent / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
-    section = text.split("## The rooms", 1)[1].split("\n## ", 1)[0]
+    section = text.split("## The map", 1)[1].split("\n## ", 1)[0]
     found = re.findall(r"^- `([a-z_]+)(?:/|\.py)`:", section, flags=re.MULTILINE)
     return [f"ml_arl.{name}" for name in found]
 
@@ -162,10 +166,13 @@ def test_the_architecture_map_lists_every_room_above_what_it_imports() -> None:
 
 
 def test_messages_and_the_acting_side_are_torch_free() -> None:
-    """What workers import must not pull in torch (fast start, small memory)."""
+    """What workers import (every module of ml_arl.acting; the Ray actor needs ray) must not pull in
+    torch (fast start, small memory)."""
     code = (
-        "import sys; import ml_arl.messages, ml_arl.envs.managers.env_runner, ml_arl.envs.managers.agent_processor, "
-        "ml_arl.envs.managers.subprocess_env_manager; "
+        "import sys, pkgutil, importlib, ml_arl.acting; "
+        "[importlib.import_module('ml_arl.acting.' + m.name) for m in pkgutil.iter_modules(ml_arl.acting.__path__) "
+        "if m.name != 'ray_actor']; "
+        "import ml_arl.core.experience, ml_arl.core.actor_weights, ml_arl.envs.backends.subprocess_env_manager; "
         "print('torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=120)
@@ -174,25 +181,25 @@ def test_messages_and_the_acting_side_are_torch_free() -> None:
 
 def test_import_path_resolver() -> None:
     assert split("pkg.mod:Name.attr") == ("pkg.mod", "Name.attr")
-    assert resolve("ml_arl.import_path:resolve") is resolve
+    assert resolve("ml_arl.core.import_path:resolve") is resolve
     assert resolve("collections:OrderedDict.fromkeys") is not None
     assert is_import_path("a.b:C") and not is_import_path("a/b:C") and not is_import_path("ppo")
     with pytest.raises(ImportPathError, match="cannot import module 'no_such_module_here'"):
         resolve("no_such_module_here:X")
     with pytest.raises(ImportPathError, match="has no attribute 'Missing'"):
-        resolve("ml_arl.import_path:Missing")
+        resolve("ml_arl.core.import_path:Missing")
     with pytest.raises(ImportPathError, match="not an import path"):
         resolve("not a path")
     with pytest.raises(ImportPathError, match="is not a subclass of"):
-        resolve_class("ml_arl.import_path:split", Exception)
-    assert resolve_class("ml_arl.import_path:ImportPathError", ValueError) is ImportPathError
+        resolve_class("ml_arl.core.import_path:split", Exception)
+    assert resolve_class("ml_arl.core.import_path:ImportPathError", ValueError) is ImportPathError
 
 
 def test_one_resolver_for_import_paths() -> None:
-    """Only ml_arl.import_path calls importlib.import_module."""
+    """Only ml_arl.core.import_path calls importlib.import_module."""
     users = sorted(
         name for name, path in _modules().items()
-        if "import_module(" in path.read_text(encoding="utf-8") and name != "ml_arl.import_path"
+        if "import_module(" in path.read_text(encoding="utf-8") and name != "ml_arl.core.import_path"
     )
     assert users == [], users
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from ml_arl.trainers.ppo import PPOBatch
+from ml_arl.trainers.ppo.trainer import PPOBatch
 from ml_arl.trainers.reward_signals import SignalBatch
 
 

@@ -26,7 +26,7 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ml_arl import cli
+from ml_arl.cli import learn as cli
 
 DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 STRUCTURAL_EXAMPLES = 700

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from ml_arl.exceptions import TrainerThreadError
-from ml_arl.run.controller import TrainerController
+from ml_arl.core.exceptions import TrainerThreadError
 from ml_arl.settings import build_run_options
-from ml_arl.trainers.ppo import PPOTrainer
+from ml_arl.trainers.ppo.trainer import PPOTrainer
+from ml_arl.training.controller import TrainerController
 from tests.support.runs import tiny_config
 
 

@@ -1,4 +1,4 @@
-"""ml_arl's fork server (ml_arl.envs.managers.forkserver): a worker forked on request answers on
+"""ml_arl's fork server (ml_arl.envs.backends.forkserver): a worker forked on request answers on
 its pipe, its handle reports its pid and exit code, a kill takes its whole process group (what its
 environment started), and a forked copy of this process gets a server of its own."""
 
@@ -10,9 +10,9 @@ import time
 
 import cloudpickle
 
-from ml_arl.envs.managers.forkserver import ForkServer, fork_server
-from ml_arl.envs.sources import EnvFactory
-from ml_arl.messages import CloseCommand, SpecsReply
+from ml_arl.acting.worker_protocol import CloseCommand, SpecsReply
+from ml_arl.core.env_factory import EnvFactory
+from ml_arl.envs.backends.forkserver import ForkServer, fork_server
 from tests.conformance.user_envs import starts_process
 
 

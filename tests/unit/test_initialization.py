@@ -9,7 +9,7 @@ import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-from ml_arl.policy.networks import ActorCritic
+from ml_arl.networks.actor_critic import ActorCritic
 from ml_arl.settings import NetworkSettings
 
 SPEC = BehaviorSpec([ObservationSpec((400,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "obs")], ActionSpec(2, (3,)))
@@ -78,7 +78,7 @@ def test_log_std_init_sets_the_starting_deviation_of_ppo_and_sac_and_reaches_the
 
 
 def test_log_std_init_out_of_range_is_a_config_error() -> None:
-    from ml_arl.exceptions import ConfigError
+    from ml_arl.core.exceptions import ConfigError
     from ml_arl.settings.build import build_run_options
 
     data = {"behaviors": {"B": {"trainer_type": "ppo", "network_settings": {"log_std_init": 3}}}}

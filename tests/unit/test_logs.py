@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import logging
 
-from ml_arl.logs import configure_logging
+from ml_arl.cli.logs import configure_logging
 
 
 def test_other_libraries_info_is_hidden_ours_and_their_warnings_are_shown() -> None:
@@ -14,7 +14,7 @@ def test_other_libraries_info_is_hidden_ours_and_their_warnings_are_shown() -> N
     try:
         configure_logging(False, stream=stream)
         logging.getLogger("pandapower.plotting").info("Failed to import plotly")
-        logging.getLogger("ml_arl.run").info("ours")
+        logging.getLogger("ml_arl.training").info("ours")
         logging.getLogger("grid2op").warning("theirs, a warning")
         assert stream.getvalue().splitlines() == ["[INFO] ours", "[WARNING] theirs, a warning"]
         stream.truncate(0), stream.seek(0)

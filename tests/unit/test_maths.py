@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from ml_arl.acting.muscle import Muscle, masks_allowed
 from ml_arl.envs.games.builtin import Reach, Trivial
-from ml_arl.policy.encoders import Normalizer
-from ml_arl.policy.muscle import Muscle, masks_allowed
-from ml_arl.policy.networks import ActorCritic
+from ml_arl.networks.actor_critic import ActorCritic
+from ml_arl.networks.encoders import Normalizer
 from ml_arl.settings import NetworkSettings
-from ml_arl.trainers.common import decayed, discounted_returns, gae
+from ml_arl.trainers.returns import decayed, discounted_returns, gae
 
 
 def test_gae_matches_hand_computation() -> None:
@@ -120,7 +120,7 @@ def test_sac_muscle_agrees_with_torch(env) -> None:  # noqa: ANN001
 
 def test_tanh_squashed_log_prob_by_hand() -> None:
     """log p(a) of a = tanh(u), u ~ N(mu, sigma): log N(u) - log(1 - a^2 + eps), by hand."""
-    from ml_arl.policy.distributions import ActionDistribution
+    from ml_arl.networks.distributions import ActionDistribution
 
     mu, std = torch.tensor([[0.3]]), torch.tensor([[0.5]])
     dist = ActionDistribution(mu, std, [], tanh_squash=True)
@@ -148,7 +148,7 @@ def test_masked_actions_are_never_sampled() -> None:
 def test_adam_matches_torch_optim_adam(fused: bool) -> None:
     import copy
 
-    from ml_arl.trainers.optim import Adam
+    from ml_arl.trainers.optimizers import Adam
 
     torch.manual_seed(0)
     ours_net = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.Tanh(), torch.nn.Linear(7, 2))
@@ -177,7 +177,7 @@ def test_adam_matches_torch_optim_adam(fused: bool) -> None:
 
 
 def test_clip_grad_norm_matches_torch() -> None:
-    from ml_arl.trainers.optim import clip_grad_norm
+    from ml_arl.trainers.optimizers import clip_grad_norm
 
     torch.manual_seed(1)
     a = [torch.nn.Parameter(torch.randn(4, 3)), torch.nn.Parameter(torch.randn(3))]
@@ -228,7 +228,7 @@ def _randomised(net: ActorCritic) -> ActorCritic:
 def test_visual_muscle_agrees_with_torch(encoder: str) -> None:
     from mlagents_envs.base_env import ActionSpec
 
-    from ml_arl.policy.muscle import _VisualEncoder
+    from ml_arl.acting.muscle import _VisualEncoder
 
     shape = VISUAL_SHAPES[encoder]
     torch.manual_seed(0)
@@ -266,7 +266,7 @@ def test_encoders_refuse_images_below_ml_agents_minimum(encoder: str) -> None:
     a one-line error that names the minimum and the encoders that fit; the minimum itself encodes."""
     from mlagents_envs.base_env import ActionSpec
 
-    from ml_arl.policy.encoders import MIN_RESOLUTION
+    from ml_arl.networks.encoders import MIN_RESOLUTION
 
     need = MIN_RESOLUTION[encoder]
     assert need == {"simple": 20, "nature_cnn": 36, "resnet": 15, "match3": 5}[encoder]
@@ -286,7 +286,7 @@ def test_sac_critics_and_actor_take_every_encoder(encoder: str) -> None:
     [batch, streams, outputs] and gradients reach the encoder's first layer."""
     from mlagents_envs.base_env import ActionSpec
 
-    from ml_arl.trainers.sac_networks import Critic
+    from ml_arl.trainers.sac.networks import Critic
 
     spec = _visual_spec([VISUAL_SHAPES[encoder], (2,)], ActionSpec(2, (3,)))
     settings = NetworkSettings(hidden_units=8, vis_encode_type=encoder)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from ml_arl.config_file import load_config_file
 from ml_arl.settings import build_run_options
+from ml_arl.settings.config_file import load_config_file
 
 CONFIGS = sorted((Path(__file__).parents[1] / "mlagents_style").glob("*.yaml"))
 

@@ -15,9 +15,9 @@ import pytest
 import torch
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-from ml_arl.policy.constants import MASK_LOGIT
-from ml_arl.policy.networks import ActorCritic
-from ml_arl.policy.onnx_export import check_onnx, export_onnx
+from ml_arl.core.actor_constants import MASK_LOGIT
+from ml_arl.networks.actor_critic import ActorCritic
+from ml_arl.networks.onnx_export import check_onnx, export_onnx
 from ml_arl.settings import NetworkSettings
 
 BATCH = 5
@@ -340,7 +340,7 @@ def test_image_encoders_export_with_opset_9_ops(case: str) -> None:
     """Each encoder's graph keeps to ML-Agents' ops: its convolutions carry their padding as an
     attribute (no Pad node), resnet's max-pools are 3x3 of stride 2 without padding, and its
     residual sums are plain Adds."""
-    from ml_arl.policy.onnx_export import export_model
+    from ml_arl.networks.onnx_export import export_model
 
     model = export_model(_build(case))
     ops = [node.op_type for node in model.graph.node]

@@ -12,12 +12,12 @@ import torch
 
 pytest.importorskip("palaestrai")
 
-from ml_arl.messages import Trajectory  # noqa: E402
+from ml_arl.core.experience import Trajectory  # noqa: E402
 from ml_arl.palaestrai.agents import BrainTrainer  # noqa: E402
-from ml_arl.palaestrai.muscle import PalaestraiMuscle  # noqa: E402
+from ml_arl.palaestrai.muscles import PalaestraiMuscle  # noqa: E402
 from ml_arl.palaestrai.runfile import read  # noqa: E402
+from ml_arl.results.summary_writers import StatsReporter  # noqa: E402
 from ml_arl.settings import build_run_options  # noqa: E402
-from ml_arl.stats import StatsReporter  # noqa: E402
 
 DUMMY = "palaestrai.environment.dummy_environment:DummyEnvironment"
 
@@ -40,7 +40,7 @@ def trainer_for(data: dict[str, Any]) -> BrainTrainer:
     options = build_run_options({k: v for k, v in translation.config.items() if k != "env_settings"}, {}, "run.yml")
     from mlagents_envs.base_env import ActionSpec, BehaviorSpec
 
-    from ml_arl.specs import vector_obs_spec
+    from ml_arl.core.behavior_specs import vector_obs_spec
 
     spec = BehaviorSpec([vector_obs_spec(20)], ActionSpec(0, (10, 10)))
     return BrainTrainer("a", options.behaviors["a"], spec, StatsReporter("a", []), None, torch.device("cpu"), seed=1)
@@ -130,7 +130,7 @@ def test_filters_with_a_harl_brain_are_one_line() -> None:
     data = run_file("harl:PPOBrain", "harl:PPOMuscle", {})
     data["schedule"][0]["p"]["agents"][0]["filters"] = [
         {"name": "tests.support.palaestrai_agents:OffsetFilter", "params": {}}]
-    from ml_arl.exceptions import ConfigError
+    from ml_arl.core.exceptions import ConfigError
 
     with pytest.raises(ConfigError) as err:
         read(data, "run.yml")

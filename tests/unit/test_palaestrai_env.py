@@ -15,7 +15,7 @@ import pytest
 from mlagents_envs.base_env import ActionTuple
 from palaestrai.agent import Objective
 
-from ml_arl.exceptions import ConfigError
+from ml_arl.core.exceptions import ConfigError
 from ml_arl.palaestrai.definitions import PHASE_PARAMETER, AgentWiring, EnvironmentSpec, PluginSpec
 from ml_arl.palaestrai.env import PalaestraiEnv
 

@@ -68,7 +68,7 @@ def test_a_run_file_with_two_environments_reads_and_checks_both() -> None:
     assert [e.uid for e in out.environments[0]] == ["a", "b"]
     data["schedule"][0]["p"]["agents"][0]["sensors"] = ["a.0", "c.1"]
     data["schedule"][0]["p"]["environments"][1]["environment"]["uid"] = "a"
-    from ml_arl.exceptions import ConfigError
+    from ml_arl.core.exceptions import ConfigError
 
     with pytest.raises(ConfigError) as err:
         read(data, "two.yml")

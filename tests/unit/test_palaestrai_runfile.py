@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ml_arl.exceptions import ConfigError
+from ml_arl.core.exceptions import ConfigError
 from ml_arl.palaestrai.definitions import PHASE_PARAMETER, AgentWiring, EnvironmentSpec, PluginSpec
 from ml_arl.palaestrai.runfile import is_run_file, read, translate_file
 from ml_arl.settings import build_run_options

@@ -1,4 +1,4 @@
-"""The PPO loss (ml_arl.trainers.ppo.ppo_loss) against values worked out by hand."""
+"""The PPO loss (ml_arl.trainers.ppo.trainer.ppo_loss) against values worked out by hand."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from ml_arl.trainers.ppo import ppo_loss
+from ml_arl.trainers.ppo.trainer import ppo_loss
 
 # Three samples. Ratios exp(log_prob - old_log_prob) = 1.5, 0.5, 1.1; epsilon 0.2:
 #   sample 0: advantage  1 -> min(1.5 * 1, 1.2 * 1)   =  1.2  (clipped above)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from mlagents_envs.base_env import ActionSpec, BehaviorSpec, DimensionProperty, ObservationSpec, ObservationType
 
-from ml_arl.messages import Trajectory
+from ml_arl.core.experience import Trajectory
 from ml_arl.settings import TrainerSettings
 from ml_arl.trainers.return_scale import CLIP, ReturnScaler
-from ml_arl.trainers.streams import RewardStreams
+from ml_arl.trainers.reward_streams import RewardStreams
 
 SPEC = BehaviorSpec(
     [ObservationSpec((1,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "obs")], ActionSpec(1, ()),

@@ -17,15 +17,15 @@ from typing import Any, Optional
 
 import pytest
 
-from ml_arl import results_dir as rd
-from ml_arl.atomic_files import write_json
-from ml_arl.exceptions import ResultsWriteError, RunDirectoryError
+from ml_arl.core.atomic_files import write_json
+from ml_arl.core.exceptions import ResultsWriteError, RunDirectoryError
+from ml_arl.results import run_folder as rd
 from ml_arl.settings import RunOptions, build_run_options
 from tests.support.runs import ROOT, arl_learn_here, tiny_config, write_config
 
 HOLD = """\
 import sys
-from ml_arl.results_dir import acquire_run_lock
+from ml_arl.results.run_folder import acquire_run_lock
 acquire_run_lock(sys.argv[1])
 print("held", flush=True)
 sys.stdin.read()  # until the test closes it
@@ -154,7 +154,7 @@ def test_a_dead_runs_lock_is_taken_over(tmp_path: Path) -> None:
 
 def _refused_by_another_process(folder: Path) -> Optional[str]:
     """What another process is told about ``folder``."""
-    code = "import sys; from ml_arl.results_dir import run_lock_holder; print(run_lock_holder(sys.argv[1]))"
+    code = "import sys; from ml_arl.results.run_folder import run_lock_holder; print(run_lock_holder(sys.argv[1]))"
     out = subprocess.run([sys.executable, "-c", code, str(folder)], capture_output=True, text=True, check=True,
                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
     return out.stdout.strip()
@@ -223,7 +223,7 @@ def test_a_run_folder_removed_under_the_run_is_not_a_full_disk(tmp_path: Path) -
     assert f"the run folder {results / 'x'} was removed while the run was writing to it" in message
     assert "disk" not in message and not (results / "x").exists()  # not made again
     rd.release_run_lock(str(results / "x"))
-    from ml_arl.atomic_files import write_error
+    from ml_arl.core.atomic_files import write_error
 
     gone = write_error(str(tmp_path / "gone" / "a" / "f.json"), FileNotFoundError(2, "No such file or directory"))
     assert "was removed while the run was writing to it" in str(gone) and "disk" not in str(gone)

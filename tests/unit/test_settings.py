@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from ml_arl.cli import parse_options
-from ml_arl.config_file import load_config_file
-from ml_arl.exceptions import ConfigError
+from ml_arl.cli.learn import parse_options
+from ml_arl.core.exceptions import ConfigError
 from ml_arl.settings import RunOptions, TrainerSettings, build_run_options
+from ml_arl.settings.config_file import load_config_file
 from tests.support.runs import write_config
 
 
@@ -248,7 +248,7 @@ debug: false
 
 @pytest.mark.parametrize("path", sorted(str(p) for p in (Path(__file__).resolve().parents[2] / "config").rglob("*.yaml")))
 def test_shipped_configs_are_valid(path: str) -> None:
-    from ml_arl.cli import parse_options
+    from ml_arl.cli.learn import parse_options
 
     options = parse_options([path])
     assert options.behaviors or options.default_settings

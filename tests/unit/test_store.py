@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from ml_arl.report import main as report_main
-from ml_arl.store import STORE_FILENAME, ResultsStore, StoreError
+from ml_arl.cli.report import main as report_main
+from ml_arl.results.sqlite_store import STORE_FILENAME, ResultsStore, StoreError
 from tests.support.runs import ROOT
 
 
@@ -186,11 +186,11 @@ def test_report_errors_are_one_line_exit_2(tmp_path: Path, case: str, capsys: py
 def test_report_subprocess(run_dir: Path, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     png = tmp_path / "curves.png"
-    ok = subprocess.run([sys.executable, "-m", "ml_arl.report", str(run_dir), "--output", str(png)],
+    ok = subprocess.run([sys.executable, "-m", "ml_arl.cli.report", str(run_dir), "--output", str(png)],
                         capture_output=True, text=True, env=env, timeout=60)
     assert ok.returncode == 0, ok.stderr
     assert ok.stdout.splitlines()[-1] == str(png) and png.read_bytes()[:4] == b"\x89PNG"
-    bad = subprocess.run([sys.executable, "-m", "ml_arl.report", str(tmp_path / "missing")],
+    bad = subprocess.run([sys.executable, "-m", "ml_arl.cli.report", str(tmp_path / "missing")],
                          capture_output=True, text=True, env=env, timeout=60)
     assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1 and "Traceback" not in bad.stderr
     assert bad.stdout == ""

@@ -10,13 +10,13 @@ import numpy as np
 import optuna
 import pytest
 
-from ml_arl.exceptions import ConfigError
+from ml_arl.core.exceptions import ConfigError
 from ml_arl.study import space
+from ml_arl.study.bootstrap import iqm, seed_statistics
 from ml_arl.study.metric import reduce
 from ml_arl.study.plan import load_plan
 from ml_arl.study.plots import seed_band
 from ml_arl.study.settings import MetricSettings
-from ml_arl.study.stats import iqm, seed_statistics
 from tests.support.runs import arl_study_here
 
 BASE = """\
@@ -219,7 +219,7 @@ metric: {{phase: test}}
 def test_a_grid_of_one_combination_or_more_is_asked_and_told_in_order(tmp_path: Path, values: list[float]) -> None:
     """mode grid queues every combination; a one-combination grid once crashed at its first tell."""
     from ml_arl.study.design import write_design
-    from ml_arl.study.samplers import make_sampler
+    from ml_arl.study.optuna_samplers import make_sampler
     from ml_arl.study.space import suggest
 
     plan = load_plan(str(write_study(tmp_path, f"""\

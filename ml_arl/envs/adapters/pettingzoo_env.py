@@ -4,7 +4,7 @@ Agents map to behaviors by name prefix: ``adversary_0`` -> ``adversary``, ``agen
 (the name up to its last ``_`` when what follows is a number; otherwise the whole name). A
 behavior's agents share its policy and must share their spaces; an agent's id is its index
 among the behavior's agents in ``possible_agents``. Each behavior is its own self-play team
-(ml_arl.behavior_id.team_of's rule for a behavior without ``?team=``).
+(ml_arl.core.behavior_id.team_of's rule for a behavior without ``?team=``).
 
 A parallel env is stepped with every live agent's action. An AEC env is converted by PettingZoo:
 ``aec_to_parallel`` when its metadata says ``is_parallelizable``, otherwise
@@ -237,7 +237,7 @@ class PettingZooEnv(BaseEnv):
 def env_constructor(target: str) -> tuple[Callable[..., Any], str]:
     """``pkg.module`` (its ``parallel_env``, else its AEC ``env``) or ``pkg.module:attr`` -> (callable, what it is).
     ValueError with a one-line message when the target is missing."""
-    from ml_arl.import_path import ImportPathError, load_module, resolve
+    from ml_arl.core.import_path import ImportPathError, load_module, resolve
 
     if ":" in target:
         try:

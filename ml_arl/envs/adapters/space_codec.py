@@ -19,7 +19,7 @@ from mlagents_envs.base_env import (
     ObservationType,
 )
 
-from ml_arl.specs import vector_obs_spec
+from ml_arl.core.behavior_specs import vector_obs_spec
 
 
 def action_spec_of(space: Any) -> Optional[tuple[ActionSpec, Optional[np.ndarray], Optional[np.ndarray]]]:

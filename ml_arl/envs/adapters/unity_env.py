@@ -47,8 +47,8 @@ from mlagents_envs.side_channel.engine_configuration_channel import EngineConfig
 from mlagents_envs.side_channel.environment_parameters_channel import EnvironmentParametersChannel
 from mlagents_envs.side_channel.stats_side_channel import StatsAggregationMethod, StatsSideChannel
 
+from ml_arl.core.exceptions import EditorNotConnectedError, EnvironmentSourceError
 from ml_arl.envs.adapters import unity_fast
-from ml_arl.exceptions import EditorNotConnectedError, EnvironmentSourceError
 from ml_arl.protocol import image_layout
 from ml_arl.protocol.communicator_objects.unity_to_external_pb2_grpc import add_UnityToExternalProtoServicer_to_server
 

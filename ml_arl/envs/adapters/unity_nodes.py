@@ -26,8 +26,8 @@ import socket
 import tempfile
 from typing import Any, Optional
 
+from ml_arl.core.exceptions import EnvironmentSourceError
 from ml_arl.envs.adapters.unity_env import UnityBuildEnv, make_unity_env, port_is_free
-from ml_arl.exceptions import EnvironmentSourceError
 
 logger = logging.getLogger(__name__)
 

@@ -40,12 +40,12 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
-from ml_arl.envs.games.grid import GridDefense
+from ml_arl.core.behavior_specs import vector_obs_spec
+from ml_arl.envs.games.grid_defense import GridDefense
 from ml_arl.envs.games.soccer import SoccerLine
 from ml_arl.envs.games.tag import Tag
-from ml_arl.envs.parameters import draw, is_value
+from ml_arl.envs.parameter_values import draw, is_value
 from ml_arl.envs.single_behavior import SingleBehaviorEnv
-from ml_arl.specs import vector_obs_spec
 
 
 class _VectorBatchEnv(SingleBehaviorEnv):
@@ -146,7 +146,7 @@ class Reach(_VectorBatchEnv):
         super().__init__(specs[variant], 2, n_agents, max_episode_steps, seed)
 
     def set_environment_parameters(self, params: dict[str, Any]) -> None:
-        """``goal_radius``: a number or a sampler (ml_arl.envs.parameters), from each agent's next episode on."""
+        """``goal_radius``: a number or a sampler (ml_arl.envs.parameter_values), from each agent's next episode on."""
         for key, value in params.items():
             if key != "goal_radius":
                 raise ValueError(f"Reach: unknown environment parameter {key!r}; valid: goal_radius")

@@ -37,8 +37,8 @@ from mlagents_envs.base_env import (
     TerminalSteps,
 )
 
+from ml_arl.core.behavior_specs import vector_obs_spec
 from ml_arl.envs.games.teams import TwoTeamEnv
-from ml_arl.specs import vector_obs_spec
 
 HALF_CELLS = 5
 TEAM_SIZE = 2

@@ -11,7 +11,7 @@ from typing import Optional
 
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.policy.encoders import encoder_problem
+from ml_arl.networks.encoders import encoder_problem
 from ml_arl.settings import CuriositySettings, GAILSettings, RewardSignals, RNDSettings
 from ml_arl.trainers.reward_signals.base import (
     ExtrinsicProvider,

@@ -16,11 +16,11 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
-from ml_arl.messages import Trajectory
-from ml_arl.policy.encoders import Normalizer, ObservationEncoder
+from ml_arl.core.experience import Trajectory
+from ml_arl.networks.encoders import Normalizer, ObservationEncoder
 from ml_arl.settings import NetworkSettings, RewardSignalSettings
-from ml_arl.trainers.batches import map_tensors, select_rows
-from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.optimizers import Adam
+from ml_arl.trainers.tensor_batches import map_tensors, select_rows
 
 Index = Union[torch.Tensor, slice]
 

@@ -31,9 +31,9 @@ import torch
 from mlagents_envs.base_env import BehaviorSpec
 from torch import nn
 
-from ml_arl.policy.encoders import Normalizer, vector_size
+from ml_arl.networks.encoders import Normalizer, vector_size
 from ml_arl.settings import GAILSettings
-from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.optimizers import Adam
 from ml_arl.trainers.reward_signals.base import (
     RewardProvider,
     SignalBatch,

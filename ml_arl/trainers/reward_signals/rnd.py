@@ -14,9 +14,9 @@ import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
 
-from ml_arl.policy.encoders import Normalizer, vector_size
+from ml_arl.networks.encoders import Normalizer, vector_size
 from ml_arl.settings import RNDSettings
-from ml_arl.trainers.optim import Adam
+from ml_arl.trainers.optimizers import Adam
 from ml_arl.trainers.reward_signals.base import (
     RewardProvider,
     SignalBatch,

@@ -1,0 +1,1 @@
+"""Everything that runs in a worker, torch-free."""

@@ -1,0 +1,1 @@
+"""The types and tools every room shares; imports no other room."""
