@@ -5,7 +5,7 @@ into per-agent experience and cuts it into ``Trajectory`` objects at ``time_hori
 end of an episode. It runs where the environment runs (in the worker process, or in the main
 process for the in-process manager), so a worker that dies takes its half-built trajectories
 with it: they can never be mixed into training. The main-process end of a behavior is
-ml_arl.training.agent_manager.
+ml_arl.training.router.
 
 An experience is (obs_t, action_t, reward_{t+1}); the reward arrives with the next step of the
 same agent. ``interrupted`` (a max-step cut) is kept apart from a true termination, so the

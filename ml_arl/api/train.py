@@ -215,7 +215,7 @@ class Run:
         trainers = self._controller.trainers
         behavior = choose_behavior(trainers, behavior, "this run")
         trainer = trainers[behavior]
-        live = self._controller.policies.live.get(behavior)
+        live = self._controller.router.live.get(behavior)
         snapshot = trainer.policy_snapshot() if self.finished or live is None else live
         return Policy(behavior, trainer.spec, snapshot.weights, snapshot.muscle, deterministic)
 

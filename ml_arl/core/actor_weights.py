@@ -1,6 +1,6 @@
 """Policies, from the trainers to the acting side, as plain typed data (numpy only, never torch):
 a trainer publishes a ``PolicySnapshot`` (version, weights, muscle class);
-``ml_arl.training.policy_router`` turns it into the ``PolicyMessage`` a behavior acts with (adding
+``ml_arl.training.router`` turns it into the ``PolicyMessage`` a behavior acts with (adding
 the phase's and the behavior's acting settings). Weights of ml_arl's own networks are
 ``ActorWeights``: a dataclass per network layout, so a muscle reads fields instead of decoding key
 names."""
@@ -167,7 +167,7 @@ class PolicySnapshot:
 @dataclass(frozen=True)
 class PolicyMessage:
     """What one behavior acts with in the workers; sent again whenever any field changes.
-    Built in one place only: ``ml_arl.training.policy_router.PolicyRouter``."""
+    Built in one place only: ``ml_arl.training.router.Router.push``."""
 
     version: int  # the snapshot's version; negative for a self-play opponent's snapshot
     weights: Any

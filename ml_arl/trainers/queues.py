@@ -1,6 +1,6 @@
 """The queues between the env side and a trainer: trajectories in, policy snapshots out.
 
-The run loop (ml_arl.training.agent_manager) puts each behavior's trajectories on its trainer's
+The run loop (ml_arl.training.router) puts each behavior's trajectories on its trainer's
 trajectory queue; the trainer publishes its ``PolicySnapshot``s on its policy queue.
 """
 

@@ -5,9 +5,9 @@ inline after every env step). The env side hands finished trajectories to each b
 AgentManagerQueue; trainers announce new policies on their policy queue, and the env side passes
 the new actor weights to the muscles with the next step request. The parts, one job each, live in
 ``ml_arl.training``: brains (create, load, save), phases (the schedule), curriculum (environment
-parameters and their lessons), selfplay (opponents, swaps, ELO), policies (the PolicyMessage each
-behavior acts with), outputs (results folder, summaries, store, run logs) and threads (trainer
-threads). docs/ARCHITECTURE.md draws the whole path.
+parameters and their lessons), selfplay (opponents, swaps, ELO), router (each step batch to where
+its parts go, each new policy back to the workers), outputs (results folder, summaries, store,
+run logs) and threads (trainer threads). docs/ARCHITECTURE.md draws the whole path.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from mlagents_envs.base_env import BehaviorSpec
 
 from ml_arl.core.behavior_id import brain_name
 from ml_arl.core.exceptions import ConfigError
-from ml_arl.core.experience import StepBatch, Trajectory
 from ml_arl.envs.backends.env_manager import EnvManager
 from ml_arl.envs.backends.factory import create_env_manager
 from ml_arl.results.run_folder import release_run_lock, resolve_seed
@@ -31,13 +30,12 @@ from ml_arl.results.summary_writers import StepCounter
 from ml_arl.results.timers import Timers
 from ml_arl.settings import PhaseSettings, RunOptions
 from ml_arl.trainers.trainer import Trainer
-from ml_arl.training.agent_manager import AgentManager
 from ml_arl.training.brains import Brains
 from ml_arl.training.callbacks import CallbackList, StopTraining
 from ml_arl.training.curriculum import Curriculum, check_curriculum_behaviors
 from ml_arl.training.demo_recording import DemoRecorder
 from ml_arl.training.phases import PhaseSchedule
-from ml_arl.training.policy_router import PolicyRouter
+from ml_arl.training.router import AgentManager, Router
 from ml_arl.training.run_outputs import ProgressBar, RunOutputs
 from ml_arl.training.selfplay import SelfPlay
 from ml_arl.training.threads import TrainerThreads
@@ -81,7 +79,6 @@ class TrainerController:
         self.outputs = RunOutputs(options, self.timers, [self.callbacks] if self.callbacks.callbacks else [])
         self.brains = Brains(options, self.schedule, device, self.seed)
         self.selfplay = SelfPlay(self.seed)
-        self.policies = PolicyRouter(self.env_manager, options)
         deterministic = options.env_settings.deterministic
         self._was_deterministic = torch.are_deterministic_algorithms_enabled()  # restored at shutdown
         if deterministic:
@@ -89,15 +86,20 @@ class TrainerController:
             if any(b.threaded for b in options.behaviors.values()):
                 logger.info("--deterministic: threaded trainers advance in the main loop instead")
         self.threads = TrainerThreads(self.timers, allowed=not deterministic)
-        self.managers: dict[str, AgentManager] = {}
         self.progress = ProgressBar()
         demo_dir = options.checkpoint_settings.record_demo
         self.demos = DemoRecorder(demo_dir, options) if demo_dir is not None else None
         self.curriculum = Curriculum(None, self.seed, self.env_manager)  # each phase has its own
+        self.router = Router(options, self.env_manager, self.brains, self.schedule, self.outputs, self.selfplay,
+                             self.threads, self.callbacks, self.demos, self.curriculum)
 
     @property
     def trainers(self) -> dict[str, Trainer]:
         return self.brains.trainers
+
+    @property
+    def managers(self) -> dict[str, AgentManager]:
+        return self.router.managers
 
     @property
     def env_steps(self) -> StepCounter:
@@ -160,17 +162,14 @@ class TrainerController:
                     release_run_lock(self.options.checkpoint_settings.write_path)  # the folder is free for the next run
 
     def _elos(self) -> dict[str, float]:
-        """ELO of the self-play brains that save checkpoints (kept in training_status.json)."""
-        return {
-            brain: ghost.elo for brain, ghost in self.selfplay.ghosts.items()
-            if brain in self.trainers and self.trainers[brain].checkpoints is not None
-        }
+        return self.selfplay.elos(self.trainers)
 
     def _run_phase(self, index: int, phase: Optional[PhaseSettings], specs: dict[str, BehaviorSpec]) -> None:
         schedule = self.schedule
         schedule.begin(index, phase)
         self.outputs.open_phase(schedule.write_path, schedule.run_logs)
         self.curriculum = Curriculum(schedule.environment_parameters(), self.seed, self.env_manager)
+        self.router.curriculum = self.curriculum
         params = self.curriculum.start(self.outputs.status, self.options.checkpoint_settings.resume)
         if params or index > 0:
             self.env_manager.set_environment_parameters(params)  # resets every environment
@@ -178,13 +177,13 @@ class TrainerController:
             if not schedule.resumed or index > 0:
                 self.brains.load_phase_brain(trainer)
             self.brains.assign_phase(trainer, self.outputs.status)
-            self.policies.live[brain] = trainer.policy_snapshot()
-        self.selfplay.new_phase(self.trainers, self.brains.behavior_ids, self.policies.live, self.brains.saved_elo)
+            self.router.live[brain] = trainer.policy_snapshot()
+        self.selfplay.new_phase(self.trainers, self.brains.behavior_ids, self.router.live, self.brains.saved_elo)
         schedule.save_log()
         self.outputs.record_phase(schedule.name, index, schedule.mode, "running")
         self.callbacks.phase(schedule.name)
         for brain, trainer in self.trainers.items():
-            self._push_policies(brain)
+            self.router.push(brain)
             self.threads.start(brain, trainer)
         for behavior, spec in specs.items():
             self._add_behavior(behavior, spec)
@@ -222,33 +221,24 @@ class TrainerController:
             return
         brain = self.brains.add_team(behavior_id, spec)
         if brain is not None:
-            if not self.selfplay.add_behavior(brain, behavior_id):
+            if not self.selfplay.team_added(brain, behavior_id):
                 logger.warning(
                     "%s: the environment has several teams (%s); without self_play they share one policy.",
                     brain, ", ".join(self.brains.behavior_ids[brain]),
                 )
-            self._push_policies(brain)
+            self.router.push(brain)
             return
         stats = self.outputs.reporter(brain_name(behavior_id))
         trainer = self.brains.create(behavior_id, spec, stats, self.env_manager.extras.get(behavior_id))
         brain = trainer.behavior
         self.brains.assign_phase(trainer, self.outputs.status)
-        manager = AgentManager(brain, stats, trainer.settings.threaded and self.threads.allowed, self.threads.stop_event)
-        trainer.subscribe_trajectory_queue(manager.trajectory_queue)
-        trainer.publish_policy_queue(manager.policy_queue)
         if self.callbacks.callbacks:
             trainer.on_checkpoint = self.callbacks.checkpoint
-        self.managers[brain] = manager
-        self.policies.live[brain] = trainer.policy_snapshot()
-        self.selfplay.setup(brain, trainer, self.brains.saved_elo)
-        if self.selfplay.add_behavior(brain, behavior_id):
-            self.selfplay.start(brain, self.policies.live[brain], trainer.step)
-        self._push_policies(brain)
+        self.router.add_brain(trainer, stats)
+        self.selfplay.brain_added(brain, trainer, behavior_id, self.router.live[brain], self.brains.saved_elo)
+        self.router.push(brain)
         logger.debug("Trainer of %s ready; its first policy is on the way to the workers", brain)
         self.threads.start(brain, trainer)
-
-    def _push_policies(self, brain: str) -> None:
-        self.policies.push(self.trainers[brain], self.brains.behavior_ids[brain], self.schedule.phase, self.selfplay)
 
     # ------------------------------------------------------------------ the loop
     def advance(self) -> None:
@@ -256,70 +246,18 @@ class TrainerController:
             batches = self.env_manager.step()
         with self.timers.timed("process_steps"):
             for batch in batches:
-                self._handle_batch(batch)
+                for behavior, spec in batch.new_specs.items():
+                    self._add_behavior(behavior, spec)
+                self.router.route(batch)
         self.threads.check()
         for brain, trainer in self.trainers.items():
             if not self.threads.runs(brain) and (trainer.learning or not self.train_model):
                 with self.timers.timed("trainer_advance"):
                     trainer.advance()
-            newest = self.managers[brain].policy_queue.drain()
-            if newest:
-                self.policies.live[brain] = newest[-1]
-                self.selfplay.on_policy(brain, newest[-1])
-                self._push_policies(brain)
-            self.selfplay.after_trainer_step(brain, trainer)
+            self.router.collect_policies(brain, trainer)
         self.curriculum.update(self.trainers, self.selfplay.elo)
         reset = self.selfplay.take_reset()
         if reset:
             self.env_manager.reset()  # the learning team changed: every game starts afresh
             for brain in reset:
-                self._push_policies(brain)
-
-    def _handle_batch(self, batch: StepBatch) -> None:
-        for behavior, spec in batch.new_specs.items():
-            self._add_behavior(behavior, spec)
-        self.outputs.steps_arrived()
-        self.env_steps.total += batch.env_steps
-        schedule, selfplay, brain_of = self.schedule, self.selfplay, self.brains.brain_of
-        by_brain: dict[str, list[Trajectory]] = {}
-        record_steps = self.outputs.records_steps
-        for traj in batch.trajectories:
-            brain = brain_of[traj.behavior]
-            if self.demos is not None:
-                self.demos.record(traj, self.trainers[brain].spec)
-            if record_steps:
-                self.outputs.record_steps(schedule.name, brain, traj, batch.worker_id)
-            if self.train_model and (not self.trainers[brain].learning or not selfplay.is_learning(brain, traj.behavior)):
-                continue  # frozen in this phase, or a self-play opponent: acted, not learned from
-            by_brain.setdefault(brain, []).append(traj)
-        for brain, trajectories in by_brain.items():
-            self.managers[brain].add_trajectories(trajectories, self.threads.check)
-        for ep in batch.episodes:
-            brain = brain_of[ep.behavior]
-            if not selfplay.is_learning(brain, ep.behavior):
-                continue  # a snapshot played it: not this brain's episode (nor in TensorBoard, nor in the store)
-            self.managers[brain].record_episodes([ep])
-            self.curriculum.record_episode(brain, ep.reward)
-            number = schedule.count_episode(brain, ep.objective, ep.length)
-            if brain in selfplay.ghosts and not ep.interrupted and ep.group_done:  # a game, as ML-Agents' ghost counts it
-                selfplay.record_game(brain, ep.final)
-            played = schedule.phase.plays(brain) if schedule.phase is not None else None
-            self.outputs.record_episode(
-                schedule.name, schedule.mode, brain, ep, batch.worker_id, number, selfplay.elo(brain),
-                played.name if played is not None else None,
-            )
-            if self.callbacks.callbacks:
-                self.callbacks.episode(brain, ep)
-        swaps: set[str] = set()
-        for behavior, (total, count) in batch.entropy.items():
-            brain = brain_of[behavior]
-            self.managers[brain].record_entropy(total, count)
-            schedule.count_acted(brain, count)
-            if selfplay.count_steps(brain, behavior, count):
-                swaps.add(brain)
-        for brain in swaps:
-            selfplay.swap(brain)
-            self._push_policies(brain)
-        if batch.env_stats:
-            for manager in self.managers.values():
-                manager.record_environment_stats(batch.env_stats, batch.worker_id)
+                self.router.push(brain)

@@ -2,9 +2,14 @@
 ``self_play`` and learns, one GhostController per phase deciding which team learns, opponent
 swaps, and the ELO kept in training_status.json.
 
-The rest of the run asks three questions here: does this behavior id learn now
-(``is_learning``), which snapshot does it act with (``snapshot_for``), and which brains need
-new policies after a swap (``count_steps``, ``after_trainer_step``, ``take_reset``).
+The rest of the run knows self-play through this class only. It asks two questions: does this
+behavior id learn now (``is_learning``), and which snapshot does it act with (``snapshot_for``).
+It is told of events: a brain or a team appeared (``brain_added``, ``team_added``), a game was
+played (``episode_ended``), a team acted (``acted``: True when the brain's opponents were swapped),
+a trainer published a policy (``policy_published``) or stepped (``trainer_stepped``), a phase began
+(``new_phase``); and ``take_reset`` names
+the brains whose games start afresh because the learning team changed. A run without self-play
+passes through the same calls, each a no-op for a brain without a ghost.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from collections.abc import Callable, Mapping
 from typing import Optional
 
 from ml_arl.core.actor_weights import PolicySnapshot
+from ml_arl.core.experience import EpisodeStat
 from ml_arl.trainers.trainer import Trainer
 from ml_arl.training.opponents import GhostController, OpponentPool
 
@@ -36,6 +42,18 @@ class SelfPlay:
             ghost.elo = elo
             logger.info("Self-play: %s continues at ELO %.1f", brain, elo)
         self.ghosts[brain] = ghost
+
+    def brain_added(self, brain: str, trainer: Trainer, behavior_id: str, live: PolicySnapshot,
+                    saved_elo: Callable[[str], Optional[float]]) -> None:
+        """A new brain with its first team: a ghost if it has self_play and learns, started from
+        its first policy."""
+        self.setup(brain, trainer, saved_elo)
+        if self.add_behavior(brain, behavior_id):
+            self.start(brain, live, trainer.step)
+
+    def team_added(self, brain: str, behavior_id: str) -> bool:
+        """Another team of a known brain appeared; False if the brain has no self-play."""
+        return self.add_behavior(brain, behavior_id)
 
     def add_behavior(self, brain: str, behavior_id: str) -> bool:
         """A team of ``brain`` appeared; False if the brain has no self-play."""
@@ -89,6 +107,33 @@ class SelfPlay:
         ghost = self.ghosts.get(brain)
         if ghost is not None:
             ghost.on_policy(live)
+
+    def episode_ended(self, brain: str, ep: EpisodeStat) -> None:
+        """A learning team's episode ended: a game, as ML-Agents' ghost counts it, when the whole
+        group is done and it was not cut short."""
+        if brain in self.ghosts and not ep.interrupted and ep.group_done:
+            self.record_game(brain, ep.final)
+
+    def acted(self, brain: str, behavior_id: str, n: int) -> bool:
+        """``n`` steps of a team were played; True when the brain's opponents were swapped (its
+        policies must be sent again)."""
+        if not self.count_steps(brain, behavior_id, n):
+            return False
+        self.swap(brain)
+        return True
+
+    def policy_published(self, brain: str, live: PolicySnapshot) -> None:
+        """The brain's trainer published a new policy."""
+        self.on_policy(brain, live)
+
+    def trainer_stepped(self, brain: str, trainer: Trainer) -> None:
+        """The brain's trainer advanced (after its new policy, if any, was sent)."""
+        self.after_trainer_step(brain, trainer)
+
+    def elos(self, trainers: Mapping[str, Trainer]) -> dict[str, float]:
+        """ELO of the self-play brains that save checkpoints (kept in training_status.json)."""
+        return {brain: ghost.elo for brain, ghost in self.ghosts.items()
+                if brain in trainers and trainers[brain].checkpoints is not None}
 
     def record_game(self, brain: str, final: float) -> None:
         self.ghosts[brain].record_game(final)

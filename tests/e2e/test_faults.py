@@ -524,7 +524,7 @@ def test_large_policies_and_replies_do_not_deadlock_the_pipes() -> None:
     from ml_arl.networks.actor_critic import ActorCritic
     from ml_arl.results.summary_writers import StatsReporter
     from ml_arl.settings import EnvSettings, NetworkSettings
-    from ml_arl.training.agent_manager import AgentManager
+    from ml_arl.training.router import AgentManager
 
     settings = EnvSettings(num_envs=2, env_path="builtin:Trivial", env_args=["n_agents=600"], timeout_wait=30)
     manager = SubprocessEnvManager(resolve_env(settings.env_path, settings.env_args), settings, 0)

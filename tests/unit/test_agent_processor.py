@@ -186,7 +186,7 @@ def test_environment_stats_aggregations_and_most_recent_from_worker_0_only() -> 
     import threading
 
     from ml_arl.results.summary_writers import StatsReporter, StatsSummary
-    from ml_arl.training.agent_manager import AgentManager
+    from ml_arl.training.router import AgentManager
 
     written: dict[str, StatsSummary] = {}
 
