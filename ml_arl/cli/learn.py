@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
         if flag.group is not None and flag.group not in groups:
             groups[flag.group] = p.add_argument_group(flag.group)
         flag.add_to(p if flag.group is None else groups[flag.group])
+    from ml_arl.envs.sources.registry import help_text
+
+    for action in p._actions:  # --env names every environment source there is (ml_arl.envs.sources)
+        if "--env" in action.option_strings:
+            action.help = help_text()
     return p
 
 

@@ -32,7 +32,7 @@ class EnvSettings(Strict):
     env_path: Optional[str] = setting(
         None, flag="--env",
         help="environment: a Unity build (path), builtin:<Name>, gymnasium:<EnvId> or package.module:factory; "
-        "leave out to train in the Unity Editor (port 5004)",
+        "leave out to train in the Unity Editor (port 5004); arl-learn --help lists every source",
     )
     env_args: Optional[list[str]] = setting(
         None, flag="--env-args", remainder=True,

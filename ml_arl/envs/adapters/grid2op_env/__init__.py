@@ -1,8 +1,8 @@
 """Grid2Op power grids (``--env grid2op:<name>``): the L2RPN operator as the behavior ``Operator``,
 and with ``opponent=true`` a line-attacking ``Opponent`` as a second behavior (docs/grid2op.md).
 
-This part imports no grid2op: the options, their defaults and checks. ``source`` checks the name
-and the ``--env-args`` for ml_arl.envs.sources, so that a missing extra, an unknown name or a bad
+This part imports no grid2op: the options, their defaults and checks.
+ml_arl.envs.sources.grid2op_source checks the name and the ``--env-args`` with them, so that a missing extra, an unknown name or a bad
 option is one line before any worker starts. The environment itself is ``adapter`` (built in the
 workers).
 

@@ -1,5 +1,5 @@
-"""``--env grid2op:<name>`` for ml_arl.envs.sources: the extra, the name and the options checked,
-the environment built once, and what the workers' factory is made of."""
+"""``--env grid2op:<name>``: a Grid2Op power grid (ml_arl.envs.adapters.grid2op_env): the extra, the
+name and the options checked, the environment built once, and what the workers' factory is made of."""
 
 from __future__ import annotations
 
@@ -7,8 +7,10 @@ import os
 import warnings
 from typing import Any
 
+from ml_arl.core.env_factory import EnvFactory
 from ml_arl.core.exceptions import EnvironmentSourceError
 from ml_arl.envs.adapters.grid2op_env import INSTALL_HINT, check_options, import_grid2op
+from ml_arl.envs.sources.registry import EnvSource
 
 
 def available_names() -> list[str]:
@@ -23,8 +25,7 @@ def grid2op_source(
     env_path: str, name: str, kwargs: dict[str, Any], num_areas: int, probe: bool = True
 ) -> tuple[Any, dict[str, Any]]:
     """``--env grid2op:<name>``: checks the extra, the name, the options (``probe``: by building
-    the environment once here) and returns what ml_arl.envs.sources makes its EnvFactory of (the
-    builder and its keyword arguments); EnvironmentSourceError in one line."""
+    the environment once here) and returns the builder and its keyword arguments; EnvironmentSourceError in one line."""
     try:
         import_grid2op()
     except ImportError:
@@ -50,3 +51,17 @@ def grid2op_source(
         first = str(err).strip().splitlines()[0] if str(err).strip() else ""
         raise EnvironmentSourceError(f"--env {env_path}: {type(err).__name__}: {first}; check --env-args") from None
     return make_grid2op_env, {"name": name, **kwargs}
+
+
+class Grid2OpSource(EnvSource):
+    prefix = "grid2op"
+    form = "grid2op:<name>"
+    summary = "a Grid2Op power grid, no download"
+    order = 13
+
+    def factory(self, env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
+        build, build_kwargs = grid2op_source(env_path, rest, kwargs, num_areas, probe)
+        return EnvFactory(env_path, build, build_kwargs)
+
+
+SOURCE = Grid2OpSource()

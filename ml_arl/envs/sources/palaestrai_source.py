@@ -1,0 +1,24 @@
+"""``--env palaestrai:<run file>``: the environment of a palaestrAI run file, one behavior per agent
+(ml_arl.palaestrai)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ml_arl.core.env_factory import EnvFactory
+from ml_arl.envs.sources.registry import EnvSource
+
+
+class PalaestraiSource(EnvSource):
+    prefix = "palaestrai"
+    form = "palaestrai:<run file>"
+    summary = "a palaestrAI run file's environment"
+    order = 14
+
+    def factory(self, env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
+        from ml_arl.palaestrai.env_source import make_env, palaestrai_env_kwargs
+
+        return EnvFactory(f"palaestrAI run file {rest}", make_env, palaestrai_env_kwargs(env_path, rest), True, True)
+
+
+SOURCE = PalaestraiSource()
