@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 # Two installs, each with its stamp. The core (torch + `pip install -e .`, what `pip install ml_arl`
 # gives a user) is all `make demo`, `make bench` and `make protos` need. The full one adds the extras
 # the tests, lint and docs use (Ray, MLflow, W&B, PettingZoo, palaestrAI, MIDAS, Grid2Op, pandapower, onnxruntime, MuJoCo, the
-# dev tools); `make install` means the full one. Figures for both: docs/dependencies.md (bench/install_size.sh measures them).
+# dev tools); `make install` means the full one. Figures for both: docs/dependencies.md (bench/speed/install_size.sh measures them).
 CORE_STAMP := $(VENV)/.core-installed
 STAMP := $(VENV)/.full-installed
 EXTRAS := dev,pettingzoo,ray,trackers,palaestrai,midas,grid2op
@@ -111,11 +111,21 @@ docs: $(STAMP)
 	$(BIN)/mkdocs build --strict
 
 bench: $(CORE_STAMP)
-	$(BIN)/python bench/pipeline.py
+	$(BIN)/python bench/speed/pipeline.py
 
 # the README's short figures, re-measured; fails when one is further off than its noise (run it on an idle machine)
 bench-check: $(BENCH_STAMP)
 	$(BIN)/python bench/check_readme.py
+
+# ML-Agents 1.1.0, the peer of bench/peers/ (bench/README.md), in a venv of its own: .venv-mlagents, so that its
+# pins (protobuf 3.20, numpy 1.23, grpcio 1.49) stay out of .venv. It needs python3.11 and the
+# package index. To make it again: rm -rf .venv-mlagents && make peer-mlagents.
+MLAGENTS_VENV := .venv-mlagents
+.PHONY: peer-mlagents
+peer-mlagents: $(MLAGENTS_VENV)/.installed
+$(MLAGENTS_VENV)/.installed: bench/peers/install_mlagents.sh
+	bash bench/peers/install_mlagents.sh $(MLAGENTS_VENV)
+	touch $@
 
 # The Unity protocol's Python modules from the .proto files beside them (ml_arl/protocol/__init__.py).
 # grpcio-tools is pinned: its version decides the protobuf and grpcio floors in setup.py.

@@ -27,9 +27,9 @@ setup(
     extras_require={
         # tests/conformance runs Gymnasium's MuJoCo tasks: the mujoco wheel (gymnasium[mujoco])
         "dev": ["onnxruntime>=1.17", "hypothesis>=6.100", "pandapower>=2.13", "pytest>=7", "pytest-timeout>=2", "pytest-xdist>=3.5,<4", "ruff>=0.5", "mypy>=1.8", "types-PyYAML", "types-tqdm", "mkdocs>=1.6", "gymnasium[mujoco]>=1.0"],
-        # bench/: stable-baselines3 as a peer; MuJoCo (gymnasium[mujoco] = the mujoco wheel) for bench/mujoco.py
+        # bench/: stable-baselines3 as a peer; MuJoCo (gymnasium[mujoco] = the mujoco wheel) for bench/learning/mujoco.py
         "bench": ["stable-baselines3>=2.3", "gymnasium[mujoco]>=1.0"],
-        # --env pettingzoo:<module>; mpe2 holds the MPE games the tests and bench/pettingzoo_pipeline.py use
+        # --env pettingzoo:<module>; mpe2 holds the MPE games the tests and bench/speed/pettingzoo_pipeline.py use
         # chess and rlcard: the classic games chess_v6 and the three poker games need them (pettingzoo[classic]
         # without open_spiel, which no classic game of pettingzoo.classic.all_modules uses)
         "pettingzoo": ["pettingzoo>=1.25,<2", "mpe2>=1.0", "chess>=1.9.4", "rlcard>=1.0.5"],

@@ -9,9 +9,9 @@ is either stale (re-measure it and update the README with the command and commit
 
     python bench/check_readme.py [--repeats 3] [--only palaestrai]
 
-Covered now: bench/palaestrai.py's arl-learn side (command to exit, first step, phase switch, steps/s,
-peak memory), one SAC gradient step against Stable-Baselines3's (bench/sac_step.py --sb3, Hopper's networks)
-and the cost of --deterministic (bench/deterministic_cost.py, HalfCheetah-v5 at 200k steps, the ML-Agents walker config). The last two need
+Covered now: bench/peers/palaestrai.py's arl-learn side (command to exit, first step, phase switch, steps/s,
+peak memory), one SAC gradient step against Stable-Baselines3's (bench/speed/sac_step.py --sb3, Hopper's networks)
+and the cost of --deterministic (bench/speed/deterministic_cost.py, HalfCheetah-v5 at 200k steps, the ML-Agents walker config). The last two need
 the `bench` extra (Stable-Baselines3, MuJoCo), which `make bench-check` installs. The long ones (MuJoCo
 learning, studies, installs, the learning table) are not re-run here.
 """
@@ -51,7 +51,7 @@ CHECKS = [
     Check("palaestrai", "environment steps/s", r"([\d,]+) environment steps/s", "steps_per_s", 0.3),
     Check("palaestrai", "peak memory (MB)", r"peak memory ([\d,]+) MB", "peak_mb", 0.1),
     Check("palaestrai", "first step (s)", r"first step after ([\d.]+) s", "first_step", 0.35),
-    # Three runs of bench/sac_step.py on ed4892a gave 0.74 / 0.77 / 0.76; bench/deterministic_cost.py's rounds
+    # Three runs of bench/speed/sac_step.py on ed4892a gave 0.74 / 0.77 / 0.76; bench/speed/deterministic_cost.py's rounds
     # 1.20 / 1.34 / 1.03 around its median 1.20 (docs/benchmarks.md, "Deterministic runs" and "make bench-check").
     # Both read the ml_arl column of their table row: the first "| <figure>x" after the row's link.
     Check("sac-step", "SAC gradient step / SB3's", r"\[One SAC gradient step\]\([^)]*\)[^|]*\| ([\d.]+)x", "ratio", 0.1),
@@ -60,7 +60,7 @@ CHECKS = [
 
 
 def measure_palaestrai(repeats: int) -> dict[str, float]:
-    from bench.palaestrai import RUN_FILE, run_ours
+    from bench.peers.palaestrai import RUN_FILE, run_ours
 
     rounds = []
     for _ in range(repeats):
@@ -70,7 +70,7 @@ def measure_palaestrai(repeats: int) -> dict[str, float]:
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         if result["rc"] != 0:
-            raise SystemExit(f"bench/palaestrai.py's arl-learn run failed (exit {result['rc']})")
+            raise SystemExit(f"bench/peers/palaestrai.py's arl-learn run failed (exit {result['rc']})")
         rounds.append(result)
     return {k: statistics.median(r[k] for r in rounds) for k in ("wall", "switch", "steps_per_s", "peak_mb", "first_step")}
 
@@ -87,13 +87,13 @@ def _figure(cmd: list[str], pattern: str, what: str) -> float:
 
 
 def measure_sac_step(repeats: int) -> dict[str, float]:
-    cmd = ["bench/sac_step.py", "--config", "config/mujoco/Hopper-sac.yaml", "--behavior", "Hopper", "--obs", "11",
+    cmd = ["bench/speed/sac_step.py", "--config", "config/mujoco/Hopper-sac.yaml", "--behavior", "Hopper", "--obs", "11",
            "--actions", "3", "--repeats", str(max(repeats, 3)), "--steps", "100", "--sb3"]
     return {"ratio": _figure(cmd, r"ours / SB3: wall ([\d.]+)", "'ours / SB3' line")}
 
 
 def measure_deterministic(repeats: int) -> dict[str, float]:
-    cmd = ["bench/deterministic_cost.py", "--repeats", str(repeats)]
+    cmd = ["bench/speed/deterministic_cost.py", "--repeats", str(repeats)]
     return {"ratio": _figure(cmd, r"with it [\d.]+ s: x([\d.]+)", "ratio")}
 
 

@@ -11,7 +11,7 @@ CUDA (what ``torch.optim.Adam(fused=True)`` calls), ``torch._foreach_*`` elsewhe
 
 Importing torch.optim in a background thread while the workers start does not hide the cost: the
 import is Python work that needs the GIL, which the main thread holds while it builds the run
-(``bench/first_update.py`` measures the first update's time; docs/benchmarks.md). Both optimizers
+(docs/research/first-update-adam.md has the first update's time). Both optimizers
 give bit-identical parameters, and each loads the other's state_dict.
 """
 

@@ -3,7 +3,7 @@
 and tests/data/mlagents_1x.npz, what ML-Agents' own loader (``demo_to_buffer``) reads from it.
 tests/integration/test_demonstrations.py checks that ml_arl reads the same steps from the file.
 
-Run once, in a venv with ML-Agents 1.1.0 (../shared/tools/install-mlagents-reference.sh VENV):
+Run once, in a venv with ML-Agents 1.1.0 (`make peer-mlagents` makes one: .venv-mlagents):
 
     VENV/bin/python tests/data/record_mlagents_demo.py
 

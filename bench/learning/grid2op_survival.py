@@ -1,0 +1,112 @@
+"""Steps survived on Grid2Op's L2RPN case14 sandbox under random line attacks: a learned operator
+(PPO, config/grid2op/case14-operator.yaml) against grid2op's DoNothing, the reconnect-a-line rule and
+uniform random actions (docs/grid2op.md's table).
+
+Each seed is one ``arl-learn`` run of the config (a process of its own, ``--seed``): its train
+phase, then its ``survival`` matrix phase, which plays each operator for the same number of
+episodes in test mode (the learned one deterministically). Steps survived is an episode's length
+(the steps played, the one that ended it in a game over included; 575 = the whole chronic), read
+from the run's results.sqlite. The table gives each player's mean over the episodes of each seed,
+then the mean and the standard deviation of those per-seed means.
+
+    python bench/learning/grid2op_survival.py                   # 5 seeds (0..4), the config's budget
+    python bench/learning/grid2op_survival.py --seeds 0 1 --steps 20000 --episodes 12
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+if Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:  # run as a script:
+    sys.path[0] = str(ROOT)  # import bench.* from the repository root, not from this folder
+
+from bench.common.runner import Run, add_seeds_argument, run_grid  # noqa: E402
+
+CONFIG = ROOT / "config/grid2op/case14-operator.yaml"
+PLAYERS = ["learned", "grid2op_do_nothing", "grid2op_reconnect", "random"]
+
+
+def run_seed(config: dict, seed: int, results: Path) -> tuple[dict[str, list[int]], float]:
+    """One arl-learn run; each player's episode lengths in the survival phase, and the run's wall-clock."""
+    path = results / f"seed{seed}.yaml"
+    path.write_text(yaml.safe_dump(config))
+    run_id = f"case14-seed{seed}"
+    started = time.time()
+    proc = subprocess.run(
+        [sys.executable, "-m", "ml_arl.cli.learn", str(path), "--run-id", run_id, "--seed", str(seed),
+         "--results-dir", str(results), "--force"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    wall = time.time() - started
+    if proc.returncode != 0:
+        raise SystemExit(f"seed {seed}: arl-learn exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+    with sqlite3.connect(results / run_id / "results.sqlite") as db:
+        rows = db.execute("SELECT phase, length FROM episodes WHERE behavior = 'Operator' AND mode = 'test'").fetchall()
+    lengths: dict[str, list[int]] = {p: [] for p in PLAYERS}
+    for phase, length in rows:
+        player = phase.split(".", 1)[1] if "." in phase else phase
+        lengths.setdefault(player, []).append(int(length))
+    return lengths, wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_seeds_argument(parser, [0, 1, 2, 3, 4])
+    parser.add_argument("--steps", type=int, default=None, help="training steps per seed (default: the config's)")
+    parser.add_argument("--episodes", type=int, default=None, help="test episodes per player (default: the config's)")
+    parser.add_argument("--results-dir", default=None, help="where the runs go (default: a temporary folder)")
+    args = parser.parse_args(argv)
+
+    config = yaml.safe_load(CONFIG.read_text())
+    train, survival = config["phases"][0], config["phases"][1]
+    if args.steps is not None:
+        train["max_steps"] = config["default_settings"]["max_steps"] = args.steps
+    if args.episodes is not None:
+        survival["episodes"] = args.episodes
+    survival["matrix"] = {"Operator": PLAYERS}
+    results = Path(args.results_dir or tempfile.mkdtemp(prefix="grid2op-survival-"))
+    results.mkdir(parents=True, exist_ok=True)
+
+    per_seed: dict[str, list[float]] = {p: [] for p in PLAYERS}
+
+    def report(run: Run, result: tuple[dict[str, list[int]], float]) -> None:
+        lengths, wall = result
+        means = {p: statistics.fmean(v) if v else float("nan") for p, v in lengths.items()}
+        for p in PLAYERS:
+            per_seed[p].append(means[p])
+        print(f"seed {run.seed}: {wall:.0f} s, " + ", ".join(f"{p} {means[p]:.1f} ({len(lengths[p])} ep.)" for p in PLAYERS),
+              flush=True)
+
+    run_grid(lambda run: run_seed(config, run.seed, results), seeds=args.seeds, on_result=report)
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
+    print()
+    print(f"python bench/learning/grid2op_survival.py --seeds {' '.join(map(str, args.seeds))}"
+          + (f" --steps {args.steps}" if args.steps is not None else "")
+          + (f" --episodes {args.episodes}" if args.episodes is not None else ""))
+    print(f"{datetime.date.today().isoformat()}, commit {commit}, {os.cpu_count()} CPU cores; {train['max_steps']} training "
+          f"steps and {survival['episodes']} test episodes per player and seed; {config['env_settings']['env_args']}")
+    print()
+    print("| operator | mean steps survived (of 575) | sd over seeds | per seed |")
+    print("|---|---|---|---|")
+    for p in PLAYERS:
+        values = per_seed[p]
+        sd = statistics.stdev(values) if len(values) > 1 else 0.0
+        print(f"| {p} | {statistics.fmean(values):.1f} | {sd:.1f} | {' / '.join(f'{v:.0f}' for v in values)} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
