@@ -75,14 +75,14 @@ test-fast: $(STAMP)
 # disk full. One whose suite failed stays for a look; KEEP_SMOKE_VENV=1 keeps them all.
 SMOKE_FREE_GB ?= 8
 SMOKE_PYTHONS ?= 3.10 3.12 3.13
-SMOKE := tests/unit/test_protocol.py tests/unit/test_onnx.py tests/unit/test_study_plan.py \
-	tests/integration/test_learning.py::test_ppo_learns_reach \
-	tests/e2e/test_unity.py::test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats \
-	tests/e2e/test_unity.py::test_onnx_from_a_trained_checkpoint_matches_the_muscle \
-	tests/integration/test_demonstrations.py::test_round_trip tests/integration/test_demonstrations.py::test_bytes_are_what_ml_agents_loader_reads \
-	tests/integration/test_demonstrations.py::test_a_demo_written_by_mlagents_1x_reads_as_its_own_loader_reads_it \
-	tests/e2e/test_cli.py::test_tiny_run_writes_results_layout_and_tags \
-	tests/integration/test_vector_env.py tests/integration/test_python_api.py
+SMOKE := tests/protocol/test_protocol.py tests/networks/test_onnx.py tests/study/test_study_plan.py \
+	tests/trainers/test_learning.py::test_ppo_learns_reach \
+	tests/envs/test_unity.py::test_build_with_two_workers_learns_and_gets_parameters_engine_settings_and_stats \
+	tests/envs/test_unity.py::test_onnx_from_a_trained_checkpoint_matches_the_muscle \
+	tests/demonstrations/test_demonstrations.py::test_round_trip tests/demonstrations/test_demonstrations.py::test_bytes_are_what_ml_agents_loader_reads \
+	tests/demonstrations/test_demonstrations.py::test_a_demo_written_by_mlagents_1x_reads_as_its_own_loader_reads_it \
+	tests/cli/test_cli.py::test_tiny_run_writes_results_layout_and_tags \
+	tests/api/test_vector_env.py tests/api/test_python_api.py
 smoke:
 	@test -n "$(PYV)" || { echo "make smoke: give PYV, e.g. make smoke PYV=3.12"; exit 2; }
 	py=$$(ls -d $${PYENV_ROOT:-$$HOME/.pyenv}/versions/$(PYV).*/bin/python 2>/dev/null | sort -V | tail -1); \

@@ -3,7 +3,7 @@ arl-learn's workers as a gymnasium vector environment with it.
 
     python examples/python_api.py [--results-dir results] [--threshold 475]
 
-docs/python-api.md walks through it; CI runs it (tests/e2e/test_examples.py).
+docs/python-api.md walks through it; CI runs it (tests/cli/test_examples.py).
 """
 
 from __future__ import annotations

@@ -29,13 +29,13 @@ def workdir(tmp_path: Path) -> Path:
 SHARED_UNITS = {
     # module-scoped fixtures that are whole runs (grid_run, small_run) or pandapower's feeder
     # (case33bw): built once, in the process that runs every test using them
-    "tests/e2e/test_arl.py::": "test_arl.py",
-    "tests/integration/test_grid.py::": "test_grid.py",
+    "tests/training/test_arl.py::": "test_arl.py",
+    "tests/envs/test_grid.py::": "test_grid.py",
     # the module's Ray cluster (the cluster fixture): started once (about 10 s), not once per process
-    "tests/integration/test_ray.py::": "test_ray.py",
+    "tests/envs/test_ray.py::": "test_ray.py",
     # both need port 5004, the Unity Editor's (a lock keeps them apart too, the editor_port
     # fixture; in one process neither waits for the other)
-    "tests/e2e/test_unity.py::test_editor_": "editor port 5004",
+    "tests/envs/test_unity.py::test_editor_": "editor port 5004",
 }
 
 

@@ -4,7 +4,7 @@ killed with SIGKILL leaves no run training on in the background, and ``arl-study
 from the checkpoints. Elsewhere it is plain arl-learn.
 
 The kernel may deliver the parent-death signal more than once to a run with threads of its own
-(seen: twice to an arl-learn run; tests/integration/test_study_child.py), so it is a signal of its
+(seen: twice to an arl-learn run; tests/cli/test_study_child.py), so it is a signal of its
 own, SIGUSR1, taken once: a repeat must not cut the final checkpoint short, as a second SIGTERM did."""
 
 from __future__ import annotations

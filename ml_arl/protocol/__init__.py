@@ -2,7 +2,7 @@
 
 ``ml_arl/protocol/communicator_objects/*.proto`` are com.unity.ml-agents' ``communicator_objects``
 definitions, rebuilt from the serialized descriptors embedded in mlagents-envs 0.28.0's generated
-modules (field for field, checked by tests/unit/test_protocol.py against those descriptors, kept in
+modules (field for field, checked by tests/protocol/test_protocol.py against those descriptors, kept in
 tests/data/communicator_objects_0.28.pb). Only the file paths changed (``mlagents_envs/...`` ->
 ``ml_arl/protocol/...``): the proto package, message names, field numbers and the gRPC service
 (``/communicator_objects.UnityToExternalProto/Exchange``) are Unity's, so the bytes on the wire

@@ -7,7 +7,7 @@ optimizer exists, and on small tasks 1.2 s is a fifth of the whole training. So 
 this class: the same update rule, defaults and ``state_dict`` layout as ``torch.optim.Adam``
 (checkpoints load in either), computed by torch's own kernels: ``torch._fused_adam_`` on CPU and
 CUDA (what ``torch.optim.Adam(fused=True)`` calls), ``torch._foreach_*`` elsewhere (what
-``foreach=True`` calls). tests/unit/test_maths.py checks both against ``torch.optim.Adam``.
+``foreach=True`` calls). tests/trainers/test_maths.py checks both against ``torch.optim.Adam``.
 
 Importing torch.optim in a background thread while the workers start does not hide the cost: the
 import is Python work that needs the GIL, which the main thread holds while it builds the run

@@ -2,7 +2,7 @@
 write for the messages of tests/support/protocol_samples.py, and tests/data/communicator_objects_0.28.pb:
 the FileDescriptorSet of all its communicator_objects modules (what ml_arl/protocol's .proto files
 were rebuilt from). Run once, where mlagents-envs' modules import
-(protobuf 3.20.x); tests/unit/test_protocol.py compares ml_arl's generated classes against these bytes.
+(protobuf 3.20.x); tests/protocol/test_protocol.py compares ml_arl's generated classes against these bytes.
 
     pip install "mlagents-envs==0.28.0" "protobuf==3.20.3" && python tests/data/record_exchanges.py
 

@@ -1,7 +1,7 @@
 """Records tests/data/mlagents_1x.demo, a .demo written by ML-Agents 1.1.0's own writer
 (``mlagents.trainers.demo_loader.write_demo``, with its generated messages under protobuf 3.20),
 and tests/data/mlagents_1x.npz, what ML-Agents' own loader (``demo_to_buffer``) reads from it.
-tests/integration/test_demonstrations.py checks that ml_arl reads the same steps from the file.
+tests/demonstrations/test_demonstrations.py checks that ml_arl reads the same steps from the file.
 
 Run once, in a venv with ML-Agents 1.1.0 (`make peer-mlagents` makes one: .venv-mlagents):
 

@@ -1,4 +1,4 @@
-"""BaseEnv factories that fail on purpose, for the fault-injection tests (tests/e2e/test_faults.py).
+"""BaseEnv factories that fail on purpose, for the fault-injection tests (tests/envs/test_faults.py).
 
 Used as ``--env tests.support.fault_envs:make_env --env-args fault=<kind> at_step=<n> ...``. Worker
 processes import this module, so the run needs the repository root on ``sys.path`` (cwd = repo

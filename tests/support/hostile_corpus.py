@@ -1,6 +1,6 @@
 """Hostile and broken config files, and what arl-learn must answer to each.
 
-Used by tests/e2e/test_hostile_input.py (every entry through the CLI) and printed as docs/bad-input.md's
+Used by tests/cli/test_hostile_input.py (every entry through the CLI) and printed as docs/bad-input.md's
 "What bad input gets" table by ``python -m tests.support.hostile_corpus``.
 """
 

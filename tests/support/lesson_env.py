@@ -1,4 +1,4 @@
-"""A tiny environment for the curriculum tests (tests/integration/test_curriculum.py): it records what
+"""A tiny environment for the curriculum tests (tests/training/test_curriculum.py): it records what
 ``set_environment_parameters`` gave it, and its reward is the parameter ``bonus``.
 
 ``LessonEnv``: one behavior ``Learner`` with ``n_agents`` agents that start and end their

@@ -1,4 +1,4 @@
-"""User-written palaestrAI environments for tests/unit/test_palaestrai_env.py (and anything else
+"""User-written palaestrAI environments for tests/palaestrai/test_palaestrai_env.py (and anything else
 that needs a palaestrAI ``Environment`` that is not palaestrAI's own).
 
 ``EchoEnvironment``: one Box sensor ``position`` (shape (2,), in [-1, 1]), one Box sensor ``echo``

@@ -1,4 +1,4 @@
-"""PettingZoo environments for tests/e2e/test_pettingzoo.py.
+"""PettingZoo environments for tests/envs/test_pettingzoo.py.
 
 ``Mixed``: a tiny parallel game with every supported space: ``runner_0`` and ``runner_1`` (Box
 actions in [0, 2], reward = the first action component; ``runner_1`` terminates after 2 steps),

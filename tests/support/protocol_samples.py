@@ -1,5 +1,5 @@
 """Unity protocol messages with every field the bridge reads or writes set, built from any set of
-generated ``communicator_objects`` modules: ours (ml_arl.protocol) in tests/unit/test_protocol.py,
+generated ``communicator_objects`` modules: ours (ml_arl.protocol) in tests/protocol/test_protocol.py,
 mlagents-envs 0.28.0's own when tests/data/record_exchanges.py recorded their bytes.
 
 ``build(package)`` returns ``{name: message}``; each name's serialized bytes are recorded in

@@ -396,7 +396,7 @@ class SACTrainer(Trainer[SACSettings]):
         """[S * L, streams]: the target V of each row's next observation, the target running each
         sequence's first observation then its L next observations from V's stored memory before the
         first. (ML-Agents runs V itself over the first observation, then the target from there: the
-        same at tau = 1; here the memory stays in one network, which learned tests/integration/test_memory.py's
+        same at tau = 1; here the memory stays in one network, which learned tests/trainers/test_memory.py's
         memory task more reliably.)"""
         length = self.sequence_length
         seqs = value_mem.shape[0]

@@ -476,4 +476,4 @@ def test_failures_as_with_the_stock_bridge(build: Path, tmp_path: Path, trigger:
         env.step()
 
 
-# --- speed: python -m tests.integration.test_unity_fast [--seconds S] [--repeats R] [--agents 1 16] -------------
+# --- speed: python -m tests.envs.test_unity_fast [--seconds S] [--repeats R] [--agents 1 16] -------------

@@ -13,7 +13,7 @@ import pytest
 
 from ml_arl.core.import_path import ImportPathError, is_import_path, resolve, resolve_class, split
 
-PACKAGE = Path(__file__).resolve().parents[2] / "ml_arl"
+PACKAGE = Path(__file__).resolve().parents[1] / "ml_arl"
 
 
 def _modules() -> dict[str, Path]:

@@ -224,7 +224,7 @@ def test_store_rows_match_tensorboard_and_report_writes_png(
         tag for tag in EventAccumulator(glob.glob(str(run_dir / "attack" / "Attacker" / "events.out.tfevents.*"))[0]).Reload().Tags()["scalars"]
     }
     from ml_arl.cli.report import (
-        main as report_main,  # in this process; `python -m ml_arl.cli.report`: tests/unit/test_store.py
+        main as report_main,  # in this process; `python -m ml_arl.cli.report`: tests/results/test_store.py
     )
 
     capsys.readouterr()
@@ -302,7 +302,7 @@ def tag_config(results: Path, run_id: str, max_steps: int) -> dict[str, Any]:
 
 @pytest.mark.slow
 def test_selfplay_elo_rises_and_survives_resume(tmp_path: Path) -> None:
-    """arl-learn's main() in this process (self-play through the command: tests/e2e/test_faults.py)."""
+    """arl-learn's main() in this process (self-play through the command: tests/envs/test_faults.py)."""
     cfg = write_config(tmp_path / "tag.yaml", tag_config(tmp_path, "tag", 35000))
     proc = arl_learn_here([str(cfg)], cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -589,7 +589,7 @@ def test_recurrent_ppo_remembers_the_goal(tmp_path: Path, actions: str, shared_c
 @pytest.mark.parametrize("actions", ["continuous=1", "discrete=1"])
 def test_recurrent_sac_remembers_the_goal(tmp_path: Path, actions: str) -> None:
     """ML-Agents' test_recurrent_sac (memory_size 16, sequence_length 16, learning_rate 1e-3, batch 256,
-    4000 steps) with tests/integration/test_sac.py's hyperparameters: 4 sequences a gradient step, solved in ~300-700 steps."""
+    4000 steps) with tests/trainers/test_sac.py's hyperparameters: 4 sequences a gradient step, solved in ~300-700 steps."""
     hp = {"learning_rate": 5.0e-3, "batch_size": 64, "buffer_size": 5000, "buffer_init_steps": 100, "tau": 0.01, "init_entcoef": 0.01}
     _remembers(tmp_path, _memory_config(tmp_path, "sac", actions, 2000, hp))
 

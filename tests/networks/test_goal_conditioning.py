@@ -196,7 +196,7 @@ def test_onnx_matches_torch(tmp_path: Path, case: str, sac: bool) -> None:
 
 PPO = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
 SAC = {"learning_rate": 5.0e-3, "learning_rate_schedule": "constant", "batch_size": 8, "buffer_init_steps": 100,
-       "buffer_size": 5000, "tau": 0.01, "init_entcoef": 0.01}  # tests/integration/test_sac.py's (ML-Agents' test values)
+       "buffer_size": 5000, "tau": 0.01, "init_entcoef": 0.01}  # tests/trainers/test_sac.py's (ML-Agents' test values)
 
 
 def _learn(

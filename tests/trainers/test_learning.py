@@ -1,6 +1,6 @@
 """PPO learns: the built-in Reach task in its three action variants in this process (the
 in-process manager), threaded with subprocess workers (the one learning run through the
-subprocess manager here; tests/e2e/test_arl.py's grid run and tests/e2e/test_unity.py learn through it
+subprocess manager here; tests/training/test_arl.py's grid run and tests/envs/test_unity.py learn through it
 too), gymnasium CartPole-v1 to a mean return of 475 over 20 episodes, and gymnasium Pendulum-v1
 with ML-Agents' default network."""
 

@@ -86,7 +86,7 @@ def make_counting_env(worker_id: int, seed: int, n_agents: int = 2) -> Reach:
 
 
 def test_module_factory_gets_worker_id_seed_and_env_args() -> None:
-    factory = resolve_env("tests.integration.test_envs:make_counting_env", ["n_agents=3"])
+    factory = resolve_env("tests.envs.test_envs:make_counting_env", ["n_agents=3"])
     env = cloudpickle.loads(cloudpickle.dumps(factory))(worker_id=2, seed=9)
     assert env.made_by == (2, 9) and env.n_agents == 3
 
@@ -96,7 +96,7 @@ def not_an_env() -> str:
 
 
 def test_factory_returning_a_non_env_is_reported() -> None:
-    factory = resolve_env("tests.integration.test_envs:not_an_env")
+    factory = resolve_env("tests.envs.test_envs:not_an_env")
     with pytest.raises(TypeError, match="expected an mlagents_envs.base_env.BaseEnv"):
         factory(worker_id=0, seed=0)
 
@@ -146,10 +146,10 @@ def test_num_areas_multiplies_builtin_agents_and_reaches_factories() -> None:
     env = resolve_env("builtin:ReachDiscrete", num_areas=2)(worker_id=0, seed=0)
     env.reset()
     assert len(env.get_steps("ReachDiscrete")[0]) == 8  # 4 agents per area
-    env = resolve_env("tests.integration.test_envs:make_area_env", num_areas=3)(worker_id=0, seed=0)
+    env = resolve_env("tests.envs.test_envs:make_area_env", num_areas=3)(worker_id=0, seed=0)
     assert env.n_agents == 6
-    with pytest.raises(EnvironmentSourceError, match="env_settings.num_areas: 2, but tests.integration.test_envs:make_counting_env takes no num_areas"):
-        resolve_env("tests.integration.test_envs:make_counting_env", num_areas=2)
+    with pytest.raises(EnvironmentSourceError, match="env_settings.num_areas: 2, but tests.envs.test_envs:make_counting_env takes no num_areas"):
+        resolve_env("tests.envs.test_envs:make_counting_env", num_areas=2)
 
 
 def make_area_env(seed: int, num_areas: int) -> Reach:
@@ -167,7 +167,7 @@ def test_worker_nice_lowers_the_priority_of_workers(tmp_path: Path) -> None:
     from ml_arl.settings import EnvSettings
 
     out = tmp_path / "nice.txt"
-    settings = EnvSettings(env_path="tests.integration.test_envs:make_niceness_probe", env_args=[f"out={out}"], worker_nice=7)
+    settings = EnvSettings(env_path="tests.envs.test_envs:make_niceness_probe", env_args=[f"out={out}"], worker_nice=7)
     manager = SubprocessEnvManager(resolve_env(settings.env_path, settings.env_args), settings, 0)
     try:
         assert "Reach" in manager.start()
@@ -216,8 +216,8 @@ class _Sloppy:
 def test_a_user_muscle_missing_part_of_the_contract_is_named() -> None:
     from ml_arl.acting.env_runner import build_muscle
 
-    with pytest.raises(TypeError, match=r"^muscle tests.integration.test_envs:_Sloppy: has no set_weights, forget \(it has a memory_size\); see ml_arl.acting.muscle.Acting$"):
-        build_muscle("tests.integration.test_envs:_Sloppy", None, False, 0)
+    with pytest.raises(TypeError, match=r"^muscle tests.envs.test_envs:_Sloppy: has no set_weights, forget \(it has a memory_size\); see ml_arl.acting.muscle.Acting$"):
+        build_muscle("tests.envs.test_envs:_Sloppy", None, False, 0)
     muscle, recurrent = build_muscle("tests.support.plugins:GoalExpertMuscle", {"n_cont": 1, "branches": []}, True, 0)
     assert not recurrent and muscle.branches == ()
 

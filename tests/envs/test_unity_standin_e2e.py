@@ -22,12 +22,11 @@ import numpy as np
 import pytest
 import yaml
 
+from tests.envs.test_unity import tb_scalars
 from tests.support.runs import arl_learn_here
 from tests.support.simple_envs import SUCCESS_THRESHOLD, last5
 from tests.support.unity_standin import free_base_port, make_build
 from tests.support.zygote import popen_arl_learn
-
-from .test_unity import tb_scalars
 
 SOLVED_AT = 0.95
 STOP_WINDOW = 20

@@ -36,11 +36,11 @@ def test_trainer_class_checks_user_trainers() -> None:
     assert trainer_class(TrainerSettings(), "B") is PPOTrainer
     assert trainer_class(TrainerSettings(trainer_type="tests.support.plugins:RandomTrainer"), "B") is RandomTrainer
     with pytest.raises(ConfigError, match="defines clear_experience.*on_new_phase"):
-        trainer_class(TrainerSettings(trainer_type="tests.integration.test_run_parts:OldStyleTrainer"), "B")
+        trainer_class(TrainerSettings(trainer_type="tests.training.test_run_parts:OldStyleTrainer"), "B")
     with pytest.raises(ConfigError, match="does not implement add_experience.*policy_snapshot"):
-        trainer_class(TrainerSettings(trainer_type="tests.integration.test_run_parts:Unfinished"), "B")
+        trainer_class(TrainerSettings(trainer_type="tests.training.test_run_parts:Unfinished"), "B")
     with pytest.raises(ConfigError, match="behaviors.B.trainer_type: .* is not a subclass"):
-        trainer_class(TrainerSettings(trainer_type="tests.integration.test_run_parts:test_trainer_class_checks_user_trainers"), "B")
+        trainer_class(TrainerSettings(trainer_type="tests.training.test_run_parts:test_trainer_class_checks_user_trainers"), "B")
 
 
 def _options(tmp_path: Path, phases: Any = None) -> Any:

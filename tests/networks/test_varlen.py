@@ -301,7 +301,7 @@ def test_sac_learns_a_goal_shown_as_an_entity(tmp_path: Path) -> None:
 
 
 def test_reward_signals_take_variable_length_observations() -> None:
-    from .test_reward_signals import providers, random_batch
+    from tests.trainers.test_reward_signals import providers, random_batch
 
     spec = _spec([(3,), (5, 4)], {1}, ActionSpec(1, (2,)))
     expert, batch = random_batch(spec, 64, offset=1.0, seed=1), random_batch(spec, 32, seed=2)
@@ -325,8 +325,7 @@ def test_reward_signals_take_variable_length_observations() -> None:
 
 def test_demo_round_trip_keeps_variable_length_observations(tmp_path: Path) -> None:
     from ml_arl.demonstrations.reader import load_demonstrations, spec_difference
-
-    from .test_demonstrations import acted, in_write_order, interleaved, write_demo
+    from tests.demonstrations.test_demonstrations import acted, in_write_order, interleaved, write_demo
 
     spec = _spec([(3,), (5, 4)], {1}, ActionSpec(1, ()))
     first, second = acted(np.random.default_rng(0), spec, quantized=False)

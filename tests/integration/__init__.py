@@ -1,1 +1,0 @@
-"""Integration tests: trainers, env managers and adapters together; learning tests on tiny deterministic environments with reward thresholds."""

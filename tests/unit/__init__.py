@@ -1,1 +1,0 @@
-"""Unit tests: maths against hand values, config errors, failure paths, the pieces alone."""
