@@ -33,7 +33,7 @@ elif str(ROOT) not in sys.path:
 from bench.common.runner import Run, add_seeds_argument, run_grid  # noqa: E402
 
 # the reward-signal tests' PPO and SAC settings (ML-Agents' test hyperparameters)
-from tests.integration.test_signals_learning import PPO, SAC  # noqa: E402
+from tests.trainers.test_signals_learning import PPO, SAC  # noqa: E402
 
 GOAL_REACH = "tests.support.simple_envs:goal_reach"
 
@@ -109,19 +109,19 @@ def _tasks() -> list[Task]:
     entities = "EntityReach, goal among 1-4 entities"
     tasks += [
         Task("ppo, variable-length obs", entities, "", [], {}, behavior="EntityReach",
-             builder=("tests.integration.test_varlen:_config", ("ppo", [], 6000, varlen_ppo, small)), solved_at=0.95),
+             builder=("tests.networks.test_varlen:_config", ("ppo", [], 6000, varlen_ppo, small)), solved_at=0.95),
         Task("sac, variable-length obs", entities + " (discrete)", "", [], {}, behavior="EntityReach",
-             builder=("tests.integration.test_varlen:_config", ("sac", ["vectors=0", "continuous=0", "discrete=1"], 3000,
+             builder=("tests.networks.test_varlen:_config", ("sac", ["vectors=0", "continuous=0", "discrete=1"], 3000,
                                                      varlen_sac, {"num_layers": 1, "hidden_units": 16}))),
         Task("poca, variable-length obs", entities + " (group of 2)", "", [], {}, behavior="EntityReach",
-             builder=("tests.integration.test_varlen:_config", ("poca", ["grouped=true", "n_agents=2"], 6000, varlen_ppo, small)), solved_at=0.95),
+             builder=("tests.networks.test_varlen:_config", ("poca", ["grouped=true", "n_agents=2"], 6000, varlen_ppo, small)), solved_at=0.95),
     ]
     sac_memory = {"learning_rate": 5.0e-3, "batch_size": 64, "buffer_size": 5000, "buffer_init_steps": 100, "tau": 0.01, "init_entcoef": 0.01}
     for kind in ("continuous=1", "discrete=1"):
         tasks.append(Task(f"sac + memory, {kind.split('=')[0]}", "GoalReach, goal shown 2 steps", "", [], {},
-                          builder=("tests.integration.test_memory:_memory_config", ("sac", kind, 2000, sac_memory))))
+                          builder=("tests.trainers.test_memory:_memory_config", ("sac", kind, 2000, sac_memory))))
     tasks.append(Task("poca + memory", "GoalReach, goal shown 2 steps", "", [], {},
-                      builder=("tests.integration.test_memory:_memory_config",
+                      builder=("tests.trainers.test_memory:_memory_config",
                                ("poca", "continuous=1", 6000, {"learning_rate": 1.0e-3, "batch_size": 64, "buffer_size": 128}))))
     goal_ppo = {"learning_rate": 3e-3, "learning_rate_schedule": "constant", "batch_size": 64, "buffer_size": 256, "beta": 1e-3}
     for trainer, conditioning, actions, hyper, steps in (

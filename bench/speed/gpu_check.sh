@@ -121,8 +121,8 @@ print("Hopper-v5 ok: obs", o.shape, "reward", round(float(r), 3), "mujoco", mujo
   # ---- b. CUDA tests
   t0=$SECONDS
   echo "== b. CUDA tests -> cuda_tests.log"
-  { echo "== pytest tests/integration/test_sac.py -k cuda"
-    timeout -k 5 "$B1_S" python3 -m pytest -q -x -p no:cacheprovider -rs tests/integration/test_sac.py -k cuda 2>&1
+  { echo "== pytest tests/trainers/test_sac.py -k cuda"
+    timeout -k 5 "$B1_S" python3 -m pytest -q -x -p no:cacheprovider -rs tests/trainers/test_sac.py -k cuda 2>&1
     rc=$?; printf '\nrc=%s\n' $rc; } > "$OUT/cuda_tests.log"
   record "b. test_sac -k cuda" $rc $t0
   grep -E "passed|failed|skipped|error|SKIPPED|FAILED|^E " "$OUT/cuda_tests.log" | tail -15
