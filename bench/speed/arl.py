@@ -24,74 +24,34 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import yaml
+
+if os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(os.path.realpath(__file__)):  # run as a script:
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))  # bench.* from the root
+
+from bench.common.process_tree import PeakMemory  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 PALAESTRAI = {"first_step_s": 43.0, "phase_switch_s": 21.0, "peak_mb": 1400.0}
 GOALS = {"first_step_s": 2.0, "phase_switch_s": 1.0, "peak_mb": 500.0}
 
 
-def _children(pid: int) -> list[int]:
-    out = []
-    try:
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as f:
-                out += [int(c) for c in f.read().split()]
-    except OSError:
-        pass
-    return out
-
-
-def _tree(pid: int) -> list[int]:
-    seen, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        seen.append(p)
-        todo += _children(p)
-    return seen
-
-
-def _memory_kb(pid: int) -> tuple[int, int]:
-    """(RSS, PSS) in kB from /proc/<pid>/smaps_rollup."""
-    rss = pss = 0
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Rss:"):
-                    rss = int(line.split()[1])
-                elif line.startswith("Pss:"):
-                    pss = int(line.split()[1])
-    except OSError:
-        pass
-    return rss, pss
-
-
 def one_run(config: Path, workdir: Path, run_id: str) -> dict[str, float]:
-    peak = {"rss": 0, "pss": 0}
     started = time.time()
     proc = subprocess.Popen(
         [sys.executable, "-m", "ml_arl.cli.learn", str(config), "--run-id", run_id, "--results-dir", str(workdir)],
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
     )
-    stop = threading.Event()
-
-    def sample() -> None:
-        while not stop.wait(0.02):
-            rss = pss = 0
-            for pid in _tree(proc.pid):
-                r, p = _memory_kb(pid)
-                rss, pss = rss + r, pss + p
-            peak["rss"], peak["pss"] = max(peak["rss"], rss), max(peak["pss"], pss)
-
-    sampler = threading.Thread(target=sample, daemon=True)
+    sampler = PeakMemory(proc.pid)
     sampler.start()
-    _, err = proc.communicate(timeout=600)
-    stop.set()
-    sampler.join()
+    try:
+        _, err = proc.communicate(timeout=600)
+    finally:
+        sampler.stop()
+    peak = {"rss": sampler.peak_rss_kb, "pss": sampler.peak_pss_kb}
     if proc.returncode != 0:
         raise SystemExit(f"arl-learn failed ({proc.returncode}): {err.strip().splitlines()[-1:]}")
     meta = json.loads((workdir / run_id / "run_logs" / "timers.json").read_text())["metadata"]

@@ -132,9 +132,10 @@ def check_only(options: RunOptions, wiring: bool = False) -> int:
             probe_env(factory, resolve_seed(options))
     elif env.env_path is not None:
         unity_factory(options, resolve_seed(options))
-    from ml_arl.training.controller import choose_device
+    if options.torch_settings.device not in (None, "cpu"):  # only a named device needs torch to be checked
+        from ml_arl.training.controller import choose_device
 
-    choose_device(options.torch_settings.device)
+        choose_device(options.torch_settings.device)
     dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)  # libyaml's when PyYAML has it: same output, faster
     sys.stdout.write(yaml.dump(options.as_dict(), Dumper=dumper, sort_keys=False))
     logger.info("The configuration is valid.")

@@ -157,7 +157,9 @@ class TrainerController:
                 try:
                     if self.demos is not None:
                         self.demos.close()  # each .demo file holds every episode that finished
-                    torch.use_deterministic_algorithms(self._was_deterministic)
+                    if torch.are_deterministic_algorithms_enabled() != self._was_deterministic:
+                        # only when the run changed it: the call imports torch._dynamo and sympy (2 s, 60 MB)
+                        torch.use_deterministic_algorithms(self._was_deterministic)
                 finally:
                     release_run_lock(self.options.checkpoint_settings.write_path)  # the folder is free for the next run
 

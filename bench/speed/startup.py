@@ -1,0 +1,160 @@
+"""Start-up: time from the command to the first environment step, and peak memory, for short runs
+(issue 49's goals 1 and 2), each run against ``import torch`` and against Stable-Baselines3 measured
+in the same call.
+
+Each round runs, one after another and in this order, every case once; ``--repeats`` rounds are
+interleaved so that a slower minute of the machine falls on every case alike:
+
+- ``import torch``: ``python -c "import torch"``, launch to exit;
+- ml_arl: ``arl-learn`` on ``config/ppo/Reach.yaml`` (``make demo``'s run), ``config/ppo/CartPole.yaml``,
+  ``config/arl/GridDefense.yaml`` and the palaestrAI run file ``bench/peers/palaestrai/dummy_two_agents.yml``,
+  each cut to ``--steps`` steps a phase (the run file as it is). The first step is timers.json's
+  ``first_step_time`` (when the trainer side sees the first environment step) minus the launch;
+- Stable-Baselines3's PPO on CartPole-v1 (the ``bench`` extra): launch to the first call of its
+  callback's ``_on_step``, which runs after the first environment step; skipped if not installed;
+- ML-Agents 1.1.0 is not run: its gym wrapper needs a Unity build to step (``make peer-mlagents``
+  installs it for bench/peers/).
+
+Peak memory is the PSS of the whole process tree (arl-learn, its fork server, its workers), summed,
+sampled every 20 ms until the run ends (bench/common/process_tree.py). Medians over the rounds;
+ratios are of medians.
+
+    python bench/speed/startup.py [--repeats 3] [--steps 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+
+if os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(os.path.realpath(__file__)):  # run as a script:
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))  # bench.* from the root
+
+from bench.common.process_tree import PeakMemory  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+OURS = {
+    "Reach": ROOT / "config" / "ppo" / "Reach.yaml",
+    "CartPole": ROOT / "config" / "ppo" / "CartPole.yaml",
+    "GridDefense": ROOT / "config" / "arl" / "GridDefense.yaml",
+    "palaestrAI file": ROOT / "bench" / "peers" / "palaestrai" / "dummy_two_agents.yml",
+}
+SB3 = """
+import sys, time
+from stable_baselines3 import PPO
+from stable_baselines3.common.callbacks import BaseCallback
+class First(BaseCallback):
+    def _on_step(self):
+        print("FIRST_STEP", time.time(), flush=True)
+        return False
+PPO("MlpPolicy", "CartPole-v1", n_steps=64, batch_size=64, device="cpu", seed=1).learn(64, callback=First())
+"""
+
+
+def timed(cmd: list[str], cwd: Path, timeout: float) -> tuple[float, subprocess.CompletedProcess[str], PeakMemory]:
+    """Launch ``cmd``; (its launch time, its outcome, its tree's peak memory)."""
+    started = time.time()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sampler = PeakMemory(proc.pid)
+    sampler.start()
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+    finally:
+        sampler.stop()
+    return started, subprocess.CompletedProcess(cmd, proc.returncode, out, err), sampler
+
+
+def short_config(path: Path, steps: int, folder: Path) -> Path:
+    """The config with every behavior's and phase's max_steps cut to ``steps`` (a run file stays as it is)."""
+    if path.suffix == ".yml":
+        return path
+    config = yaml.safe_load(path.read_text())
+    for settings in (config.get("behaviors") or {}).values():
+        settings["max_steps"] = min(int(settings.get("max_steps", steps)), steps)
+    for phase in config.get("phases") or []:
+        if phase.get("max_steps"):
+            phase["max_steps"] = min(int(phase["max_steps"]), steps)
+    out = folder / f"{path.stem}.yaml"
+    out.write_text(yaml.safe_dump(config))
+    return out
+
+
+def run_ours(name: str, config: Path, folder: Path, index: int) -> dict[str, float]:
+    run_id = f"startup-{name.replace(' ', '-')}-{index}"
+    cmd = [sys.executable, "-m", "ml_arl.cli.learn", str(config), "--run-id", run_id, "--results-dir", str(folder / "results")]
+    cwd = config.parent if config.suffix == ".yml" else ROOT
+    started, done, memory = timed(cmd, cwd, 900)
+    if done.returncode != 0:
+        raise SystemExit(f"{name}: arl-learn exited {done.returncode}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+    meta = json.loads((folder / "results" / run_id / "run_logs" / "timers.json").read_text())["metadata"]
+    return {"first_step_s": float(meta["first_step_time"]) - started, "peak_pss_mb": memory.peak_pss_mb}
+
+
+def run_torch_import() -> dict[str, float]:
+    started, done, memory = timed([sys.executable, "-c", "import torch"], ROOT, 300)
+    return {"first_step_s": time.time() - started, "peak_pss_mb": memory.peak_pss_mb}
+
+
+def run_sb3() -> Optional[dict[str, float]]:
+    started, done, memory = timed([sys.executable, "-c", SB3], ROOT, 300)
+    marks = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("FIRST_STEP")]
+    if done.returncode != 0 or not marks:
+        return None
+    return {"first_step_s": float(marks[0]) - started, "peak_pss_mb": memory.peak_pss_mb}
+
+
+def sb3_installed() -> bool:
+    probe = subprocess.run([sys.executable, "-c", "import stable_baselines3"], capture_output=True, timeout=120)
+    return probe.returncode == 0
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default: 3)")
+    parser.add_argument("--steps", type=int, default=2000, help="max_steps of each behavior and phase (default: 2000)")
+    args = parser.parse_args()
+    with_sb3 = sb3_installed()
+    results: dict[str, list[dict[str, float]]] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
+        folder = Path(tmp)
+        configs = {name: short_config(path, args.steps, folder) for name, path in OURS.items()}
+        for index in range(args.repeats):
+            results.setdefault("import torch", []).append(run_torch_import())
+            for name, config in configs.items():
+                results.setdefault(name, []).append(run_ours(name, config, folder, index))
+            if with_sb3:
+                sb3 = run_sb3()
+                if sb3 is not None:
+                    results.setdefault("SB3 PPO CartPole", []).append(sb3)
+            print(f"round {index + 1} of {args.repeats} done", file=sys.stderr, flush=True)
+    med: dict[str, dict[str, Any]] = {
+        name: {k: statistics.median(r[k] for r in runs) for k in ("first_step_s", "peak_pss_mb")} for name, runs in results.items()
+    }
+    torch_s = med["import torch"]["first_step_s"]
+    sb3_s = med.get("SB3 PPO CartPole", {}).get("first_step_s")
+    print(f"time to the first environment step and peak PSS of the process tree; medians of {args.repeats} interleaved rounds\n")
+    print("| run | first step (s) | / import torch | / SB3's first step | peak PSS (MB) |")
+    print("|---|---:|---:|---:|---:|")
+    for name, m in med.items():
+        vs_sb3 = f"{m['first_step_s'] / sb3_s:.2f}x" if sb3_s else "-"
+        print(f"| {name} | {m['first_step_s']:.2f} | {m['first_step_s'] / torch_s:.2f}x | {vs_sb3} | {m['peak_pss_mb']:.0f} |")
+    if not with_sb3:
+        print("\nStable-Baselines3 is not installed (the bench extra: pip install -e '.[bench]'); its row is left out")
+
+
+if __name__ == "__main__":
+    main()
