@@ -80,6 +80,8 @@ class SpecsReply:
 
 @dataclass(frozen=True)
 class StepReply:
+    """A StepCommand is done: everything its steps produced, as one StepBatch."""
+
     worker_id: int
     batch: StepBatch
 

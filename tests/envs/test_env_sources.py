@@ -16,8 +16,8 @@ FOLDER = Path(__file__).resolve().parents[2] / "ml_arl" / "envs" / "sources"
 
 
 def test_every_source_file_is_one_registered_source() -> None:
-    files = sorted(p.stem for p in FOLDER.glob("*_source.py"))
-    found = sorted(type(s).__module__.rpartition(".")[2] for s in sources())
+    files = sorted(p.stem.removesuffix("_source") for p in FOLDER.glob("*_source.py"))
+    found = sorted(s.name for s in sources())
     assert found == files and len(files) == 7
     assert all(isinstance(s, EnvSource) and s.form and s.summary for s in sources())
     orders = [s.order for s in sources()]

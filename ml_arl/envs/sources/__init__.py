@@ -80,9 +80,9 @@ def resolve_env(
 
 def unity_factory(options: Any, seed: int) -> EnvFactory:
     """The factory of a Unity build (``env_settings.env_path``) or of the Editor (no env_path)."""
-    from ml_arl.envs.sources.unity_source import SOURCE
+    from ml_arl.envs.sources.unity_source import factory_from_options
 
-    return SOURCE.factory_from_options(options, seed)
+    return factory_from_options(options, seed)
 
 
 def probe_env(factory: EnvFactory, seed: int) -> dict[str, Any]:

@@ -9,19 +9,14 @@ from ml_arl.core.exceptions import EnvironmentSourceError
 from ml_arl.envs.sources.registry import EnvSource
 
 
-class BuiltinSource(EnvSource):
-    prefix = "builtin"
-    form = "builtin:<Name>"
-    summary = "a built-in environment"
+def factory(env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
+    from ml_arl.envs.games.builtin import BUILTIN_ENVS
 
-    def factory(self, env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
-        from ml_arl.envs.games.builtin import BUILTIN_ENVS
-
-        if rest not in BUILTIN_ENVS:
-            raise EnvironmentSourceError(
-                f"--env {env_path}: no built-in environment '{rest}'; available: {', '.join(sorted(BUILTIN_ENVS))}"
-            )
-        return EnvFactory(env_path, BUILTIN_ENVS[rest], {**kwargs, "num_areas": num_areas})
+    if rest not in BUILTIN_ENVS:
+        raise EnvironmentSourceError(
+            f"--env {env_path}: no built-in environment '{rest}'; available: {', '.join(sorted(BUILTIN_ENVS))}"
+        )
+    return EnvFactory(env_path, BUILTIN_ENVS[rest], {**kwargs, "num_areas": num_areas})
 
 
-SOURCE = BuiltinSource()
+SOURCE = EnvSource(prefix="builtin", form="builtin:<Name>", summary="a built-in environment", make=factory)

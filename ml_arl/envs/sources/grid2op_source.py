@@ -53,15 +53,9 @@ def grid2op_source(
     return make_grid2op_env, {"name": name, **kwargs}
 
 
-class Grid2OpSource(EnvSource):
-    prefix = "grid2op"
-    form = "grid2op:<name>"
-    summary = "a Grid2Op power grid, no download"
-    order = 13
-
-    def factory(self, env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
-        build, build_kwargs = grid2op_source(env_path, rest, kwargs, num_areas, probe)
-        return EnvFactory(env_path, build, build_kwargs)
+def factory(env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
+    build, build_kwargs = grid2op_source(env_path, rest, kwargs, num_areas, probe)
+    return EnvFactory(env_path, build, build_kwargs)
 
 
-SOURCE = Grid2OpSource()
+SOURCE = EnvSource(prefix="grid2op", form="grid2op:<name>", summary="a Grid2Op power grid, no download", order=13, make=factory)

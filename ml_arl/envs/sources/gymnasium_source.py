@@ -9,20 +9,14 @@ from ml_arl.core.exceptions import EnvironmentSourceError
 from ml_arl.envs.sources.registry import EnvSource
 
 
-class GymnasiumSource(EnvSource):
-    prefix = "gymnasium"
-    form = "gymnasium:<EnvId>"
-    summary = "a gymnasium environment id"
-    order = 11
+def factory(env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
+    import gymnasium
 
-    def factory(self, env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
-        import gymnasium
+    from ml_arl.envs.adapters.gym_env import make_gymnasium_env
 
-        from ml_arl.envs.adapters.gym_env import make_gymnasium_env
-
-        if rest not in gymnasium.registry:
-            raise EnvironmentSourceError(f"--env {env_path}: gymnasium has no environment id '{rest}'")
-        return EnvFactory(env_path, make_gymnasium_env, {"env_id": rest, "num_areas": num_areas, **kwargs})
+    if rest not in gymnasium.registry:
+        raise EnvironmentSourceError(f"--env {env_path}: gymnasium has no environment id '{rest}'")
+    return EnvFactory(env_path, make_gymnasium_env, {"env_id": rest, "num_areas": num_areas, **kwargs})
 
 
-SOURCE = GymnasiumSource()
+SOURCE = EnvSource(prefix="gymnasium", form="gymnasium:<EnvId>", summary="a gymnasium environment id", order=11, make=factory)

@@ -23,32 +23,28 @@ def _accepts(fn: Callable[..., Any], name: str, via_var_keyword: bool = True) ->
     return name in params or (via_var_keyword and any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()))
 
 
-class ModulePathSource(EnvSource):
-    form = "package.module:factory"
-    summary = "a callable returning a BaseEnv"
-    order = 90
-
-    def claims(self, env_path: Optional[str]) -> bool:
-        if not env_path:
-            return False
-        kind, sep, _ = env_path.partition(":")
-        return bool(sep and kind) and "/" not in kind and "\\" not in kind and not kind.endswith(UNITY_EXTENSIONS)
-
-    def factory(self, env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
-        try:
-            target = resolve(env_path)
-        except ImportPathError as err:
-            raise EnvironmentSourceError(f"--env {env_path}: {err}") from None
-        if not callable(target):
-            raise EnvironmentSourceError(f"--env {env_path}: '{rest}' is not callable; it must return a BaseEnv")
-        if _accepts(target, "num_areas", via_var_keyword=num_areas != 1):
-            kwargs = {**kwargs, "num_areas": num_areas}
-        elif num_areas != 1:
-            raise EnvironmentSourceError(
-                f"env_settings.num_areas: {num_areas}, but {env_path} takes no num_areas argument; "
-                "add one to the factory or set num_areas to 1"
-            )
-        return EnvFactory(env_path, target, kwargs, _accepts(target, "worker_id"), _accepts(target, "seed"))
+def claims(env_path: Optional[str]) -> bool:
+    if not env_path:
+        return False
+    kind, sep, _ = env_path.partition(":")
+    return bool(sep and kind) and "/" not in kind and "\\" not in kind and not kind.endswith(UNITY_EXTENSIONS)
 
 
-SOURCE = ModulePathSource()
+def factory(env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
+    try:
+        target = resolve(env_path)
+    except ImportPathError as err:
+        raise EnvironmentSourceError(f"--env {env_path}: {err}") from None
+    if not callable(target):
+        raise EnvironmentSourceError(f"--env {env_path}: '{rest}' is not callable; it must return a BaseEnv")
+    if _accepts(target, "num_areas", via_var_keyword=num_areas != 1):
+        kwargs = {**kwargs, "num_areas": num_areas}
+    elif num_areas != 1:
+        raise EnvironmentSourceError(
+            f"env_settings.num_areas: {num_areas}, but {env_path} takes no num_areas argument; "
+            "add one to the factory or set num_areas to 1"
+        )
+    return EnvFactory(env_path, target, kwargs, _accepts(target, "worker_id"), _accepts(target, "seed"))
+
+
+SOURCE = EnvSource(form="package.module:factory", summary="a callable returning a BaseEnv", order=90, make=factory, claims=claims)

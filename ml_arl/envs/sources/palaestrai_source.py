@@ -9,16 +9,10 @@ from ml_arl.core.env_factory import EnvFactory
 from ml_arl.envs.sources.registry import EnvSource
 
 
-class PalaestraiSource(EnvSource):
-    prefix = "palaestrai"
-    form = "palaestrai:<run file>"
-    summary = "a palaestrAI run file's environment"
-    order = 14
+def factory(env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
+    from ml_arl.palaestrai.env_source import make_env, palaestrai_env_kwargs
 
-    def factory(self, env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
-        from ml_arl.palaestrai.env_source import make_env, palaestrai_env_kwargs
-
-        return EnvFactory(f"palaestrAI run file {rest}", make_env, palaestrai_env_kwargs(env_path, rest), True, True)
+    return EnvFactory(f"palaestrAI run file {rest}", make_env, palaestrai_env_kwargs(env_path, rest), True, True)
 
 
-SOURCE = PalaestraiSource()
+SOURCE = EnvSource(prefix="palaestrai", form="palaestrai:<run file>", summary="a palaestrAI run file's environment", order=14, make=factory)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pkgutil
+from collections.abc import Callable
 from functools import cache
 from typing import Any, Optional
 
@@ -19,26 +20,38 @@ from ml_arl.core.env_factory import EnvFactory
 from ml_arl.core.exceptions import EnvironmentSourceError
 from ml_arl.core.import_path import resolve
 
+Make = Callable[[str, str, dict[str, Any], int, bool], EnvFactory]
+
 
 class EnvSource:
-    """One kind of ``--env`` value. A prefixed source (``prefix: str``) claims ``<prefix>:<rest>``."""
+    """One kind of ``--env`` value.
 
-    prefix: Optional[str] = None
-    form = ""  # as --help shows it: "builtin:<Name>"
-    summary = ""  # one line: what it is
-    order = 10  # asked in this order; the module path (90) and Unity (100) come last
-    python = True  # False: a Unity build or the Editor, built from the run's options (factory_from_options)
+    ``prefix``: the source claims ``<prefix>:<rest>`` (or ``claims(env_path)`` says what it takes);
+    ``form`` and ``summary``: how ``--help`` and the errors name it; ``order``: when it is asked
+    (the module path at 90 and Unity at 100 come last); ``python`` False: a Unity build or the
+    Editor, built from the run's options instead; ``make(env_path, rest, kwargs, num_areas, probe)``:
+    the factory, its arguments checked (``rest``: what follows the prefix; ``probe`` False, for
+    ``--check``: nothing is built), or EnvironmentSourceError in one line."""
+
+    def __init__(self, *, form: str, summary: str, prefix: Optional[str] = None, order: int = 10,
+                 python: bool = True, make: Optional[Make] = None,
+                 claims: Optional[Callable[[Optional[str]], bool]] = None):
+        self.form, self.summary, self.prefix, self.order, self.python = form, summary, prefix, order, python
+        self._make, self._claims = make, claims
+        self.name = ""  # its module's name, less "_source" (set by the registry)
 
     def claims(self, env_path: Optional[str]) -> bool:
+        if self._claims is not None:
+            return self._claims(env_path)
         if not env_path or self.prefix is None:
             return False
         kind, sep, _ = env_path.partition(":")
         return bool(sep) and kind == self.prefix
 
     def factory(self, env_path: str, rest: str, kwargs: dict[str, Any], num_areas: int, probe: bool) -> EnvFactory:
-        """The factory of ``env_path`` (``rest``: what follows the prefix), its arguments checked;
-        ``probe`` False (``--check``): nothing is built. EnvironmentSourceError in one line."""
-        raise NotImplementedError
+        if self._make is None:
+            raise EnvironmentSourceError(f"--env {env_path}: {self.form} is not built from --env alone")
+        return self._make(env_path, rest, kwargs, num_areas, probe)
 
 
 @cache
@@ -50,6 +63,7 @@ def sources() -> tuple[EnvSource, ...]:
         if module.name.endswith("_source"):
             source = resolve(f"{package}.{module.name}:SOURCE")
             assert isinstance(source, EnvSource), module.name
+            source.name = module.name.removesuffix("_source")
             found.append(source)
     return tuple(sorted(found, key=lambda s: (s.order, s.form)))
 
