@@ -41,11 +41,7 @@ def import_graph() -> dict[str, set[str]]:
                 if node.level:
                     parts = package.split(".")
                     base = ".".join(parts[: len(parts) - node.level + 1] + ([base] if base else []))
-                # `from pkg import submodule` imports the submodule, as `import pkg.submodule` does
-                names = [f"{base}.{alias.name}" for alias in node.names]
-                targets = [n for n in names if n in mods] or [base]
-                if len(targets) < len(names):  # some names are not modules: they come from base itself
-                    targets.append(base)
+                targets = [base] + [f"{base}.{alias.name}" for alias in node.names]
             for target in targets:
                 while target and target not in mods:
                     target = target.rpartition(".")[0]

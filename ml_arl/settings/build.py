@@ -17,10 +17,10 @@ from typing import Any, Optional
 
 from pydantic import BaseModel
 
+import ml_arl.settings.bounds as bounds
 from ml_arl.core.exceptions import ConfigError
 from ml_arl.core.import_path import ImportPathError, resolve, split
 from ml_arl.core.objectives import ObjectiveError, build_objective
-from ml_arl.settings import bounds
 from ml_arl.settings.errors import validate
 from ml_arl.settings.matrix import expand_matrices
 from ml_arl.settings.parameters import check_environment_parameters, curricula_criteria, is_curriculum

@@ -15,10 +15,10 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, PrivateAttr, field_validator, model_validator
 
+import ml_arl.settings.bounds as bounds
 from ml_arl.core.behavior_id import brain_name
 from ml_arl.core.exceptions import ConfigError
 from ml_arl.core.import_path import ImportPathError, is_import_path, resolve
-from ml_arl.settings import bounds
 from ml_arl.settings.errors import validate
 from ml_arl.settings.flags import section, setting
 from ml_arl.settings.parameters import EnvironmentParameters

@@ -25,7 +25,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ml_arl.settings import bounds
+import ml_arl.settings.bounds as bounds
 from ml_arl.settings.values import Strict, number, short, to_int
 
 SAMPLER_TYPES = ("constant", "uniform", "gaussian", "multirangeuniform")  # as ML-Agents orders them

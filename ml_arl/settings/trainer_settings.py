@@ -16,9 +16,9 @@ from typing import Any, Literal, Optional
 
 from pydantic import Field, ValidationInfo, field_validator, model_validator
 
+import ml_arl.settings.bounds as bounds
 from ml_arl.core.import_path import is_import_path
 from ml_arl.core.objectives import ROLE_OBJECTIVES
-from ml_arl.settings import bounds
 from ml_arl.settings.values import Float, Int, Strict, valid_input
 
 logger = logging.getLogger(__name__)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, Optional
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 
-from ml_arl.settings import bounds
+import ml_arl.settings.bounds as bounds
 
 
 def to_int(value: Any) -> Any:

@@ -31,9 +31,9 @@ from typing import Any, Optional
 import optuna
 from optuna.trial import TrialState
 
+import ml_arl.study.trial_files as trial_files
 from ml_arl.core.atomic_files import write_yaml
 from ml_arl.results.run_folder import is_run_folder
-from ml_arl.study import trial_files
 from ml_arl.study.design import combinations
 from ml_arl.study.metric import ScalarReader, reduce
 from ml_arl.study.plan import StudyPlan
