@@ -36,7 +36,7 @@ How each figure is computed (t0 = ``time.time()`` just before the command is sta
   steps of every mark after each phase's first, summed over the phases, divided by the summed spans
   (last mark - first mark) of the phases.
 * peak memory: the largest sum, over the command's process and all its descendants, of their RSS,
-  sampled with psutil every ``--sample-ms`` (50) milliseconds. Shared pages count once per process,
+  sampled from /proc (bench/common/process_tree.py) every ``--sample-ms`` (50) milliseconds. Shared pages count once per process,
   as RSS counts them.
 
 Every figure is the median over ``--repeats`` rounds (the two sides alternate within a round).
@@ -68,12 +68,14 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from datetime import datetime
 from typing import Any, Optional
 
-import psutil
+if os.path.realpath(sys.path[0] or os.curdir) == os.path.dirname(os.path.realpath(__file__)):  # run as a script:
+    sys.path[0] = os.path.dirname(os.path.dirname(os.path.dirname(os.path.realpath(__file__))))  # bench.* from the root
+
+from bench.common.process_tree import PeakMemory  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 BIN = os.path.dirname(sys.executable)
@@ -92,42 +94,13 @@ ROWS = [  # key, label, format, lower is better
 ]
 
 
-class PeakRss(threading.Thread):
-    """Samples the RSS summed over a process and its descendants; keeps the largest sum."""
-
-    def __init__(self, pid: int, interval: float):
-        super().__init__(daemon=True)
-        self.root = psutil.Process(pid)
-        self.interval = interval
-        self.peak = 0
-        self.done = threading.Event()
-
-    def sample(self) -> int:
-        try:
-            procs = [self.root, *self.root.children(recursive=True)]
-        except psutil.Error:
-            return 0
-        total = 0
-        for proc in procs:
-            try:
-                total += proc.memory_info().rss
-            except psutil.Error:
-                pass
-        return total
-
-    def run(self) -> None:
-        while not self.done.is_set():
-            self.peak = max(self.peak, self.sample())
-            self.done.wait(self.interval)
-
-
 def timed(cmd: list[str], cwd: str, log: str, timeout: float, sample_s: float) -> dict[str, Any]:
     """Runs cmd (output to log): t0, wall-clock, peak tree RSS (MB), exit code."""
     with open(log, "wb") as out:
         t0 = time.time()
         start = time.perf_counter()
         proc = subprocess.Popen(cmd, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-        sampler = PeakRss(proc.pid, sample_s)
+        sampler = PeakMemory(proc.pid, sample_s)
         sampler.start()
         try:
             rc = proc.wait(timeout=timeout)
@@ -137,9 +110,8 @@ def timed(cmd: list[str], cwd: str, log: str, timeout: float, sample_s: float) -
             print(f"  {os.path.basename(cmd[0])} ran past {timeout:.0f} s and was stopped (log: {log})",
                   file=sys.stderr)
         wall = time.perf_counter() - start
-        sampler.done.set()
-        sampler.join()
-    return {"t0": t0, "wall": wall, "peak_mb": sampler.peak / 1e6, "rc": rc}
+        sampler.stop()
+    return {"t0": t0, "wall": wall, "peak_mb": sampler.peak_rss_kb * 1024 / 1e6, "rc": rc}
 
 
 def stepping_rate(phases: list[list[tuple[float, float]]]) -> Optional[float]:
