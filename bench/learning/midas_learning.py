@@ -41,7 +41,8 @@ PPO = {"name": "harl:PPOBrain", "params": {"rollout_size": 96, "epochs": 10, "ba
 PPO_MUSCLE = {"name": "harl:PPOMuscle", "params": {}}
 
 
-def prepare(folder: str, seed: int, learner: bool, episodes: int, test_episodes: int, steps: int) -> str:
+def prepare(folder: str, seed: int, learner: bool, episodes: int, test_episodes: int, steps: int,
+            objective: dict[str, Any] | None = None) -> str:
     shutil.copy(os.path.join(EXAMPLE, "scenario.yml"), folder)
     scenario = open(os.path.join(folder, "scenario.yml")).read().replace("end: 96*15*60", f"end: {steps}*15*60")
     open(os.path.join(folder, "scenario.yml"), "w").write(scenario)
@@ -54,8 +55,10 @@ def prepare(folder: str, seed: int, learner: bool, episodes: int, test_episodes:
     train["environments"][0]["environment"]["params"]["end"] = steps * 900
     train["phase_config"]["episodes"] = episodes
     run["schedule"][1]["phase_test"]["phase_config"]["episodes"] = test_episodes
+    defender = next(a for a in train["agents"] if a["name"] == "defender")
+    if objective:
+        defender["objective"] = objective
     if learner:
-        defender = next(a for a in train["agents"] if a["name"] == "defender")
         defender["brain"], defender["muscle"] = PPO, PPO_MUSCLE
     path = os.path.join(folder, "run.yml")
     with open(path, "w") as f:
@@ -65,7 +68,7 @@ def prepare(folder: str, seed: int, learner: bool, episodes: int, test_episodes:
 
 def one_run(seed: int, learner: bool, args: argparse.Namespace) -> dict[str, Any]:
     folder = tempfile.mkdtemp(prefix="bench-midas-learning-")
-    uid = prepare(folder, seed, learner, args.episodes, args.test_episodes, args.steps)
+    uid = prepare(folder, seed, learner, args.episodes, args.test_episodes, args.steps, args.objective)
     env = dict(os.environ, XDG_CONFIG_HOME=os.path.join(folder, "xdg"))
     proc = subprocess.run([os.path.join(BIN, "arl-learn"), "run.yml"], cwd=folder, env=env, capture_output=True,
                           text=True, timeout=args.timeout)
@@ -94,6 +97,9 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=3600)
     parser.add_argument("--ppo", type=yaml.safe_load, default={},
                         help="harl PPOBrain parameters over the defaults, as a YAML mapping: '{gamma: 0.9}'")
+    parser.add_argument("--objective", type=yaml.safe_load, default=None,
+                        help="the defender's palaestrAI objective instead of the run file's, as a YAML mapping: "
+                             "'{name: midas_palaestrai.arl_defender_objective:ArlDefenderObjective, params: {alpha: 1}}'")
     args = parser.parse_args()
     PPO["params"].update(args.ppo)
     # the two defenders ("configs": harl PPO, then the Dummy) of each seed, --jobs runs at a time
@@ -102,7 +108,8 @@ def main() -> None:
     results = [result for _, result in grid]
     w = args.window
     print(f"examples/midas, {args.steps} steps an episode, {args.episodes} training episodes, "
-          f"{args.test_episodes} test episodes; defender objective per step (VoltageDefenderObjective)\n")
+          f"{args.test_episodes} test episodes; defender objective per step "
+          f"({(args.objective or {}).get('name', 'VoltageDefenderObjective').rpartition(':')[2]})\n")
     print(f"{'seed':>4} {'defender':>10} {'first ' + str(w):>10} {'last ' + str(w):>10} {'test':>8}")
     summary: dict[bool, list[tuple[float, float, float]]] = {True: [], False: []}
     for r in results:
