@@ -87,11 +87,14 @@ def _import_path_of(factory: Any, problems: list[str]) -> Optional[str]:
 
 
 def options_from(
-    config: ConfigLike, overrides: Optional[dict[str, dict[str, Any]]] = None, check_environment: bool = False
+    config: ConfigLike, overrides: Optional[dict[str, dict[str, Any]]] = None, check_environment: bool = False,
+    import_plugins: bool = False,
 ) -> RunOptions:
     """RunOptions from what arl-learn or ``train`` was given, with the typed flags on top.
     ``check_environment`` (``--check-wiring``): a palaestrAI run file's environments are started
-    once here, and every agent's sensors and actuators checked against them; otherwise nothing starts."""
+    once here, and every agent's sensors and actuators checked against them; otherwise nothing starts.
+    ``import_plugins`` (``--check``): every class a run file names is imported here; otherwise
+    only its module is found, and the class is checked where it is built, after the launch."""
     overrides = overrides or {}
     if isinstance(config, RunOptions):
         if not overrides:
@@ -116,7 +119,8 @@ def options_from(
         from ml_arl.palaestrai.runfile import translate_file
 
         results_dir = overrides.get("checkpoint_settings", {}).get("results_dir", "results")
-        data = translate_file(data, where, results_dir, overrides.get("env_settings", {}).get("num_envs"), check_environment)
+        data = translate_file(data, where, results_dir, overrides.get("env_settings", {}).get("num_envs"), check_environment,
+                              import_plugins)
     return build_run_options(data, overrides, where)
 
 

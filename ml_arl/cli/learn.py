@@ -112,7 +112,7 @@ def _parse(argv: list[str]) -> tuple[RunOptions, Optional[str]]:
     for flag in FLAGS:
         if flag.name in args:
             overrides.setdefault(flag.section, {})[flag.name] = args[flag.name]
-    return options_from(path, overrides, check_environment=wiring), check
+    return options_from(path, overrides, check_environment=wiring, import_plugins=check is not None), check
 
 
 def check_only(options: RunOptions, wiring: bool = False) -> int:

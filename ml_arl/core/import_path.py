@@ -9,6 +9,7 @@ the config key or flag it came from. Torch-free (workers use it for muscle class
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 
@@ -58,6 +59,19 @@ def resolve(path: str) -> Any:
             raise ImportPathError(f"module {module_name!r} has no attribute {name!r}")
         target = getattr(target, part)
     return target
+
+
+def find(path: str) -> None:
+    """Check that the module ``path`` (package.module:Name) names can be found, without running
+    it (its parent packages are imported); ImportPathError if not. What it defines is checked
+    where it is imported."""
+    module_name, _ = split(path)
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except (ImportError, ValueError) as err:
+        raise ImportPathError(f"cannot import module {module_name!r} ({err}); is it on PYTHONPATH?") from None
+    if spec is None:
+        raise ImportPathError(f"cannot import module {module_name!r} (No module named {module_name!r}); is it on PYTHONPATH?")
 
 
 def resolve_class(path: str, base: type) -> type:

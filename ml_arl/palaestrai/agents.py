@@ -37,6 +37,7 @@ import numpy as np
 
 from ml_arl.core.actor_weights import PolicySnapshot
 from ml_arl.core.experience import Trajectory
+from ml_arl.core.import_path import ImportPathError, resolve
 from ml_arl.palaestrai.definitions import EnvironmentSpec, PluginSpec, offered
 from ml_arl.palaestrai.muscles import MUSCLE, FilteredStep, MuscleWeights
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
@@ -64,6 +65,23 @@ class BrainTrainer(Trainer):
     """A palaestrAI Brain as a behavior's trainer (hyperparameters: brain, muscle, sensors,
     actuators and the environment, as ml_arl.palaestrai.runfile writes them)."""
 
+    @classmethod
+    def settings_problems(cls, settings: Any, behavior: str) -> list[str]:
+        """The brain, muscle and filter classes the run file names import (the file was read with
+        only their modules found: ml_arl.palaestrai.run_sections.Reader)."""
+        hp = dict(settings.hyperparameters)
+        named = [("brain", hp.get("brain")), ("muscle", hp.get("muscle"))]
+        named += [(f"filters[{i}]", f) for i, f in enumerate(hp.get("filters") or [])]
+        problems = []
+        for key, plugin in named:
+            if not isinstance(plugin, dict) or not isinstance(plugin.get("name"), str):
+                continue
+            try:
+                resolve(plugin["name"])
+            except ImportPathError as err:
+                problems.append(f"agent {behavior!r}: {key}: {plugin['name']} does not import: {err}")
+        return problems
+
     def build(self) -> None:
         from palaestrai.agent import RewardInformation
         from palaestrai.types import Box, Mode
@@ -84,8 +102,9 @@ class BrainTrainer(Trainer):
         self.obs_layout = ObservationLayout(hp["sensors"], [s.space for s in self.sensor_infos])
         self.act_layout = ActionLayout(hp["actuators"], [a.space for a in self.actuator_infos])
         self.wiring = pickle.dumps((self.sensor_infos, self.actuator_infos))
-        self.muscle_spec = PluginSpec(hp["muscle"]["name"], dict(hp["muscle"].get("params") or {}))
-        self.brain = PluginSpec(hp["brain"]["name"], dict(hp["brain"].get("params") or {})).build()
+        where = f"agent {self.behavior!r}"
+        self.muscle_spec = PluginSpec(hp["muscle"]["name"], dict(hp["muscle"].get("params") or {}), f"{where}: muscle")
+        self.brain = PluginSpec(hp["brain"]["name"], dict(hp["brain"].get("params") or {}), f"{where}: brain").build()
         self.dumper = _BytesDumper()
         self.brain._seed = int(hp.get("seed", 0))
         self.brain._name = self.behavior
@@ -93,7 +112,8 @@ class BrainTrainer(Trainer):
         self.brain.actuators = [copy.deepcopy(a) for a in actuators if a.uid in set(hp["actuators"])]
         self.brain._dumpers = [self.dumper]
         self.brain.mode = Mode.TRAIN
-        self.filter_specs = tuple(PluginSpec(f["name"], dict(f.get("params") or {})) for f in hp.get("filters") or [])
+        self.filter_specs = tuple(PluginSpec(f["name"], dict(f.get("params") or {}), f"{where}: filters[{i}]")
+                                  for i, f in enumerate(hp.get("filters") or []))
         self.filters = [spec.build() for spec in self.filter_specs]
         for agent_filter in self.filters:  # palaestrAI's Learner: each filter sees the brain, then is set up
             agent_filter.brain = self.brain

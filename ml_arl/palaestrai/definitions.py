@@ -10,7 +10,8 @@ import copy
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from ml_arl.core.import_path import resolve
+from ml_arl.core.exceptions import ConfigError
+from ml_arl.core.import_path import ImportPathError, resolve
 from ml_arl.palaestrai.loops import close_loop, run_awaited
 
 PHASE_PARAMETER = "palaestrai_phase"  # environment_parameters key: which phase's environment runs
@@ -22,9 +23,15 @@ class PluginSpec:
 
     name: str
     params: dict[str, Any] = field(default_factory=dict)
+    where: str = field(default="", compare=False)  # the run file and key that named it, for errors
 
     def build(self) -> Any:
-        cls = resolve(self.name)
+        """An instance; ConfigError naming ``where`` when the class does not import (the run file's
+        modules were only found when it was read: see ml_arl.palaestrai.run_sections.Reader)."""
+        try:
+            cls = resolve(self.name)
+        except ImportPathError as err:
+            raise ConfigError([f"{self.where or 'palaestrAI plugin'}: {self.name} does not import: {err}"]) from None
         return cls(**self.params)
 
 
@@ -35,6 +42,7 @@ class EnvironmentSpec:
     params: dict[str, Any] = field(default_factory=dict)
     reward: Optional[PluginSpec] = None
     state_transformer: Optional[PluginSpec] = None
+    where: str = field(default="", compare=False)  # the run file and key that named it, for errors
 
 
 @dataclass(frozen=True)
@@ -71,7 +79,7 @@ def build_environment(spec: EnvironmentSpec, seed: int) -> Any:
     """The palaestrAI environment as its EnvironmentConductor builds it."""
     params = dict(spec.params)
     params.update(uid=spec.uid, broker_uri="ipc://*", seed=seed)
-    env = resolve(spec.name)(**params)
+    env = PluginSpec(spec.name, params, spec.where).build()
     env._uid = spec.uid
     env._name = spec.uid
     if spec.reward is not None:

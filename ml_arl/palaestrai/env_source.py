@@ -30,7 +30,8 @@ def palaestrai_env_kwargs(env_path: str, path: str) -> dict[str, Any]:
     if not is_run_file(data):
         raise EnvironmentSourceError(f"--env {env_path}: {path} is not a palaestrAI run file (it has no schedule)")
     try:
-        translation = read(data, path, check_environment=False, log_warnings=False)  # said when the file was read
+        # said when the file was read; its classes are imported where they are built (the workers)
+        translation = read(data, path, check_environment=False, log_warnings=False, import_plugins=False)
     except ConfigError as err:
         raise EnvironmentSourceError(f"--env {env_path}: {err.problems[0]}") from None
     return {"environments": translation.environments, "agents": translation.agents, "taking_turns": translation.taking_turns,

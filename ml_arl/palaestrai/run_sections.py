@@ -10,7 +10,7 @@ import json
 import os
 from typing import Any, Optional
 
-from ml_arl.core.import_path import ImportPathError, resolve
+from ml_arl.core.import_path import ImportPathError, find, resolve
 from ml_arl.palaestrai.definitions import AgentWiring, EnvironmentSpec, PluginSpec
 from ml_arl.palaestrai.harl import HARL_MUSCLES, HARL_TRAINERS, NOT_OURS, harl_class, translate
 
@@ -36,10 +36,24 @@ def closest_key(key: str, valid: tuple[str, ...]) -> str:
 class Reader:
     """Collects the problems of one run file, each as one line naming where."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, import_plugins: bool = True):
         self.path = path
+        # import each plugin's module to check its class (--check), or only find the module: the
+        # class is then checked where it is built (a worker, the brain's trainer), so that the
+        # workers are launched before palaestrAI's and the environment's imports are paid here
+        self.import_plugins = import_plugins
+        self.deferred: list[tuple[str, str]] = []  # (where, name) of each plugin only found
         self.problems: list[str] = []
         self.warnings: list[str] = []
+
+    def import_deferred(self) -> None:
+        """Import the plugins this reader only found, each failure a problem."""
+        for where, name in self.deferred:
+            try:
+                resolve(name)
+            except ImportPathError as err:
+                self.problem(where, f"{name} does not import: {err}")
+        self.deferred = []
 
     def problem(self, where: str, text: str) -> None:
         self.problems.append(f"{self.path}: {where}: {text}")
@@ -67,11 +81,15 @@ class Reader:
             self.problem(where, f"unknown key 'uid'{closest_key('uid', ('name', 'params'))}")
         if check_import:
             try:
-                resolve(name)
+                if self.import_plugins:
+                    resolve(name)
+                else:
+                    find(name)
+                    self.deferred.append((where, name))
             except ImportPathError as err:
                 self.problem(where, f"{name} does not import: {err}")
                 return None
-        return PluginSpec(name, dict(params))
+        return PluginSpec(name, dict(params), where=f"{self.path}: {where}")
 
 
 def phase_names_of(results_dir: str, run: str) -> list[str]:
@@ -114,7 +132,7 @@ def environment_section(reader: Reader, where: str, data: Any) -> Optional[tuple
         transformer = (reader.plugin(f"{ewhere}.state_transformer", item["state_transformer"])
                        if item.get("state_transformer") else None)
         if spec is not None:
-            specs.append(EnvironmentSpec(spec.name, env_uid, spec.params, reward, transformer))
+            specs.append(EnvironmentSpec(spec.name, env_uid, spec.params, reward, transformer, where=spec.where))
     return tuple(specs) if len(specs) == len(data) else None
 
 

@@ -99,14 +99,16 @@ class Translation:
 
 
 def read(data: dict[str, Any], path: str, results_dir: str = "results", check_environment: bool = True,
-         log_warnings: bool = True) -> Translation:
-    """A run file's data -> Translation; ConfigError with every problem at once."""
+         log_warnings: bool = True, import_plugins: bool = True) -> Translation:
+    """A run file's data -> Translation; ConfigError with every problem at once. ``import_plugins``
+    False: the classes it names (environments, objectives, brains, muscles...) are checked where
+    they are built, and only their modules are found here (see run_sections.Reader)."""
     try:
         import palaestrai  # noqa: F401  (its classes are the run file's: environments, objectives, agents)
     except ImportError as err:
         raise ConfigError([f"{path}: a palaestrAI run file needs palaestrai installed ({err}); "
                            "pip install -e '.[palaestrai]' (make install does)"]) from None
-    reader = Reader(path)
+    reader = Reader(path, import_plugins)
     top = reader.keys("top level", data, RUN_KEYS)
     uid = top.get("uid", top.get("id"))
     if "uid" not in top and "id" in top:
@@ -144,7 +146,7 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
     workers = 1
     env_specs: list[tuple[EnvironmentSpec, ...]] = []
     wiring: dict[str, AgentWiring] = {}
-    quiet = Reader(path)  # an inherited key was checked where it was given: its problems are said once
+    quiet = Reader(path, import_plugins)  # an inherited key was checked where it was given: its problems are said once
     for index, (pname, phase, given) in enumerate(phases):
         where = f"schedule[{index}].{pname}"
         env_spec = None
@@ -241,6 +243,7 @@ def read(data: dict[str, Any], path: str, results_dir: str = "results", check_en
     if check_environment and env_specs:  # with the other problems: every problem of the file at once
         _check_wiring(reader, env_specs[0], list(wiring.values()), seed or 0)
     if reader.problems:
+        reader.import_deferred()  # a file that is wrong already: its classes too, every problem at once
         raise ConfigError(reader.problems)
     for warning in reader.warnings if log_warnings else []:
         logger.warning("%s", warning)
@@ -278,11 +281,15 @@ def _check_wiring(reader: Reader, envs: tuple[EnvironmentSpec, ...], agents: lis
 
 
 def translate_file(data: dict[str, Any], path: str, results_dir: str = "results",
-                   num_envs: Optional[int] = None, check_environment: bool = False) -> dict[str, Any]:
+                   num_envs: Optional[int] = None, check_environment: bool = False,
+                   import_plugins: bool = False) -> dict[str, Any]:
     """Our config dict for a run file (the CLI's entry); ``num_envs``: a --num-envs given with it.
     ``check_environment`` (``--check-wiring``): start the environments here and check the wiring
-    against them; otherwise each worker checks it as its environment first starts (one line)."""
-    config = read(data, path, results_dir, check_environment=check_environment).config
+    against them; otherwise each worker checks it as its environment first starts (one line).
+    ``import_plugins`` (--check): import every class the file names here; otherwise each is
+    checked where it is built (see read)."""
+    config = read(data, path, results_dir, check_environment=check_environment,
+                  import_plugins=import_plugins or check_environment).config
     workers = config["env_settings"]["num_envs"]
     if num_envs is not None and isinstance(num_envs, int) and num_envs < workers:
         raise ConfigError([f"{path}: --num-envs {num_envs} is fewer than the {workers} workers a phase of the run file "

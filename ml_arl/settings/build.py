@@ -31,6 +31,12 @@ from ml_arl.settings.values import deep_merge, short
 logger = logging.getLogger("ml_arl.settings")
 
 
+# Trainer classes of ml_arl's own that a translated config names (a palaestrAI run file's brains):
+# importing them imports torch, which would hold back the workers' launch, so they are checked when
+# the trainer is made, after the launch (tests/settings/test_settings.py checks that each is a Trainer)
+OWN_TRAINERS = frozenset({"ml_arl.palaestrai.agents:BrainTrainer"})
+
+
 def _trainer_problems(settings: TrainerSettings, where: str) -> list[str]:
     problems = []
     if settings.role is not None and settings.objective is not None:
@@ -41,6 +47,8 @@ def _trainer_problems(settings: TrainerSettings, where: str) -> list[str]:
     except ObjectiveError as err:
         problems.append(f"{where}.objective: {err}")
     if settings.trainer_type not in HYPERPARAMETER_MODELS:
+        if settings.trainer_type in OWN_TRAINERS:
+            return problems
         try:
             trainer_class = resolve(settings.trainer_type)
         except ImportPathError as err:

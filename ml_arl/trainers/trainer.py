@@ -108,6 +108,13 @@ class Trainer(ABC, Generic[HP]):
         self.on_checkpoint: Optional[Callable[[str], None]] = None  # train()'s callbacks: told each saved path
         self.build()
 
+    @classmethod
+    def settings_problems(cls, settings: TrainerSettings, behavior: str) -> list[str]:
+        """What only this trainer can see is wrong with a behavior's settings (a class it names
+        that does not import, say), one line each; checked once the environment has shown its
+        behaviors and before the run writes anything. None by default."""
+        return []
+
     def build(self) -> None:  # noqa: B027 - optional: a trainer with its own __init__ builds there
         """Make the networks, optimizers and buffers; the last step of ``__init__``, once every
         attribute above is set (``self.settings``, ``self.spec``, ``self.device``, ``self.rng``, ...)."""

@@ -50,7 +50,9 @@ class Brains:
         if bad_name is not None:
             raise ConfigError([bad_name])
         settings = self.options.settings_for(behavior)
-        trainer_class(settings, brain)
+        problems = trainer_class(settings, brain).settings_problems(settings, behavior)
+        if problems:
+            raise ConfigError(problems)
         problem = variable_length_problem(spec, settings.network_settings.goal_conditioning_type)
         if problem is not None:
             raise ConfigError([f"behavior {brain}: {problem}"])

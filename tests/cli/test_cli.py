@@ -251,11 +251,14 @@ def test_every_setting_flag_sets_its_setting() -> None:
         assert options.env_settings.env_path == "builtin:Reach"
 
 
-def test_check_of_a_python_environment_does_not_import_torch(tmp_path: Path) -> None:
-    """--check is the quick look: a config on a Python environment is checked without torch (issue 49:
-    at most 0.3x the torch import); a named device still is checked with it."""
+@pytest.mark.parametrize("config", ["config/ppo/Reach.yaml", "bench/peers/palaestrai/dummy_two_agents.yml"])
+def test_check_of_a_python_environment_does_not_import_torch(tmp_path: Path, config: str) -> None:
+    """--check is the quick look: a config on a Python environment, or a palaestrAI run file, is
+    checked without torch (issue 49: at most 0.3x the torch import; a run file's brains are
+    ml_arl's BrainTrainer, whose class is checked once the workers are launched); a named device
+    still is checked with it."""
     code = ("import sys; from ml_arl.cli.learn import main; "
-            f"code = main(['config/ppo/Reach.yaml', '--check', '--results-dir', {str(tmp_path)!r}]); "
+            f"code = main([{config!r}, '--check', '--results-dir', {str(tmp_path)!r}]); "
             "print(code, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip().splitlines()[-1] == "0 False", out.stdout + out.stderr

@@ -150,3 +150,28 @@ def test_a_wrong_sensor_is_found_by_check_wiring_and_by_a_run_but_check_starts_n
     assert "Traceback" not in out and "Restarting worker" not in out, out
     stopped = [ln for ln in out.splitlines() if ln.startswith("[ERROR] Training stopped: worker 0: ")]
     assert len(stopped) == 1 and "myenv.2x" in stopped[0] and "--check-wiring" in stopped[0], out
+
+
+@pytest.mark.parametrize("key", ["objective", "brain", "environment"])
+def test_a_class_that_does_not_import_in_a_right_file_is_one_line_exit_2_and_no_results(tmp_path: Path, key: str) -> None:
+    """A run file that is otherwise right has its classes' modules found, not imported, before the
+    workers launch (issue 49: palaestrAI's and the environment's imports would hold them back); a
+    class its module lacks is then one line naming the file and key, where it is built: the brain
+    before anything is written, the objective and the environment in the worker, with no restart."""
+    data = run_file_data()
+    train = data["schedule"][0]["train"]
+    if key == "environment":
+        train["environments"][0]["environment"]["name"] = "palaestrai.environment:NoSuchEnvironment"
+    else:
+        train["agents"][0][key] = {"name": f"palaestrai.agent:NoSuch{key.title()}", "params": {}}
+        if key == "brain":
+            train["agents"][0]["muscle"] = {"name": "palaestrai.agent:DummyMuscle", "params": {}}
+    path = write(tmp_path / "typo.yml", data)
+    proc = arl_learn([path.name], cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 2, out
+    assert "Traceback" not in out and "Restarting worker" not in out, out
+    lines = [ln for ln in out.splitlines() if "does not import" in ln]
+    assert len(lines) == 1 and f"NoSuch{key.title()}" in lines[0] and "has no attribute" in lines[0], out
+    assert (AGENTS[0] if key == "brain" else f"{path.name}: schedule[0].train.") in lines[0], lines[0]
+    assert not (tmp_path / "results").exists(), out

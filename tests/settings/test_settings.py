@@ -482,3 +482,15 @@ def test_unlisted_behavior_fallback_is_kept_aside_and_shown_in_as_dict() -> None
     assert opts.as_dict()["default_settings"] == TrainerSettings().model_dump(mode="json")
     with_defaults = build_run_options({"default_settings": {"max_steps": 10}}, {}, "c")
     assert with_defaults.settings_for("Other") is with_defaults.default_settings
+
+
+def test_own_trainer_types_left_to_trainer_creation_are_trainers() -> None:
+    """The trainer types a translated config names (OWN_TRAINERS) are not imported while the
+    config is checked (they import torch); each must therefore be a Trainer, and a misspelt one
+    in a config is still one line when the trainer is made."""
+    from ml_arl.core.import_path import resolve_class
+    from ml_arl.settings.build import OWN_TRAINERS
+    from ml_arl.trainers.trainer import Trainer
+
+    for path in OWN_TRAINERS:
+        assert issubclass(resolve_class(path, Trainer), Trainer)
