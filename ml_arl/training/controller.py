@@ -204,6 +204,8 @@ class TrainerController:
         self.progress.close()
         self.threads.stop()
         self._last_summaries()
+        if not self.schedule.has_next:
+            self.env_manager.finish_stepping()  # the workers' memory goes while the models are exported (issue 49)
         if self.train_model:
             self.brains.save_final(self.outputs.status, self._elos(), self.threads.unsafe())
         self.schedule.end()

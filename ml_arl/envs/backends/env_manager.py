@@ -196,6 +196,11 @@ class EnvManager(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def finish_stepping(self) -> None:  # noqa: B027 - optional hook; managers that hold nothing keep it
+        """No step will be asked for again: the environments may begin to close, so that their
+        memory is given back while the run saves its last checkpoints and models (optional;
+        ``close`` still waits for them)."""
+
     @abstractmethod
     def reset(self) -> None:
         """Reset every environment; every half-built trajectory is discarded."""

@@ -132,6 +132,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         self.factory_bytes = pickled_factory(factory)
         self.seed = seed
         self.workers: list[_Worker] = []
+        self._close_asked = False  # finish_stepping() sent the workers their CloseCommand
 
     @property
     def num_workers(self) -> int:
@@ -343,10 +344,17 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         worker.process.close()
         worker.conn.close()
 
-    def close(self) -> None:
-        """Ask every worker to close, wait up to 10 s for all, then terminate the stragglers."""
+    def finish_stepping(self) -> None:
+        """Ask every worker to close now; ``close`` waits for them."""
         for worker in self.workers:
             worker.send(CloseCommand())
+        self._close_asked = True
+
+    def close(self) -> None:
+        """Ask every worker to close, wait up to 10 s for all, then terminate the stragglers."""
+        if not self._close_asked:
+            for worker in self.workers:
+                worker.send(CloseCommand())
         deadline = time.monotonic() + SHUTDOWN_TIMEOUT_S
         pending = {w.worker_id: w for w in self.workers if w.process.is_alive()}
         while pending:
