@@ -87,3 +87,28 @@ def _alive(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
     except OSError:
         return False
+
+
+def test_a_factorys_preload_is_imported_once_by_the_server_before_the_forks(tmp_path, monkeypatch) -> None:
+    """EnvFactory.preload: the server imports those modules once, before it forks the workers (who
+    share them); one that does not import is left to the worker, which still starts."""
+    log = tmp_path / "imported_by.txt"
+    (tmp_path / "arl_preload_probe.py").write_text(f"import os\nopen({str(log)!r}, 'a').write(f'{{os.getpid()}}\\n')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    server = ForkServer()
+    try:
+        factory = cloudpickle.dumps(EnvFactory("helper env", starts_process))
+        preload = ("arl_preload_probe", "no_such_module_anywhere")
+        workers = [server.start_worker(f"w{i}", (factory, i, 1, 4, 0), preload) for i in range(2)]
+        for handle, conn in workers:
+            assert conn.poll(60), "the worker did not report its specs within 60 s"
+            assert isinstance(conn.recv(), SpecsReply)
+            assert handle.pid != server.process.pid
+            conn.send(CloseCommand())
+        for handle, conn in workers:
+            handle.join(30)
+            handle.close()
+            conn.close()
+        assert log.read_text().split() == [str(server.process.pid)]
+    finally:
+        server.close()

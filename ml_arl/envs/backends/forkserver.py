@@ -137,9 +137,10 @@ class ForkServer:
     def alive(self) -> bool:
         return self.owner == os.getpid() and not self.lost and self.process.poll() is None
 
-    def start_worker(self, name: str, args: tuple[Any, ...]) -> tuple[WorkerProcess, Connection]:
+    def start_worker(self, name: str, args: tuple[Any, ...], preload: tuple[str, ...] = ()) -> tuple[WorkerProcess, Connection]:
         """Fork a worker that runs ``worker_main(conn, *args)``; returns its handle and this end of
-        its pipe at once (the pid is read when first asked for: the server may still be importing)."""
+        its pipe at once (the pid is read when first asked for: the server may still be importing).
+        ``preload``: modules the server imports first, if it has not (the worker shares them)."""
         mine, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         lifeline_r, lifeline_w = os.pipe()
         status_r, status_w = os.pipe()
@@ -147,7 +148,7 @@ class ForkServer:
         try:
             with self._lock:
                 socket.send_fds(self.control, [b"W"], [child.fileno(), lifeline_r, status_w])
-                send_message(self.control, (args, list(sys.path), os.getcwd()))
+                send_message(self.control, (args, list(sys.path), os.getcwd(), tuple(preload)))
                 self._awaiting.append(handle)
         except OSError:
             handle.close()

@@ -6,7 +6,8 @@ its own ``__main__`` is the ``-c`` line, and a worker's is the same.
 Protocol, on a Unix stream socket shared with the main process: a request is one byte carrying
 three descriptors (SCM_RIGHTS: the worker's end of its pipe, the read end of its lifeline, the
 write end of its exit-status pipe) followed by a length-prefixed pickle of ``(args, sys_path,
-cwd)``; the answer is the worker's pid, length-prefixed. The server reaps its children (SIGCHLD,
+cwd, preload)``; the server imports the preload modules it lacks, then forks; the answer is
+the worker's pid, length-prefixed. The server reaps its children (SIGCHLD,
 woken through a pipe: nothing polls) and writes each one's exit code, 4 signed bytes, to its
 status pipe, whose read end the main process waits on as the worker's sentinel.
 
@@ -84,11 +85,29 @@ def _watch_lifeline(fd: int) -> None:
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
-def _run_worker(conn_fd: int, lifeline_fd: int, request: tuple[tuple[Any, ...], list[str], str]) -> int:
+def _import_first(modules: tuple[str, ...], sys_path: list[str]) -> None:
+    """A request's preloads (EnvFactory.preload), imported here before the fork, once: a module
+    that fails is left to the worker, which imports it itself and reports what went wrong."""
+    import importlib
+
+    for name in modules:
+        if name in sys.modules:
+            continue
+        saved = sys.path[:]
+        sys.path[:] = sys_path
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - the worker meets the same failure and reports it
+            pass
+        finally:
+            sys.path[:] = saved
+
+
+def _run_worker(conn_fd: int, lifeline_fd: int, request: tuple[tuple[Any, ...], list[str], str, tuple[str, ...]]) -> int:
     """A forked child: become a worker and return its exit code."""
     from multiprocessing.connection import Connection
 
-    args, sys_path, cwd = request
+    args, sys_path, cwd, _ = request
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)  # a worker reads nothing from the terminal
     os.close(devnull)
@@ -180,6 +199,7 @@ def serve(control_fd: int) -> None:
         except (EOFError, OSError):
             break
         conn_fd, lifeline_fd, status_fd = fds
+        _import_first(request[3], request[1])
         pid = os.fork()
         if pid == 0:
             signal.set_wakeup_fd(-1)

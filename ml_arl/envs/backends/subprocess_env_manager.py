@@ -130,6 +130,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
     def __init__(self, factory: EnvFactory, settings: EnvSettings, seed: int, error_log: Optional[WorkerErrorLog] = None):
         super().__init__(settings, error_log)
         self.factory_bytes = pickled_factory(factory)
+        self.preload = tuple(getattr(factory, "preload", ()))
         self.seed = seed
         self.workers: list[_Worker] = []
         self._close_asked = False  # finish_stepping() sent the workers their CloseCommand
@@ -140,7 +141,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
 
     def _spawn(self, worker_id: int) -> _Worker:
         args = (self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message, self.settings.worker_nice)
-        proc, conn = fork_server().start_worker(f"arl-worker-{worker_id}", args)
+        proc, conn = fork_server().start_worker(f"arl-worker-{worker_id}", args, self.preload)
         return _Worker(worker_id, proc, conn)
 
     def _members(self) -> list[_Worker]:
