@@ -1,16 +1,17 @@
-"""Does a learned defender improve MIDAS' own voltage objective? harl's PPO (``harl:PPOBrain`` on
+"""Does a learned defender improve a MIDAS voltage objective? harl's PPO (``harl:PPOBrain`` on
 ml_arl's PPO) as the defender of examples/midas's CIGRE MV grid, against palaestrAI's DummyMuscle
 defender (random setpoints) as the baseline: the same run file, the same attacker (a DummyMuscle),
 the same seeds, the same number of episodes.
 
 Each run: examples/midas's scenario and run file with episodes of ``--steps`` steps of 15 minutes
 (48: half a day), ``--episodes`` training episodes, then a test phase of ``--test-episodes``. The
-defender's objective is palaestrAI's ``VoltageDefenderObjective`` (``muscles_cumulative_objective``
-in results.sqlite, divided by the episode's length: the mean per step). Printed per seed and as
+defender's objective is the run file's, MIDAS' ``VoltageDefenderObjective``, or the one
+``--objective`` names (``muscles_cumulative_objective`` in results.sqlite, divided by the
+episode's length: the mean per step). Printed per seed and as
 means over seeds: the first and the last ``--window`` training episodes of each side, and the
 test phase.
 
-    python bench/learning/midas_learning.py [--seeds 1 2 3] [--episodes 40] [--steps 48] [--jobs 2]
+    python bench/learning/midas_learning.py [--seeds 1 2 3] [--episodes 40] [--steps 48] [--jobs 2] [--objective YAML]
 """
 
 from __future__ import annotations
