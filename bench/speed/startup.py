@@ -12,6 +12,8 @@ interleaved so that a slower minute of the machine falls on every case alike:
   ``first_step_time`` (when the trainer side sees the first environment step) minus the launch;
 - Stable-Baselines3's PPO on CartPole-v1 (the ``bench`` extra): launch to the first call of its
   callback's ``_on_step``, which runs after the first environment step; skipped if not installed;
+- ``arl-learn --help``, and ``--check`` on Reach and on the run file: launch to exit (they must
+  not wait for torch);
 - ML-Agents 1.1.0 is not run: its gym wrapper needs a Unity build to step (``make peer-mlagents``
   installs it for bench/peers/).
 
@@ -103,6 +105,23 @@ def run_ours(name: str, config: Path, folder: Path, index: int) -> dict[str, flo
     return {"first_step_s": float(meta["first_step_time"]) - started, "peak_pss_mb": memory.peak_pss_mb}
 
 
+QUICK = {  # the commands that must not wait for torch (issue 49: at most 0.3x its import), launch to exit
+    "arl-learn --help": ["--help"],
+    "arl-learn Reach --check": [str(OURS["Reach"]), "--check"],
+    "arl-learn palaestrAI file --check": [str(OURS["palaestrAI file"]), "--check"],
+}
+
+
+def run_quick(args: list[str], folder: Path) -> float:
+    cmd = [sys.executable, "-m", "ml_arl.cli.learn", *args]
+    if "--check" in args:
+        cmd += ["--results-dir", str(folder / "results")]
+    started, done, _ = timed(cmd, ROOT, 300)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(args)}: exited {done.returncode}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
+    return time.time() - started
+
+
 def run_torch_import() -> dict[str, float]:
     started, done, memory = timed([sys.executable, "-c", "import torch"], ROOT, 300)
     return {"first_step_s": time.time() - started, "peak_pss_mb": memory.peak_pss_mb}
@@ -136,14 +155,18 @@ def main() -> None:
             results.setdefault("import torch", []).append(run_torch_import())
             for name, config in configs.items():
                 results.setdefault(name, []).append(run_ours(name, config, folder, index))
+            for name, quick_args in QUICK.items():
+                results.setdefault(name, []).append({"exit_s": run_quick(quick_args, folder)})
             if with_sb3:
                 sb3 = run_sb3()
                 if sb3 is not None:
                     results.setdefault("SB3 PPO CartPole", []).append(sb3)
             print(f"round {index + 1} of {args.repeats} done", file=sys.stderr, flush=True)
     med: dict[str, dict[str, Any]] = {
-        name: {k: statistics.median(r[k] for r in runs) for k in ("first_step_s", "peak_pss_mb")} for name, runs in results.items()
+        name: {k: statistics.median(r[k] for r in runs) for k in ("first_step_s", "peak_pss_mb")}
+        for name, runs in results.items() if name not in QUICK
     }
+    quick = {name: statistics.median(r["exit_s"] for r in results[name]) for name in QUICK}
     torch_s = med["import torch"]["first_step_s"]
     sb3_s = med.get("SB3 PPO CartPole", {}).get("first_step_s")
     print(f"time to the first environment step and peak PSS of the process tree; medians of {args.repeats} interleaved rounds\n")
@@ -152,6 +175,10 @@ def main() -> None:
     for name, m in med.items():
         vs_sb3 = f"{m['first_step_s'] / sb3_s:.2f}x" if sb3_s else "-"
         print(f"| {name} | {m['first_step_s']:.2f} | {m['first_step_s'] / torch_s:.2f}x | {vs_sb3} | {m['peak_pss_mb']:.0f} |")
+    print("\n| command | launch to exit (s) | / import torch |")
+    print("|---|---:|---:|")
+    for name, seconds in quick.items():
+        print(f"| {name} | {seconds:.2f} | {seconds / torch_s:.2f}x |")
     if not with_sb3:
         print("\nStable-Baselines3 is not installed (the bench extra: pip install -e '.[bench]'); its row is left out")
 
