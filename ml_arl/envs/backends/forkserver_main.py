@@ -88,7 +88,7 @@ def _watch_lifeline(fd: int) -> None:
 def _import_first(modules: tuple[str, ...], sys_path: list[str]) -> None:
     """A request's preloads (EnvFactory.preload), imported here before the fork, once: a module
     that fails is left to the worker, which imports it itself and reports what went wrong."""
-    import importlib
+    from ml_arl.core.import_path import load_module
 
     for name in modules:
         if name in sys.modules:
@@ -96,7 +96,7 @@ def _import_first(modules: tuple[str, ...], sys_path: list[str]) -> None:
         saved = sys.path[:]
         sys.path[:] = sys_path
         try:
-            importlib.import_module(name)
+            load_module(name)
         except Exception:  # noqa: BLE001 - the worker meets the same failure and reports it
             pass
         finally:
