@@ -76,3 +76,34 @@ def test_a_killed_worker_is_restarted_with_its_own_id() -> None:
     finally:
         manager.close()
     assert _gone(first)
+
+
+def test_the_last_phase_lets_the_workers_go_before_the_final_export(tmp_path: Any, monkeypatch: Any) -> None:
+    """EnvManager.finish_stepping: at the last phase's end the workers are asked to close before the
+    final checkpoint's ONNX export (their memory is given back before the export's imports), once;
+    the run still closes them and ends as it did."""
+    import ml_arl
+    import ml_arl.networks.onnx_export as onnx_export
+    from tests.support.runs import tiny_config
+
+    events: list[str] = []
+    finish = SubprocessEnvManager.finish_stepping
+    export = onnx_export.export_onnx
+
+    def finishing(self: SubprocessEnvManager) -> None:
+        events.append(f"finish_stepping, {sum(w.process.is_alive() for w in self.workers)} alive")
+        finish(self)
+
+    def exporting(network: Any, path: str) -> None:
+        events.append("export")
+        export(network, path)
+
+    monkeypatch.setattr(SubprocessEnvManager, "finish_stepping", finishing)
+    monkeypatch.setattr(onnx_export, "export_onnx", exporting)
+    config = tiny_config("builtin:Reach", max_steps=600, checkpoint_interval=100000)
+    config["env_settings"].update({"manager": "subprocess", "num_envs": 2, "seed": 1})
+    run = ml_arl.train(config, run_id="last", results_dir=str(tmp_path))
+    assert run.finished and run.steps["Reach"] >= 600, run.steps
+    assert events[0] == "finish_stepping, 2 alive" and events.count(events[0]) == 1, events
+    assert events[1:] and set(events[1:]) == {"export"}, events
+    assert (tmp_path / "last" / "Reach.onnx").exists()
