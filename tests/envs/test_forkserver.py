@@ -112,3 +112,29 @@ def test_a_factorys_preload_is_imported_once_by_the_server_before_the_forks(tmp_
         assert log.read_text().split() == [str(server.process.pid)]
     finally:
         server.close()
+
+
+def test_a_retired_server_reports_its_workers_exit_then_exits_and_another_starts() -> None:
+    """retire(): the server forks no more and exits once its last worker is reaped, having reported
+    that worker's exit code (not LOST: the worker closes as it was asked); fork_server() then starts
+    another (issue 49: a run's end gives the server's memory back before its final export)."""
+    from ml_arl.envs.backends import forkserver
+
+    server = fork_server()
+    factory = cloudpickle.dumps(EnvFactory("helper env", starts_process))
+    handle, conn = server.start_worker("w0", (factory, 0, 1, 4, 0))
+    assert conn.poll(60), "the worker did not report its specs within 60 s"
+    conn.recv()
+    forkserver.retire()
+    assert not server.alive() and server.retired
+    time.sleep(0.5)
+    assert not server.exited(), "the server left before its worker"
+    conn.send(CloseCommand())
+    handle.join(30)
+    assert handle.exitcode == 0
+    server.process.wait(timeout=30)
+    handle.close()
+    conn.close()
+    again = fork_server()
+    assert again is not server and again.alive()
+    assert server not in forkserver._retired  # its socket closed once it had exited

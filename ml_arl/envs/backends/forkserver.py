@@ -31,7 +31,7 @@ import threading
 from multiprocessing.connection import Connection
 from typing import Any, Optional
 
-from ml_arl.envs.backends.forkserver_main import LOST, STATUS, recv_message, send_message
+from ml_arl.envs.backends.forkserver_main import LOST, RETIRE, STATUS, recv_message, send_message
 
 # Workers share the machine's cores: one BLAS thread each (set before the server starts).
 _SINGLE_THREAD_ENV = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
@@ -130,12 +130,27 @@ class ForkServer:
         self.control = ours
         self.owner = os.getpid()  # a process forked from this one (a notebook's fork) needs a server of its own
         self.lost = False  # it stopped answering
+        self.retired = False  # told to exit once its workers are gone (retire)
         self._lock = threading.Lock()
         self._awaiting: list[WorkerProcess] = []  # launched, pid not read yet (answers come in order)
         send_message(self.control, list(sys.path))
 
     def alive(self) -> bool:
-        return self.owner == os.getpid() and not self.lost and self.process.poll() is None
+        return self.owner == os.getpid() and not self.lost and not self.retired and self.process.poll() is None
+
+    def retire(self) -> None:
+        """Ask the server to fork no more and to exit once every worker it started has been
+        reaped; the control socket stays open until then (closing it would end the server at
+        once, before it reports its workers' exits). The next ``fork_server()`` starts another."""
+        with self._lock:
+            try:
+                socket.send_fds(self.control, [RETIRE], [])
+            except OSError:
+                pass  # already gone
+            self.retired = True
+
+    def exited(self) -> bool:
+        return self.process.poll() is not None
 
     def start_worker(self, name: str, args: tuple[Any, ...], preload: tuple[str, ...] = ()) -> tuple[WorkerProcess, Connection]:
         """Fork a worker that runs ``worker_main(conn, *args)``; returns its handle and this end of
@@ -193,13 +208,35 @@ _server_lock = threading.Lock()
 
 
 def fork_server() -> ForkServer:
-    """This process's fork server, started on first use, and again if it died or this process is a
-    fork of the one that started it (the socket is the parent's: the child leaves it alone)."""
+    """This process's fork server, started on first use, and again if it died, was retired, or
+    this process is a fork of the one that started it (the socket is the parent's: the child
+    leaves it alone)."""
     global _server
     with _server_lock:
         if _server is None or not _server.alive():
+            if _server is not None and _server.retired and _server.owner == os.getpid():
+                _retired.append(_server)
+            _retired[:] = [s for s in _retired if not _closed_if_exited(s)]
             _server = ForkServer()
         return _server
+
+
+_retired: list[ForkServer] = []  # retired servers whose workers may still be closing
+
+
+def _closed_if_exited(server: ForkServer) -> bool:
+    if not server.exited():
+        return False
+    server.control.close()
+    return True
+
+
+def retire() -> None:
+    """No more workers will be asked for by this run: this process's server exits once its
+    workers are gone, and gives its memory back (a later run starts another, early: prestart)."""
+    with _server_lock:
+        if _server is not None and _server.owner == os.getpid() and _server.alive():
+            _server.retire()
 
 
 def prestart() -> None:

@@ -9,7 +9,9 @@ write end of its exit-status pipe) followed by a length-prefixed pickle of ``(ar
 cwd, preload)``; the server imports the preload modules it lacks, then forks; the answer is
 the worker's pid, length-prefixed. The server reaps its children (SIGCHLD,
 woken through a pipe: nothing polls) and writes each one's exit code, 4 signed bytes, to its
-status pipe, whose read end the main process waits on as the worker's sentinel.
+status pipe, whose read end the main process waits on as the worker's sentinel. A request of
+the byte ``R`` alone retires the server: it forks no more and exits once its last worker has been
+reaped (a run's end: its memory is given back while the run saves; a later run starts another).
 
 A worker:
 
@@ -40,6 +42,7 @@ from typing import Any
 _LENGTH = struct.Struct("!Q")
 STATUS = struct.Struct("!i")  # a worker's exit code as its status pipe carries it
 LOST = 255  # the exit code of a worker whose server died before reporting it
+RETIRE = b"R"  # a request without descriptors: exit once every worker started so far has been reaped
 
 
 def send_message(sock: socket.socket, obj: Any) -> None:
@@ -160,6 +163,7 @@ def serve(control_fd: int) -> None:
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # wakes the select through wake_w
     statuses: dict[int, int] = {}  # pid -> the write end of its exit-status pipe
+    retiring = False  # asked to exit once its last worker is reaped (RETIRE)
 
     def reap() -> None:
         while True:
@@ -189,10 +193,17 @@ def serve(control_fd: int) -> None:
             except BlockingIOError:
                 pass
             reap()
+        if retiring and not statuses:
+            break
         if control.fileno() not in ready:
             continue
         try:
-            _, fds, _, _ = socket.recv_fds(control, 1, 3)
+            kind, fds, _, _ = socket.recv_fds(control, 1, 3)
+            if kind == RETIRE and not fds:
+                retiring = True  # no more workers will be asked for: exit when the last one is reaped
+                if not statuses:
+                    break
+                continue
             if len(fds) != 3:
                 break  # EOF: the main process is gone or done
             request = recv_message(control)

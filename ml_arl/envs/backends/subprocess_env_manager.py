@@ -49,7 +49,7 @@ from ml_arl.core.env_factory import EnvFactory
 from ml_arl.core.exceptions import EnvironmentSourceError, WorkerError
 from ml_arl.core.experience import StepBatch
 from ml_arl.envs.backends.env_manager import WorkerErrorLog
-from ml_arl.envs.backends.forkserver import WorkerProcess, fork_server
+from ml_arl.envs.backends.forkserver import WorkerProcess, fork_server, retire
 from ml_arl.envs.backends.pipelined import PIPELINE_DEPTH, SHUTDOWN_TIMEOUT_S, PipelinedEnvManager, worker_died
 from ml_arl.settings import EnvSettings
 
@@ -346,10 +346,12 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         worker.conn.close()
 
     def finish_stepping(self) -> None:
-        """Ask every worker to close now; ``close`` waits for them."""
+        """Ask every worker to close now, and the fork server to exit once they are gone;
+        ``close`` waits for them."""
         for worker in self.workers:
             worker.send(CloseCommand())
         self._close_asked = True
+        retire()
 
     def close(self) -> None:
         """Ask every worker to close, wait up to 10 s for all, then terminate the stragglers."""
