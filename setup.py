@@ -20,7 +20,7 @@ setup(
         "pydantic>=2.5,<3",
         "tqdm>=4.60",
         "onnx>=1.23",  # the first release tested with protobuf 7
-        "ml_dtypes>=0.5.4,<0.7",  # onnx's; 0.7.0's extension takes 1.2 s to import, at every run's first ONNX export
+        "ml_dtypes>=0.5.4,<0.7",  # onnx's; 0.7.0's extension takes 1.3 s to import, at every run's first ONNX export
         "matplotlib>=3.7",  # arl-report draws learning curves into a PNG
         "optuna>=4.0",  # arl-study: samplers (TPE, random, grid), pruners, the study's storage
         "scipy>=1.10",  # arl-study: the IQM (trim_mean) and bootstrap intervals over seeds

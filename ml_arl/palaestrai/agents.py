@@ -37,8 +37,7 @@ import numpy as np
 
 from ml_arl.core.actor_weights import PolicySnapshot
 from ml_arl.core.experience import Trajectory
-from ml_arl.core.import_path import ImportPathError, resolve
-from ml_arl.palaestrai.definitions import EnvironmentSpec, PluginSpec, offered
+from ml_arl.palaestrai.definitions import EnvironmentSpec, PluginSpec, import_problem, offered
 from ml_arl.palaestrai.muscles import MUSCLE, FilteredStep, MuscleWeights
 from ml_arl.palaestrai.spaces import ActionLayout, ObservationLayout
 from ml_arl.trainers.trainer import Trainer
@@ -76,10 +75,9 @@ class BrainTrainer(Trainer):
         for key, plugin in named:
             if not isinstance(plugin, dict) or not isinstance(plugin.get("name"), str):
                 continue
-            try:
-                resolve(plugin["name"])
-            except ImportPathError as err:
-                problems.append(f"agent {behavior!r}: {key}: {plugin['name']} does not import: {err}")
+            problem = import_problem(plugin["name"])
+            if problem is not None:
+                problems.append(f"agent {behavior!r}: {key}: {problem}")
         return problems
 
     def build(self) -> None:

@@ -17,6 +17,15 @@ from ml_arl.palaestrai.loops import close_loop, run_awaited
 PHASE_PARAMETER = "palaestrai_phase"  # environment_parameters key: which phase's environment runs
 
 
+def import_problem(name: str) -> Optional[str]:
+    """None when the class ``name`` (package.module:Class) imports; else one line saying why not."""
+    try:
+        resolve(name)
+    except ImportPathError as err:
+        return f"{name} does not import: {err}"
+    return None
+
+
 @dataclass(frozen=True)
 class PluginSpec:
     """A palaestrAI ``{name: pkg.mod:Class, params: {...}}``."""

@@ -11,7 +11,7 @@ import os
 from typing import Any, Optional
 
 from ml_arl.core.import_path import ImportPathError, find, resolve
-from ml_arl.palaestrai.definitions import AgentWiring, EnvironmentSpec, PluginSpec
+from ml_arl.palaestrai.definitions import AgentWiring, EnvironmentSpec, PluginSpec, import_problem
 from ml_arl.palaestrai.harl import HARL_MUSCLES, HARL_TRAINERS, NOT_OURS, harl_class, translate
 
 ENV_ITEM_KEYS = ("environment", "reward", "state_transformer")
@@ -49,10 +49,9 @@ class Reader:
     def import_deferred(self) -> None:
         """Import the plugins this reader only found, each failure a problem."""
         for where, name in self.deferred:
-            try:
-                resolve(name)
-            except ImportPathError as err:
-                self.problem(where, f"{name} does not import: {err}")
+            problem = import_problem(name)
+            if problem is not None:
+                self.problem(where, problem)
         self.deferred = []
 
     def problem(self, where: str, text: str) -> None:

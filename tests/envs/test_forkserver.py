@@ -127,8 +127,7 @@ def test_a_retired_server_reports_its_workers_exit_then_exits_and_another_starts
     conn.recv()
     forkserver.retire()
     assert not server.alive() and server.retired
-    time.sleep(0.5)
-    assert not server.exited(), "the server left before its worker"
+    assert not server.exited(), "the server left before its worker"  # and its exit code below is the worker's, not LOST
     conn.send(CloseCommand())
     handle.join(30)
     assert handle.exitcode == 0
