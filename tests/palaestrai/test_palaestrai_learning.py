@@ -51,14 +51,15 @@ def test_harl_ppo_learns_cartpole_through_gym_environment(tmp_path: Path) -> Non
                     "objective": {"name": "palaestrai.agent:DummyObjective", "params": {}},
                     "sensors": ["gym.0"], "actuators": ["gym.0"]}],
         "simulation": VANILLA,
-        "phase_config": {"mode": "train", "worker": 2, "episodes": 60},
+        "phase_config": {"mode": "train", "worker": 2, "episodes": 100},
     }
     path = run_file(tmp_path, "cartpole", train, {"mode": "test", "worker": 2, "episodes": 3})
     result = arl_learn_here([str(path)], tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
     test_returns = objectives(tmp_path, "cartpole", "test")["balancer"]
     assert len(test_returns) >= 6
-    # untrained, CartPole lasts about 20 steps; the deterministic test phase after ~10k steps of PPO balances far longer
+    # untrained, CartPole lasts about 20 steps. The two workers' episodes reach the brain in the order they end, so a
+    # run is not repeatable; 60 episodes left a test mean of 148-349 over nine run-file seeds, 100 gave 500 on eight
     assert sum(test_returns) / len(test_returns) >= 150, test_returns
     assert (tmp_path / "results" / "cartpole" / "train" / "balancer.onnx").exists()
 
