@@ -7,7 +7,13 @@ env with the policy's actor (default network: 2 x 128), assemble trajectories (t
 ship them to the main process, which routes them through each behavior's AgentManagerQueue to a
 trainer that consumes them. Printed: steps/s and the ratio to the limit, medians of --repeats.
 
-    python bench/speed/pipeline.py [--seconds 5] [--repeats 3] [--workers 1 2 4 8]
+``--visual``: the same for ``Images`` below (an 84x84x3 float image per agent, 16 agents, 2
+continuous actions), the actor with the default network's simple encoder; each worker count runs
+twice, observations through shared memory (the default) and pickled
+(``env_settings.observation_memory_mb: 0``), and the copies each observation takes on its way to
+the trainer's batch are printed beside them (ml_arl.acting.observation_slots).
+
+    python bench/speed/pipeline.py [--seconds 5] [--repeats 3] [--workers 1 2 4 8] [--visual]
 """
 
 from __future__ import annotations
@@ -19,28 +25,68 @@ import time
 
 import numpy as np
 import torch
+from mlagents_envs.base_env import (
+    ActionSpec,
+    ActionTuple,
+    BehaviorSpec,
+    DimensionProperty,
+    ObservationSpec,
+    ObservationType,
+)
 
+from ml_arl.core.env_factory import EnvFactory
 from ml_arl.envs.backends.env_manager import EnvManager
 from ml_arl.envs.backends.inprocess_env_manager import InProcessEnvManager
 from ml_arl.envs.backends.subprocess_env_manager import SubprocessEnvManager
-from ml_arl.envs.games.builtin import Trivial
+from ml_arl.envs.games.builtin import Trivial, _VectorBatchEnv
 from ml_arl.envs.sources import resolve_env
 from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import EnvSettings, TrainerSettings
 from ml_arl.trainers.ppo.trainer import PPOTrainer
 from ml_arl.training.router import AgentManager, policy_message
 
+IMAGE = (84, 84, 3)
+# copies of each observation between the environment's array and the trainer's batch
+COPIES = {
+    "shared": "2: into its slot (worker), into the batch (trainer)",
+    "pickled": "4: into its slot, pickled, unpickled, into the batch",
+}
 
-def limit_steps_per_second(seconds: float) -> float:
-    env = Trivial(n_agents=4, max_episode_steps=100, seed=0)
+
+class Images(_VectorBatchEnv):
+    """An 84x84x3 float image per agent (a fixed picture, brightened by the agent's position),
+    2 continuous actions, episodes of 100 steps: the copies of a visual task at little cost of its own."""
+
+    behavior_name = "Images"
+
+    def __init__(self, n_agents: int = 16, max_episode_steps: int = 100, seed: int = 0):
+        super().__init__(ActionSpec(2, ()), 1, n_agents, max_episode_steps, seed)
+        picture = ObservationSpec(IMAGE, (DimensionProperty.NONE,) * 3, ObservationType.DEFAULT, "camera")
+        self._spec = BehaviorSpec([picture], ActionSpec(2, ()))
+        self.picture = self.rng.random((1, *IMAGE), dtype=np.float32) * 0.5
+        self.position = np.zeros(n_agents, np.float32)
+
+    def _reset_agents(self, idx: np.ndarray) -> None:
+        self.position[idx] = 0.0
+
+    def _observe(self) -> np.ndarray:
+        return self.picture + np.clip(self.position, 0.0, 0.5)[:, None, None, None]  # a fresh array, as an env gives
+
+    def _advance(self, actions: ActionTuple) -> tuple[np.ndarray, np.ndarray]:
+        self.position += 0.01 * actions.continuous[:, 0]
+        return -np.abs(self.position - 0.25), np.zeros(self.n_agents, dtype=bool)
+
+
+def limit_steps_per_second(seconds: float, visual: bool = False) -> float:
+    env: _VectorBatchEnv = Images() if visual else Trivial(n_agents=4, max_episode_steps=100, seed=0)
     env.reset()
-    spec = env.behavior_specs["Trivial"]
+    spec = env.behavior_specs[env.behavior_name]
     steps = 0
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < seconds:
         for _ in range(100):
-            decision, _terminal = env.get_steps("Trivial")
-            env.set_actions("Trivial", spec.action_spec.random_action(len(decision)))
+            decision, _terminal = env.get_steps(env.behavior_name)
+            env.set_actions(env.behavior_name, spec.action_spec.random_action(len(decision)))
             env.step()
         steps += 100
     return steps / (time.perf_counter() - t0)
@@ -73,11 +119,13 @@ def measure_pipeline(manager: EnvManager, behavior: str, seconds: float) -> floa
         manager.close()
 
 
-def pipeline_steps_per_second(n_workers: int, seconds: float, inprocess: bool = False) -> float:
-    settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=60)
-    factory = resolve_env("builtin:Trivial")
+def pipeline_steps_per_second(n_workers: int, seconds: float, inprocess: bool = False, visual: bool = False,
+                              shared: bool = True) -> float:
+    settings = EnvSettings(num_envs=n_workers, env_path="builtin:Trivial", timeout_wait=60,
+                           observation_memory_mb=1024 if shared else 0)
+    factory = EnvFactory("bench Images", Images) if visual else resolve_env("builtin:Trivial")
     manager: EnvManager = (InProcessEnvManager if inprocess else SubprocessEnvManager)(factory, settings, 0)
-    return measure_pipeline(manager, "Trivial", seconds)
+    return measure_pipeline(manager, "Images" if visual else "Trivial", seconds)
 
 
 def main() -> None:
@@ -85,9 +133,13 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=5.0)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
+    parser.add_argument("--visual", action="store_true", help="the Images task, shared and pickled observations")
     args = parser.parse_args()
     torch.set_num_threads(1)
     np.random.seed(0)
+    if args.visual:
+        visual(args)
+        return
 
     rows: list[tuple[str, float, float]] = []
     limits = [limit_steps_per_second(args.seconds) for _ in range(args.repeats)]
@@ -102,6 +154,23 @@ def main() -> None:
     print(f"{'pipeline':<20} {'env steps/s':>12} {'of limit':>9}")
     for name, sps, ratio in rows:
         print(f"{name:<20} {sps:>12,.0f} {ratio:>8.0%}")
+
+
+def visual(args: argparse.Namespace) -> None:
+    """Each worker count with shared and with pickled observations, interleaved per repeat."""
+    limits = [limit_steps_per_second(args.seconds, visual=True) for _ in range(args.repeats)]
+    limit = statistics.median(limits)
+    print(f"limit (Images stepped alone, random actions): {limit:,.0f} env steps/s  (runs: {', '.join(f'{x:,.0f}' for x in limits)})")
+    print(f"{'pipeline':<26} {'env steps/s':>12} {'of limit':>9}  copies per observation")
+    for n in args.workers:
+        runs: dict[str, list[float]] = {"shared": [], "pickled": []}
+        for _ in range(args.repeats):
+            for how in runs:
+                runs[how].append(pipeline_steps_per_second(n, args.seconds, visual=True, shared=how == "shared"))
+        for how, values in runs.items():
+            med = statistics.median(values)
+            print(f"{f'subprocess, N={n}, {how}':<26} {med:>12,.0f} {med / limit:>8.0%}  {COPIES[how]}")
+        print(f"{'':<26} shared / pickled: {statistics.median(runs['shared']) / statistics.median(runs['pickled']):.2f}x")
 
 
 if __name__ == "__main__":

@@ -32,14 +32,15 @@ import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, DecisionSteps, TerminalSteps
 
 from ml_arl.acting.muscle import ActionInfo
+from ml_arl.acting.observation_slots import SharedFiles, SlotPool, Slots, write_rows
 from ml_arl.core.experience import EpisodeStat, Groupmates, Trajectory
 from ml_arl.core.objectives import Objective, ObjectiveBatch, evaluate
 
 
 class _Decision(NamedTuple):
-    """What an agent decided at one step, kept until its reward arrives with the next."""
+    """What an agent decided at one step, kept until its reward arrives with the next; the
+    observation it acted on is in its slot, at the row after its completed steps."""
 
-    obs: list[np.ndarray]  # the observation rows it acted on
     continuous: np.ndarray
     discrete: np.ndarray
     allowed: Optional[np.ndarray]  # the action mask row, None without discrete actions
@@ -51,7 +52,7 @@ class _Decision(NamedTuple):
 class _AgentState:
     __slots__ = (
         "steps", "rewards", "env_rewards", "group_rewards", "group_id", "pending", "ep_reward", "ep_objective", "ep_length",
-        "mates", "first",
+        "mates", "first", "pool", "slot",
     )
 
     def __init__(self) -> None:
@@ -66,6 +67,8 @@ class _AgentState:
         self.ep_objective = 0.0
         self.ep_length = 0
         self.first = True  # no trajectory of this episode emitted yet
+        self.pool: Optional[SlotPool] = None  # where this trajectory's observations are written (collecting)
+        self.slot = 0
 
 
 class _MateStatus(NamedTuple):
@@ -94,7 +97,8 @@ class AgentProcessor:
     """
 
     def __init__(
-        self, behavior: str, spec: BehaviorSpec, time_horizon: int, worker_id: int, objective: Optional[Objective] = None
+        self, behavior: str, spec: BehaviorSpec, time_horizon: int, worker_id: int, objective: Optional[Objective] = None,
+        shared: Optional[SharedFiles] = None,
     ):
         self.behavior = behavior
         self.spec = spec
@@ -110,9 +114,26 @@ class AgentProcessor:
         # group id -> agent id -> its status in the latest step / its latest observation rows
         self.group_status: dict[int, dict[int, _MateStatus]] = {}
         self.group_obs: dict[int, dict[int, list[np.ndarray]]] = {}
+        self.shared = shared  # a worker process's shared files (ml_arl.acting.observation_slots); None: the heap
+        self._slots: Optional[Slots] = None
+        self._compact: list[int] = []  # trajectories (by index) to copy out of their heap slots when taken
+
+    def _take_slot(self, state: _AgentState, agents: int) -> None:
+        slots = self._slots
+        if slots is None or slots.rows != self.time_horizon + 1:  # (a new time horizon: new slots; the old drain)
+            slots = self._slots = Slots([tuple(o.shape) for o in self.spec.observation_specs], self.time_horizon + 1, self.shared)
+        state.pool, state.slot = slots.take(agents)
+
+    def _drop(self, states: Any) -> None:
+        """These agents' half-built trajectories are dropped: their slots are free again."""
+        for state in states:
+            if state.pool is not None:
+                state.pool.release(state.slot)
+                state.pool = None
 
     def set_collect(self, collect: bool) -> None:
         if collect != self.collect:
+            self._drop(self.agents.values())
             self.agents.clear()  # half-built experience of the other kind is dropped
             self.group_status.clear()
             self.group_obs.clear()
@@ -150,9 +171,9 @@ class AgentProcessor:
                 self._objective_of(terminal_steps.obs, ids, terminal_steps.reward, group_rewards, ~interrupted_all, interrupted_all)
                 if self.objective is not None else terminal_steps.reward
             )
-            t_obs = _rows(terminal_steps.obs) if collect else None
-            if collect:
-                self._add_group_status(ids, np.asarray(terminal_steps.group_id).tolist(), t_obs, True)  # type: ignore[arg-type]
+            t_groups = np.asarray(terminal_steps.group_id)
+            if collect and (t_groups > 0).any():
+                self._add_group_status(ids, t_groups.tolist(), _rows(terminal_steps.obs), True)
             if collect and len(decision_steps) and action_info is not None:
                 self._gather_decision_statuses(decision_steps, set(ids))
             for i, (agent_id, reward, objective, interrupted, group_id, group_reward) in enumerate(
@@ -168,8 +189,10 @@ class AgentProcessor:
                 if state.pending is not None:
                     state.group_id = group_id
                     self._complete(state, reward, objective, group_reward, mates)
-                    if collect:
-                        self._emit(state, agent_id, t_obs[i], True, bool(interrupted))  # type: ignore[index]
+                    if collect and state.pool is not None:
+                        write_rows([(state.pool, state.slot, len(state.steps), i)], terminal_steps.obs)  # what followed
+                        self._emit(state, agent_id, True, bool(interrupted))
+                self._drop((state,))
                 if state.ep_length > 0:
                     self.episodes.append(
                         EpisodeStat(
@@ -198,32 +221,39 @@ class AgentProcessor:
             objectives = rewards.tolist()
         allowed = action_info.allowed  # the masks the muscle acted under
         allowed_rows = list(allowed) if allowed is not None else [None] * n
-        obs_rows = _rows(decision_steps.obs) if collect else [None] * n
         agents = self.agents
         horizon = self.time_horizon
-        for agent_id, reward, objective, group_id, group_reward, obs, cont, disc, mask, logp, memory, extra in zip(
+        writes: list[tuple[SlotPool, int, int, int]] = []  # (pool, slot, row, agent index): observation rows to write
+        for i, (agent_id, reward, objective, group_id, group_reward, cont, disc, mask, logp, memory, extra) in enumerate(zip(
             ids,
             rewards.tolist(),
             objectives,
             np.asarray(decision_steps.group_id).tolist(),
             group_rewards.tolist(),
-            obs_rows,
             list(action_info.continuous),
             list(action_info.discrete),
             allowed_rows,
             list(action_info.log_prob),  # [D] rows: per-dimension log-probabilities
             list(action_info.memory) if action_info.memory is not None else [None] * n,
             action_info.extras if action_info.extras is not None else [None] * n,
-        ):
+        )):
             state = agents.get(agent_id)
             if state is None:
                 state = agents[agent_id] = _AgentState()
             elif state.pending is not None:
                 self._complete(state, reward, objective, group_reward, self._mates_of(agent_id, group_id) if collect else [])
-                if collect and len(state.rewards) >= horizon:
-                    self._emit(state, agent_id, obs, False, False)
+                if state.pool is not None and len(state.rewards) >= min(horizon, state.pool.rows - 1):
+                    writes.append((state.pool, state.slot, len(state.steps), i))  # what followed the cut trajectory
+                    self._emit(state, agent_id, False, False)
+            if collect:
+                if state.pool is None:
+                    self._take_slot(state, n)
+                assert state.pool is not None
+                writes.append((state.pool, state.slot, len(state.steps), i))
             state.group_id = group_id
-            state.pending = _Decision(obs, cont, disc, mask, logp, memory, extra)
+            state.pending = _Decision(cont, disc, mask, logp, memory, extra)
+        if writes:
+            write_rows(writes, decision_steps.obs)
 
     # ------------------------------------------------------------------ groups
     def _gather_decision_statuses(self, decision_steps: DecisionSteps, ended: set[int]) -> None:
@@ -242,7 +272,8 @@ class AgentProcessor:
             if group_id <= 0 or state is None or state.pending is None:
                 continue
             pending = state.pending
-            self.group_status.setdefault(group_id, {})[agent_id] = _MateStatus(pending.obs, pending.continuous, pending.discrete, done)
+            acted_on = [block[state.slot, len(state.steps)].copy() for block in state.pool.blocks] if state.pool is not None else []
+            self.group_status.setdefault(group_id, {})[agent_id] = _MateStatus(acted_on, pending.continuous, pending.discrete, done)
             self.group_obs.setdefault(group_id, {})[agent_id] = rows
 
     def _mates_of(self, agent_id: int, group_id: int) -> list[_MateStatus]:
@@ -298,13 +329,20 @@ class AgentProcessor:
         state.ep_objective += objective
         state.ep_length += 1
 
-    def _emit(self, state: _AgentState, agent_id: int, next_obs: list[np.ndarray], done: bool, interrupted: bool) -> None:
-        obs_rows, cont, disc, allowed, logp, memories, extras = zip(*state.steps)
+    def _emit(self, state: _AgentState, agent_id: int, done: bool, interrupted: bool) -> None:
+        """The trajectory so far, its observations the views of its slot (the row after its last step
+        written, or about to be, with what followed)."""
+        cont, disc, allowed, logp, memories, extras = zip(*state.steps)
+        assert state.pool is not None
+        obs, next_obs = state.pool.views(state.slot, len(state.steps))
+        if not state.pool.shared and 2 * len(state.steps) < state.pool.rows:
+            self._compact.append(len(self.trajectories))
+        state.pool = None
         traj = Trajectory(
             behavior=self.behavior,
             agent_id=f"{self.worker_id}-{agent_id}",
-            obs=[np.stack(rows) for rows in zip(*obs_rows)],
-            next_obs=list(next_obs),  # rows of arrays already copied by _rows
+            obs=obs,
+            next_obs=next_obs,
             continuous=np.stack(cont),
             discrete=np.stack(disc),
             allowed=np.stack(allowed) if allowed[0] is not None else None,
@@ -327,11 +365,19 @@ class AgentProcessor:
 
     def end_episodes(self) -> None:
         """Drop every half-built trajectory (after a forced reset); nothing reaches training."""
+        self._drop(self.agents.values())
         self.agents.clear()
         self.group_status.clear()
         self.group_obs.clear()
 
     def take(self) -> tuple[list[Trajectory], list[EpisodeStat]]:
+        """What was emitted since the last call. A trajectory of a heap slot that fills less than half
+        of it leaves it as copies, so the slot is free at once (a shared slot stays: it is not copied)."""
+        for k in self._compact:
+            traj = self.trajectories[k]
+            traj.obs[:] = [o.copy() for o in traj.obs]  # (in place: a Trajectory's len() is its steps, which _replace trips on)
+            traj.next_obs[:] = [o.copy() for o in traj.next_obs]
+        self._compact = []
         out = (self.trajectories, self.episodes)
         self.trajectories, self.episodes = [], []
         return out

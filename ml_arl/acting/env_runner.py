@@ -17,6 +17,7 @@ from mlagents_envs.base_env import ActionTuple, BaseEnv, BehaviorSpec
 
 from ml_arl.acting.agent_processor import AgentProcessor
 from ml_arl.acting.muscle import ACTING_NEEDS, Acting, Muscle, masks_allowed
+from ml_arl.acting.observation_slots import SharedFiles
 from ml_arl.acting.worker_protocol import (
     ActCommand,
     ObservationReply,
@@ -59,8 +60,11 @@ def build_muscle(path: Optional[str], weights: Any, deterministic: bool, seed: i
 
 
 class EnvRunner:
-    def __init__(self, env: BaseEnv, worker_id: int, seed: int):
+    def __init__(self, env: BaseEnv, worker_id: int, seed: int, shared: Optional[SharedFiles] = None):
+        """``shared``: a worker process's files in shared memory, where its trajectories' observations
+        are written (ml_arl.acting.observation_slots); None keeps them on the heap."""
         self.env = env
+        self.shared = shared
         self.worker_id = worker_id
         self.seed = seed
         self.env.reset()
@@ -89,7 +93,9 @@ class EnvRunner:
             muscle.deterministic = msg.deterministic
         proc = self.processors.get(behavior)
         if proc is None:
-            proc = self.processors[behavior] = AgentProcessor(behavior, self.specs[behavior], msg.time_horizon, self.worker_id)
+            proc = self.processors[behavior] = AgentProcessor(
+                behavior, self.specs[behavior], msg.time_horizon, self.worker_id, shared=self.shared
+            )
         if self._objectives.get(behavior) != msg.objective:
             self._objectives[behavior] = msg.objective
             proc.objective = None if msg.objective is None else build_objective(*msg.objective)

@@ -78,6 +78,9 @@ class EnvSettings(Strict):
         "and their experience is taken in worker order (slower; see docs/configuration.md)",
     )
     worker_nice: Int = Field(0, ge=0, le=19)  # niceness added to worker processes: the trainer gets the CPU first
+    # MB of shared memory a worker process may fill per behavior with observations on their way to
+    # the trainer (ml_arl.acting.observation_slots); past it, and at 0, they travel pickled
+    observation_memory_mb: Int = Field(1024, ge=0, le=2**20)
     listen_address: str = setting(
         "localhost", flag="--listen-address", metavar="ADDR",
         help="address the port for Unity builds / the Editor listens on; 0.0.0.0 = every interface",

@@ -1,9 +1,10 @@
 """SubprocessEnvManager (ml_arl.envs.backends.subprocess_env_manager) on its own, without a trainer:
 workers from the fork server answer in worker order, every step request is answered, a worker
-killed mid-run is restarted with its own id, and close() leaves no worker process behind."""
+killed mid-run is restarted with its own id (its shared files removed), and close() leaves no worker process behind."""
 
 from __future__ import annotations
 
+import glob
 import os
 import signal
 import time
@@ -66,6 +67,8 @@ def test_a_killed_worker_is_restarted_with_its_own_id() -> None:
     try:
         _act(manager)
         first = manager.workers[1].process.pid
+        manager.step()
+        old_files = manager.workers[1].shared_prefix  # where its observations were (ml_arl.acting.observation_slots)
         os.kill(first, signal.SIGKILL)
         answered: set[int] = set()
         deadline = time.monotonic() + 60
@@ -73,6 +76,7 @@ def test_a_killed_worker_is_restarted_with_its_own_id() -> None:
             assert time.monotonic() < deadline, "worker 1 was not restarted"
             answered |= {b.worker_id for b in manager.step() if b.env_steps}
         assert manager.workers[1].worker_id == 1 and manager.workers[0].process.pid != first
+        assert old_files and manager.workers[1].shared_prefix != old_files and not glob.glob(old_files + "*")
     finally:
         manager.close()
     assert _gone(first)

@@ -44,6 +44,7 @@ from typing import Any, Optional
 
 import cloudpickle
 
+from ml_arl.acting import observation_slots
 from ml_arl.acting.worker_protocol import CloseCommand, ResetReply, StepCommand, StepReply, WorkerCommand, WorkerReply
 from ml_arl.core.env_factory import EnvFactory
 from ml_arl.core.exceptions import EnvironmentSourceError, WorkerError
@@ -64,8 +65,9 @@ class _Worker:
     requests, which always fit in the pipe buffer, go out directly unless a large one is still
     on its way (order is kept)."""
 
-    def __init__(self, worker_id: int, process: WorkerProcess, conn: Connection):
+    def __init__(self, worker_id: int, process: WorkerProcess, conn: Connection, shared_prefix: str = ""):
         self.worker_id = worker_id
+        self.shared_prefix = shared_prefix  # its observation files' names (ml_arl.acting.observation_slots)
         self.process = process
         self.conn = conn
         self._outbox: queue.SimpleQueue[Optional[WorkerCommand]] = queue.SimpleQueue()
@@ -134,15 +136,20 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
         self.seed = seed
         self.workers: list[_Worker] = []
         self._close_asked = False  # finish_stepping() sent the workers their CloseCommand
+        self._starts = 0  # workers started, restarts included: each start's shared files have a name of their own
 
     @property
     def num_workers(self) -> int:
         return len(self.workers)
 
     def _spawn(self, worker_id: int) -> _Worker:
-        args = (self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message, self.settings.worker_nice)
+        cap = self.settings.observation_memory_mb * 2**20
+        prefix = observation_slots.worker_prefix(worker_id, self._starts) if cap else ""
+        self._starts += 1
+        args = (self.factory_bytes, worker_id, self.seed + worker_id, self.settings.steps_per_message, self.settings.worker_nice,
+                prefix, cap)
         proc, conn = fork_server().start_worker(f"arl-worker-{worker_id}", args, self.preload)
-        return _Worker(worker_id, proc, conn)
+        return _Worker(worker_id, proc, conn, prefix)
 
     def _members(self) -> list[_Worker]:
         return self.workers
@@ -176,6 +183,7 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
 
     def launch(self) -> None:
         if not self.workers:
+            observation_slots.remove_stale()
             self.workers = [self._spawn(i) for i in range(self.settings.num_envs)]
 
     def restart_worker(self, worker_id: int) -> None:
@@ -344,6 +352,8 @@ class SubprocessEnvManager(PipelinedEnvManager[_Worker]):
                 worker.process.join(timeout=2.0)
         worker.process.close()
         worker.conn.close()
+        if worker.shared_prefix:
+            observation_slots.forget(worker.shared_prefix)  # nothing more is read from it
 
     def finish_stepping(self) -> None:
         """Ask every worker to close now, and the fork server to exit once they are gone;
