@@ -13,7 +13,11 @@ twice, observations through shared memory (the default) and pickled
 (``env_settings.observation_memory_mb: 0``), and the copies each observation takes on its way to
 the trainer's batch are printed beside them (ml_arl.acting.observation_slots).
 
-    python bench/speed/pipeline.py [--seconds 5] [--repeats 3] [--workers 1 2 4 8] [--visual]
+``--breakdown``: where an environment step's CPU goes on Trivial: one worker's loop
+(``EnvRunner.run`` in this process) whole, with the AgentProcessor a no-op, and with the muscle
+a no-op too, in microseconds per step; and the main process's CPU per step with 2 workers.
+
+    python bench/speed/pipeline.py [--seconds 5] [--repeats 3] [--workers 1 2 4 8] [--visual | --breakdown]
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from mlagents_envs.base_env import (
     ObservationType,
 )
 
+from ml_arl.acting.env_runner import EnvRunner
 from ml_arl.core.env_factory import EnvFactory
 from ml_arl.envs.backends.env_manager import EnvManager
 from ml_arl.envs.backends.inprocess_env_manager import InProcessEnvManager
@@ -134,11 +139,15 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8])
     parser.add_argument("--visual", action="store_true", help="the Images task, shared and pickled observations")
+    parser.add_argument("--breakdown", action="store_true", help="microseconds per step: worker loop parts, main process")
     args = parser.parse_args()
     torch.set_num_threads(1)
     np.random.seed(0)
     if args.visual:
         visual(args)
+        return
+    if args.breakdown:
+        breakdown(args)
         return
 
     rows: list[tuple[str, float, float]] = []
@@ -154,6 +163,47 @@ def main() -> None:
     print(f"{'pipeline':<20} {'env steps/s':>12} {'of limit':>9}")
     for name, sps, ratio in rows:
         print(f"{name:<20} {sps:>12,.0f} {ratio:>8.0%}")
+
+
+def worker_loop_us(seconds: float, without: str = "") -> float:
+    """Microseconds per step of one worker's loop on Trivial (``EnvRunner.run``, 16 steps a call),
+    in this process; ``without``: "processor" or "muscle" (and processor) replaced by no-ops."""
+    env = Trivial(n_agents=4, max_episode_steps=100, seed=0)
+    runner = EnvRunner(env, 0, 0)
+    settings = TrainerSettings()
+    trainer = PPOTrainer("Trivial", settings, runner.specs["Trivial"], StatsReporter("Trivial", []), None,
+                         torch.device("cpu"), training=False)
+    runner.set_policy("Trivial", policy_message(trainer.policy_snapshot(), settings, None, collect=True))
+    if without:
+        for proc in runner.processors.values():
+            proc.add_experiences = lambda *a: None  # type: ignore[method-assign]
+    if without == "muscle":
+        muscle = runner.muscles["Trivial"]
+        info = muscle.act([np.zeros((4, 8), np.float32)], None)
+        muscle.act = lambda *a, **k: info  # type: ignore[method-assign]
+    runner.run(100)
+    steps, t0 = 0, time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        steps += runner.run(16).env_steps
+    return 1e6 * (time.perf_counter() - t0) / steps
+
+
+def breakdown(args: argparse.Namespace) -> None:
+    rows = {"whole": [], "processor a no-op": [], "muscle and processor no-ops": []}
+    main_us = []
+    for _ in range(args.repeats):
+        rows["whole"].append(worker_loop_us(args.seconds))
+        rows["processor a no-op"].append(worker_loop_us(args.seconds, "processor"))
+        rows["muscle and processor no-ops"].append(worker_loop_us(args.seconds, "muscle"))
+        cpu0, wall0 = time.process_time(), time.perf_counter()
+        rate = pipeline_steps_per_second(2, args.seconds)
+        main_us.append(1e6 * (time.process_time() - cpu0) / (rate * (time.perf_counter() - wall0)))
+    print("one worker's loop on Trivial, us per env step (medians):")
+    for name, values in rows.items():
+        print(f"  {name:<30} {statistics.median(values):6.1f}")
+    whole, no_proc, neither = (statistics.median(v) for v in rows.values())
+    print(f"  so: AgentProcessor {whole - no_proc:.1f}, muscle {no_proc - neither:.1f}, environment and loop {neither:.1f}")
+    print(f"main process CPU per env step with 2 workers: {statistics.median(main_us):.1f} us")
 
 
 def visual(args: argparse.Namespace) -> None:
