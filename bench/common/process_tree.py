@@ -21,11 +21,16 @@ def children(pid: int) -> list[int]:
 
 def tree(pid: int) -> list[int]:
     """``pid`` and its descendants, as they are now."""
-    seen, todo = [], [pid]
+    return [p for p, _depth in tree_depths(pid)]
+
+
+def tree_depths(pid: int) -> list[tuple[int, int]]:
+    """``pid`` and its descendants with their depth below it (0: ``pid`` itself)."""
+    seen, todo = [], [(pid, 0)]
     while todo:
-        p = todo.pop()
-        seen.append(p)
-        todo += children(p)
+        p, depth = todo.pop()
+        seen.append((p, depth))
+        todo += [(c, depth + 1) for c in children(p)]
     return seen
 
 
@@ -45,21 +50,27 @@ def memory_kb(pid: int) -> tuple[int, int]:
 
 
 class PeakMemory(threading.Thread):
-    """Samples the tree of ``pid`` every ``interval_s`` until ``stop()``: ``peak_pss_mb``, ``peak_rss_mb``."""
+    """Samples the tree of ``pid`` every ``interval_s`` until ``stop()``: ``peak_pss_mb``, ``peak_rss_mb``,
+    and ``peak_parts``: each process's (depth below ``pid``, PSS in kB) when the tree's PSS peaked."""
 
     def __init__(self, pid: int, interval_s: float = 0.02):
         super().__init__(daemon=True)
         self.pid, self.interval_s = pid, interval_s
         self.peak_pss_kb = self.peak_rss_kb = 0
+        self.peak_parts: list[tuple[int, int]] = []
         self._done = threading.Event()
 
     def run(self) -> None:
         while not self._done.wait(self.interval_s):
             rss = pss = 0
-            for p in tree(self.pid):
+            parts = []
+            for p, depth in tree_depths(self.pid):
                 r, s = memory_kb(p)
                 rss, pss = rss + r, pss + s
-            self.peak_rss_kb, self.peak_pss_kb = max(self.peak_rss_kb, rss), max(self.peak_pss_kb, pss)
+                parts.append((depth, s))
+            self.peak_rss_kb = max(self.peak_rss_kb, rss)
+            if pss > self.peak_pss_kb:
+                self.peak_pss_kb, self.peak_parts = pss, parts
 
     def stop(self) -> None:
         self._done.set()

@@ -19,7 +19,9 @@ interleaved so that a slower minute of the machine falls on every case alike:
 
 Peak memory is the PSS of the whole process tree (arl-learn, its fork server, its workers), summed,
 sampled every 20 ms until the run ends (bench/common/process_tree.py). Medians over the rounds;
-ratios are of medians.
+ratios are of medians. A second table splits each of our runs' peak by process: arl-learn itself,
+the fork server (its child) and the workers (the server's children), and gives what the tree holds
+beyond ``import torch``'s own peak.
 
     python bench/speed/startup.py [--repeats 3] [--steps 2000]
 """
@@ -102,7 +104,10 @@ def run_ours(name: str, config: Path, folder: Path, index: int) -> dict[str, flo
     if done.returncode != 0:
         raise SystemExit(f"{name}: arl-learn exited {done.returncode}: {(done.stderr or done.stdout).strip().splitlines()[-1:]}")
     meta = json.loads((folder / "results" / run_id / "run_logs" / "timers.json").read_text())["metadata"]
-    return {"first_step_s": float(meta["first_step_time"]) - started, "peak_pss_mb": memory.peak_pss_mb}
+    parts = {depth: sum(kb for d, kb in memory.peak_parts if d == depth) / 1024 for depth in (0, 1, 2)}
+    workers = sum(1 for d, _kb in memory.peak_parts if d == 2)
+    return {"first_step_s": float(meta["first_step_time"]) - started, "peak_pss_mb": memory.peak_pss_mb,
+            "main_mb": parts[0], "server_mb": parts[1], "workers_mb": parts[2], "workers": workers}
 
 
 QUICK = {  # the commands that must not wait for torch (issue 49: at most 0.3x its import), launch to exit
@@ -163,7 +168,7 @@ def main() -> None:
                     results.setdefault("SB3 PPO CartPole", []).append(sb3)
             print(f"round {index + 1} of {args.repeats} done", file=sys.stderr, flush=True)
     med: dict[str, dict[str, Any]] = {
-        name: {k: statistics.median(r[k] for r in runs) for k in ("first_step_s", "peak_pss_mb")}
+        name: {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "exit_s"}
         for name, runs in results.items() if name not in QUICK
     }
     quick = {name: statistics.median(r["exit_s"] for r in results[name]) for name in QUICK}
@@ -175,6 +180,14 @@ def main() -> None:
     for name, m in med.items():
         vs_sb3 = f"{m['first_step_s'] / sb3_s:.2f}x" if sb3_s else "-"
         print(f"| {name} | {m['first_step_s']:.2f} | {m['first_step_s'] / torch_s:.2f}x | {vs_sb3} | {m['peak_pss_mb']:.0f} |")
+    print("\nwhere the peak PSS is (MB, medians): arl-learn's own process, the fork server, the workers it forked")
+    print("\n| run | arl-learn | fork server | workers (how many) | of which beyond import torch's |")
+    print("|---|---:|---:|---:|---:|")
+    torch_mb = med["import torch"]["peak_pss_mb"]
+    for name, m in med.items():
+        if "main_mb" in m:
+            beyond = m["peak_pss_mb"] - torch_mb
+            print(f"| {name} | {m['main_mb']:.0f} | {m['server_mb']:.0f} | {m['workers_mb']:.0f} ({m['workers']:.0f}) | {beyond:.0f} |")
     print("\n| command | launch to exit (s) | / import torch |")
     print("|---|---:|---:|")
     for name, seconds in quick.items():
