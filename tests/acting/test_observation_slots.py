@@ -141,6 +141,20 @@ def test_trajectories_are_the_same_from_a_shared_or_a_heap_slot(tmp_path: object
         assert shared == (not traj.obs[0].flags.owndata)
 
 
+def test_a_new_time_horizon_takes_new_slots_and_cuts_old_ones_at_their_size(tmp_path: object) -> None:
+    spec = BehaviorSpec([vector_obs_spec(2)], ActionSpec(1, ()))
+    proc = AgentProcessor("B", spec, time_horizon=2, worker_id=0, shared=_files(tmp_path))
+    obs = np.zeros((1, 2), np.float32)
+    for t in range(2):
+        proc.add_experiences(_step([0], obs + t), TerminalSteps.empty(spec), _info(1))
+    proc.time_horizon = 5  # a phase with a longer horizon: the trajectory begun in a 3-row slot ends at 2 steps
+    for t in range(2, 14):
+        proc.add_experiences(_step([0], obs + t), TerminalSteps.empty(spec), _info(1))
+    trajs, _ = proc.take()
+    assert [len(t) for t in trajs] == [2, 5, 5]
+    assert [t.obs[0][0, 0] for t in trajs] == [0, 2, 7] and [t.next_obs[0][0] for t in trajs] == [2, 7, 12]
+
+
 def test_a_worker_ships_views_of_shared_memory_and_leaves_no_file() -> None:
     settings = EnvSettings(env_path="builtin:Trivial", timeout_wait=60, num_envs=2, steps_per_message=40)
     manager = SubprocessEnvManager(resolve_env(settings.env_path, settings.env_args), settings, 0)

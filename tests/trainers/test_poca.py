@@ -4,6 +4,7 @@ with discrete actions, in the manner of ML-Agents' test_simple_poca."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec, Decisi
 
 from ml_arl.acting.agent_processor import AgentProcessor
 from ml_arl.acting.muscle import ActionInfo
+from ml_arl.acting.observation_slots import FILE_PREFIX, SharedFiles
 from ml_arl.core.behavior_specs import vector_obs_spec
 from ml_arl.core.experience import Trajectory
 from ml_arl.results.summary_writers import StatsReporter
@@ -88,8 +90,10 @@ def _acts(actions: list[float]) -> ActionInfo:
     return ActionInfo(cont, disc, np.zeros(n, np.float32), np.zeros(n, np.float32), None, ActionTuple(cont, disc))
 
 
-def test_groupmates_are_assembled_per_step_and_an_agent_leaving_early_keeps_the_group_value() -> None:
-    proc = AgentProcessor("B", SPEC, time_horizon=100, worker_id=0)
+@pytest.mark.parametrize("shared", [False, True], ids=["heap", "shared"])
+def test_groupmates_are_assembled_per_step_and_an_agent_leaving_early_keeps_the_group_value(tmp_path: Path, shared: bool) -> None:
+    files = SharedFiles(str(tmp_path / f"{FILE_PREFIX}{os.getpid()}-0-0-"), 2**20) if shared else None  # as in a worker process
+    proc = AgentProcessor("B", SPEC, time_horizon=100, worker_id=0, shared=files)
     empty = TerminalSteps.empty(SPEC)
     # agents 1 and 2 in group 7, agent 3 alone (no group)
     proc.add_experiences(_decisions([1, 2, 3], [10, 20, 30], [7, 7, 0]), empty, _acts([0.1, 0.2, 0.3]))
