@@ -35,6 +35,7 @@ import os
 import re
 import tempfile
 import threading
+import time
 import weakref
 from collections.abc import Sequence
 from typing import Any, Optional, Union
@@ -250,9 +251,14 @@ def forget(prefix: str) -> None:
             del _mapped[path]
 
 
+STALE_AFTER_S = 60.0  # a live run maps (and unlinks) a worker's file within moments of its creation
+
+
 def remove_stale(directory: Optional[str] = None) -> None:
-    """Unlink the files of main processes that no longer exist (a run killed with SIGKILL)."""
+    """Unlink the files of main processes that no longer exist (a run killed with SIGKILL), once
+    they are a minute old (a process of another pid namespace sharing the directory keeps its own)."""
     pattern = re.compile(re.escape(FILE_PREFIX) + r"(\d+)-")
+    now = time.time()
     for path in glob.glob(os.path.join(directory or shared_dir(), FILE_PREFIX + "*")):
         match = pattern.match(os.path.basename(path))
         if match is None:
@@ -261,7 +267,8 @@ def remove_stale(directory: Optional[str] = None) -> None:
             os.kill(int(match.group(1)), 0)
         except ProcessLookupError:
             with contextlib.suppress(FileNotFoundError):
-                os.unlink(path)
+                if now - os.stat(path).st_mtime > STALE_AFTER_S:
+                    os.unlink(path)
         except PermissionError:
             pass  # another user's live process
 

@@ -12,6 +12,7 @@ import os
 import pickle
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -102,10 +103,15 @@ def test_forget_and_stale_files_are_unlinked(tmp_path: object) -> None:
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale = os.path.join(str(tmp_path), f"{slots_module.FILE_PREFIX}{int(dead.stdout)}-0-0-0")
     live = os.path.join(str(tmp_path), f"{slots_module.FILE_PREFIX}{os.getpid()}-9-0-0")
-    for path in (stale, live):
+    fresh = stale[:-1] + "1"
+    for path in (stale, live, fresh):
         open(path, "wb").close()
+    hour_ago = time.time() - 3600
+    for path in (stale, live):
+        os.utime(path, (hour_ago, hour_ago))
     remove_stale(str(tmp_path))
     assert not os.path.exists(stale) and os.path.exists(live)
+    assert os.path.exists(fresh)  # a dead pid's new file: maybe another pid namespace's live run
 
 
 def _step(ids: list[int], obs: np.ndarray) -> DecisionSteps:
