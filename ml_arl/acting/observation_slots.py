@@ -327,10 +327,12 @@ class Slots:
 
     def take(self, hint: int = 0) -> tuple[SlotPool, int]:
         """A free slot; ``hint``: how many agents may want one at once (the first pool's size)."""
-        for pool in reversed(self.pools):
-            slot = pool.take()
-            if slot is not None:
-                return pool, slot
+        for shared in (True, False):  # shared slots first: a heap slot is pickled
+            for pool in self.pools:
+                if pool.shared == shared:
+                    slot = pool.take()
+                    if slot is not None:
+                        return pool, slot
         pool = self._new_pool(max(self.FIRST_SLOTS, 2 * hint, 2 * (self.pools[-1].n_slots if self.pools else 0)))
         self.pools.append(pool)
         slot = pool.take()

@@ -88,10 +88,14 @@ def test_heap_slots_free_themselves_and_full_pools_grow() -> None:
 def test_past_the_cap_slots_are_on_the_heap(tmp_path: object) -> None:
     slot_bytes = slots_module.slot_layout(SHAPES, 5)[1]
     slots = Slots(SHAPES, rows=5, files=_files(tmp_path, cap=4 * slot_bytes + 64))
-    pools = {id(p): p for p, _ in (slots.take() for _ in range(12))}.values()
+    taken = [slots.take() for _ in range(12)]
+    pools = {id(p): p for p, _ in taken}.values()
     shared = [p for p in pools if p.shared]
     assert shared and sum(p.n_slots for p in shared) <= 4
     assert any(not p.shared for p in pools)
+    freed = next((pool, slot) for pool, slot in taken if pool.shared)
+    freed[0].release(freed[1])
+    assert slots.take() == freed  # a shared slot free again is taken before any heap slot
 
 
 def test_forget_and_stale_files_are_unlinked(tmp_path: object) -> None:
