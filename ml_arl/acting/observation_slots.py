@@ -274,6 +274,16 @@ def remove_stale(directory: Optional[str] = None) -> None:
 
 
 # ---------------------------------------------------------------------------- the worker
+_owned: list[str] = []  # the prefixes of this process's SharedFiles (a worker's)
+
+
+def remove_owned() -> None:
+    """Unlink every file this process made that is still there: its main process is gone (the
+    worker's lifeline watchdog calls this before it takes the worker's process group down)."""
+    for prefix in _owned:
+        forget(prefix)
+
+
 class SharedFiles:
     """A worker's shared files: named ``prefix`` + a count, at most ``cap_bytes`` per behavior."""
 
@@ -281,6 +291,7 @@ class SharedFiles:
         self.prefix = prefix
         self.cap_bytes = cap_bytes
         self._count = 0
+        _owned.append(prefix)
 
     def create(self, size: int) -> Optional[tuple[mmap.mmap, str]]:
         """A mapped file of ``size`` bytes, or None where there is no room for it."""

@@ -6,6 +6,8 @@ of ``arl-learn`` that must leave no process behind, whatever the environments st
 
 from __future__ import annotations
 
+import glob
+import os
 import re
 import signal
 import subprocess
@@ -15,6 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from ml_arl.acting.observation_slots import FILE_PREFIX, shared_dir
 from tests.conformance.harness import (
     TAG,
     assert_no_orphans,
@@ -127,6 +130,8 @@ def test_sigkill_of_arl_learn_leaves_no_process_behind(tmp_path: Path) -> None:
                 proc.kill()
                 proc.wait()
     assert_no_orphans(env[TAG])
+    # nor a shared file of its workers' observations (ml_arl.acting.observation_slots)
+    assert not glob.glob(os.path.join(shared_dir(), f"{FILE_PREFIX}{proc.pid}-*"))
 
 
 def test_a_factory_that_cannot_be_pickled_is_one_line(tmp_path: Path) -> None:

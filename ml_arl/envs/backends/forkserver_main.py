@@ -85,6 +85,12 @@ def _watch_lifeline(fd: int) -> None:
             continue
         except OSError:
             break
+    try:  # the observation files it made and the main process never mapped (ml_arl.acting.observation_slots)
+        from ml_arl.acting.observation_slots import remove_owned
+
+        remove_owned()
+    except Exception:  # noqa: BLE001, S110 - nothing may keep the group from going
+        pass
     os.killpg(os.getpgid(0), signal.SIGKILL)
 
 
