@@ -245,6 +245,20 @@ def train(config: ConfigLike = None, run_id: Optional[str] = None, callbacks: It
     return train_options(options, CallbackList(callbacks))
 
 
+def _quick_start(options: RunOptions, env_manager: Any, seed: int) -> Any:
+    """The environments start and step in a thread while torch is imported, where the run allows
+    (ml_arl.training.quick_start); None where it does not."""
+    from ml_arl.training.quick_start import QuickStart, run_problem
+
+    problem = run_problem(options)
+    if problem is not None:
+        logger.debug("Quick start: not for this run (%s)", problem)
+        return None
+    quick = QuickStart(options, env_manager, seed)
+    quick.start()
+    return quick
+
+
 def train_options(options: RunOptions, callbacks: Optional[CallbackList] = None) -> Run:
     """``train`` on checked options (what arl-learn calls)."""
     callbacks = callbacks or CallbackList()
@@ -260,13 +274,17 @@ def train_options(options: RunOptions, callbacks: Optional[CallbackList] = None)
     seed = resolve_seed(options)
     # Workers start now and import their env while this process imports torch.
     env_manager = create_env_manager(options, seed)
+    quick = None
     try:
         env_manager.launch()
+        quick = _quick_start(options, env_manager, seed)
         logger.debug("Launched %d environment worker(s); importing torch", options.env_settings.num_envs)
         from ml_arl.training.controller import TrainerController
 
-        controller = TrainerController(options, env_manager, seed, callbacks=callbacks)
+        controller = TrainerController(options, env_manager, seed, callbacks=callbacks, quick=quick)
     except BaseException:
+        if quick is not None:
+            quick.halt()
         env_manager.close()
         raise
     run = Run(options, controller, callbacks)  # the controller owns the env manager now and closes it

@@ -167,7 +167,7 @@ class PolicySnapshot:
 @dataclass(frozen=True)
 class PolicyMessage:
     """What one behavior acts with in the workers; sent again whenever any field changes.
-    Built in one place only: ``ml_arl.training.router.Router.push``."""
+    Built in one place only: ``ml_arl.training.policy_message.policy_message``."""
 
     version: int  # the snapshot's version; negative for a self-play opponent's snapshot
     weights: Any

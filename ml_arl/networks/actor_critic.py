@@ -202,6 +202,24 @@ class ActorCritic(nn.Module):
             hyper=conditional.weights() if conditional is not None else None,
         )
 
+    def load_actor(self, weights: ActorWeights) -> None:
+        """Take the actor of ``weights`` (``muscle_weights()``'s layout) as this network's: the body,
+        the heads and the log std, for a network of vector observations with a plain body
+        (``ml_arl.training.quick_start`` drew its first weights in numpy). The critic and the
+        normaliser keep their own."""
+        assert isinstance(self.body, nn.Sequential) and not self.encoder.encoders and self.lstm is None
+        linears = [m for m in self.body if isinstance(m, nn.Linear)]
+        pairs = list(zip(linears, weights.body))
+        pairs += [(head, dense) for head, dense in ((self.mu, weights.mu), (self.logits, weights.logits)) if head is not None]
+        if len(linears) != len(weights.body):
+            raise ValueError(f"the weights have {len(weights.body)} body layers, the network {len(linears)}")
+        with torch.no_grad():
+            for lin, dense in pairs:
+                lin.weight.copy_(torch.as_tensor(dense.w.T))
+                lin.bias.copy_(torch.as_tensor(dense.b))
+            if self.n_cont and self.log_sigma is None:
+                self.log_std.copy_(torch.as_tensor(weights.log_std))
+
     def _lstm_weights(self) -> Optional[LSTMWeights]:
         if self.lstm is None:
             return None

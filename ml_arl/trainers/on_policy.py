@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ml_arl.acting.muscle import env_continuous
-from ml_arl.core.actor_weights import PolicySnapshot
+from ml_arl.core.actor_weights import ActorWeights, PolicySnapshot
 from ml_arl.core.behavior_id import brain_name
 from ml_arl.core.exceptions import ConfigError
 from ml_arl.core.experience import Trajectory
@@ -91,6 +91,10 @@ class OnPolicyTrainer(Trainer[HP]):
         weights = self.network.muscle_weights()
         self._acting_statistics = (weights.norm_mean, weights.norm_std)
         return PolicySnapshot(self.policy_version, weights)
+
+    def load_first_actor(self, weights: ActorWeights) -> None:
+        """Start from the actor the quick start acted with (``ml_arl.training.quick_start``)."""
+        self.network.load_actor(weights)
 
     def statistics_moved(self) -> bool:
         """ML-Agents' workers act with the trainer's own normaliser, which each arriving trajectory

@@ -29,14 +29,16 @@ from ml_arl.results.run_folder import release_run_lock, resolve_seed
 from ml_arl.results.summary_writers import StepCounter
 from ml_arl.results.timers import Timers
 from ml_arl.settings import PhaseSettings, RunOptions
+from ml_arl.trainers.on_policy import OnPolicyTrainer
 from ml_arl.trainers.trainer import Trainer
 from ml_arl.training.brains import Brains
 from ml_arl.training.callbacks import CallbackList, StopTraining
 from ml_arl.training.curriculum import Curriculum, check_curriculum_behaviors
 from ml_arl.training.demo_recording import DemoRecorder
 from ml_arl.training.phases import PhaseSchedule
+from ml_arl.training.quick_start import QuickStart
 from ml_arl.training.router import AgentManager, Router
-from ml_arl.training.run_outputs import ProgressBar, RunOutputs
+from ml_arl.training.run_outputs import PROCESS_START, ProgressBar, RunOutputs
 from ml_arl.training.selfplay import SelfPlay
 from ml_arl.training.threads import TrainerThreads
 
@@ -64,8 +66,9 @@ def set_torch_threads() -> None:
 
 class TrainerController:
     def __init__(self, options: RunOptions, env_manager: Optional[EnvManager] = None, seed: Optional[int] = None,
-                 callbacks: Optional[Union[CallbackList, Iterable[Any]]] = None):
+                 callbacks: Optional[Union[CallbackList, Iterable[Any]]] = None, quick: Optional[QuickStart] = None):
         self.options = options
+        self.quick = quick  # stepping the environments already (ml_arl.training.quick_start); take() hands over
         self.callbacks = callbacks if isinstance(callbacks, CallbackList) else CallbackList(callbacks or ())
         self.train_model = not options.checkpoint_settings.inference
         self.timers = Timers()
@@ -112,7 +115,7 @@ class TrainerController:
         interrupted = False
         try:
             with self.timers.timed("env_start"):
-                specs = self.env_manager.start()
+                specs = self.quick.take() if self.quick is not None else self.env_manager.start()
             logger.debug("Environments ready; behaviors: %s", ", ".join(specs))
             for behavior, spec in specs.items():
                 self.brains.check(behavior, spec)  # every check comes before any write
@@ -137,6 +140,8 @@ class TrainerController:
     def _shutdown(self) -> None:
         """Stop the trainers, save what is safe to save, write the run logs, close everything."""
         self.progress.close()
+        if self.quick is not None:
+            self.quick.halt()  # the env manager is closed below: nothing else may step it
         self.threads.stop()
         if self.callbacks.stop_requested and self.schedule.begun and not self.schedule.ended:
             self._last_summaries()  # a callback stopped the run: what it reached is in TensorBoard and Run.stats
@@ -189,6 +194,7 @@ class TrainerController:
             self.threads.start(brain, trainer)
         for behavior, spec in specs.items():
             self._add_behavior(behavior, spec)
+        self._route_quick_start()
         self.progress.open(self.trainers)
         while not schedule.done(self.trainers):
             if self.callbacks.stop_requested:
@@ -218,6 +224,20 @@ class TrainerController:
             if trainer.step % trainer.settings.summary_freq or not trainer.step:
                 trainer.write_summary(trainer.step)
 
+    def _route_quick_start(self) -> None:
+        """The steps the quick start took, routed as if this loop had stepped them (once)."""
+        if self.quick is None:
+            return
+        first, batches = self.quick.first_step_time, self.quick.held()
+        if first is not None:
+            self.outputs.first_step_time = first
+            logger.debug("Quick start: first environment steps %.3f s after start; %d steps held",
+                         first - PROCESS_START, sum(b.env_steps for b in batches))
+        for batch in batches:
+            for behavior, spec in batch.new_specs.items():
+                self._add_behavior(behavior, spec)
+            self.router.route(batch)
+
     # ------------------------------------------------------------------ brains appear
     def _add_behavior(self, behavior_id: str, spec: BehaviorSpec) -> None:
         """A behavior id the environment shows: a new team of a known brain, or a new brain."""
@@ -235,6 +255,9 @@ class TrainerController:
         stats = self.outputs.reporter(brain_name(behavior_id))
         trainer = self.brains.create(behavior_id, spec, stats, self.env_manager.extras.get(behavior_id))
         brain = trainer.behavior
+        first = self.quick.weights.get(brain) if self.quick is not None else None
+        if first is not None and isinstance(trainer, OnPolicyTrainer):
+            trainer.load_first_actor(first)  # the actor the quick start acted with: its steps are on-policy
         self.brains.assign_phase(trainer, self.outputs.status)
         if self.callbacks.callbacks:
             trainer.on_checkpoint = self.callbacks.checkpoint

@@ -9,7 +9,7 @@ the counters.
 
 Back to the environments: ``collect_policies(brain)`` takes the newest policy a trainer
 published, and ``push(brain)`` builds the ``PolicyMessage`` each of the brain's behavior ids acts
-with (the one place one is built; ``policy_message``) and hands it to the env manager, which sends
+with (built by ``ml_arl.training.policy_message``) and hands it to the env manager, which sends
 it with the next step request.
 
 Self-play is one collaborator, asked through ``ml_arl.training.selfplay.SelfPlay``'s interface:
@@ -25,14 +25,15 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Optional
 
-from ml_arl.core.actor_weights import PolicyMessage, PolicySnapshot
+from ml_arl.core.actor_weights import PolicySnapshot
 from ml_arl.core.exceptions import ConfigError
 from ml_arl.core.experience import EnvStatAggregation, EpisodeStat, StepBatch, Trajectory
 from ml_arl.envs.backends.env_manager import EnvManager
 from ml_arl.results.summary_writers import StatsReporter
-from ml_arl.settings import PhaseSettings, RunOptions, TrainerSettings
+from ml_arl.settings import RunOptions
 from ml_arl.trainers.queues import AgentManagerQueue
 from ml_arl.trainers.trainer import Trainer
+from ml_arl.training.policy_message import policy_message
 from ml_arl.training.selfplay import SelfPlay
 
 if TYPE_CHECKING:
@@ -95,21 +96,6 @@ class AgentManager:
     def record_entropy(self, total: float, count: int) -> None:
         if count:
             self.stats.add_stat("Policy/Entropy", total / count)
-
-
-def policy_message(
-    snapshot: PolicySnapshot, settings: TrainerSettings, phase: Optional[PhaseSettings], collect: bool
-) -> PolicyMessage:
-    name, params = settings.objective_spec()
-    return PolicyMessage(
-        version=snapshot.version,
-        weights=snapshot.weights,
-        time_horizon=settings.time_horizon,
-        deterministic=settings.network_settings.deterministic or (phase is not None and phase.deterministic),
-        collect=collect,
-        objective=None if (name, params) == ("reward", {}) else (name, params),
-        muscle=snapshot.muscle,
-    )
 
 
 def fixed_policy_snapshot(name: str, params: dict[str, Any], trainer: Trainer) -> PolicySnapshot:

@@ -18,7 +18,7 @@ from ml_arl.settings import PhaseSettings, TrainerSettings, build_run_options
 from ml_arl.trainers.ppo.trainer import PPOTrainer
 from ml_arl.trainers.trainer import Trainer, trainer_class
 from ml_arl.training.phases import UNLIMITED_STEPS, PhaseSchedule
-from ml_arl.training.router import policy_message
+from ml_arl.training.policy_message import policy_message
 from ml_arl.training.selfplay import SelfPlay
 from tests.support.plugins import RandomTrainer
 
