@@ -11,10 +11,15 @@ the run is ready to take over. The controller then loads those weights into each
 actor (so what was acted is on-policy) and routes the held batches first, as if its own loop had
 stepped them.
 
+With phases, it acts as the first phase asks: a behavior the phase ``play``s acts with that fixed
+policy, one it does not learn acts without collecting (unless the store records every step or
+``--record-demo`` records it), and the steps held are those of the behaviors that learn.
+
 A run the quick start cannot serve exactly starts as before, with no thread: another trainer, a
 behavior with images, memory, goal conditioning, self-play or an ``init_path``; ``--resume``,
-``--initialize-from``, ``--inference``, ``--deterministic``, phases, environment parameters, or
-workers not in subprocesses. ``run_problem`` and ``behavior_problem`` say why (logged at debug).
+``--initialize-from``, ``--inference``, ``--deterministic``, environment parameters, a first phase
+that tests, loads a brain or leaves a behavior out (``act``), or workers not in subprocesses.
+``run_problem`` and ``behavior_problem`` say why (logged at debug).
 
 This module imports no torch: it runs while torch is being imported.
 """
@@ -30,12 +35,12 @@ from typing import Optional
 import numpy as np
 from mlagents_envs.base_env import BehaviorSpec, ObservationType
 
-from ml_arl.core.actor_weights import ActorWeights, Dense, PolicySnapshot
+from ml_arl.core.actor_weights import ActorWeights, Dense, PolicyMessage, PolicySnapshot
 from ml_arl.core.behavior_id import brain_name
 from ml_arl.core.experience import StepBatch
 from ml_arl.envs.backends.env_manager import EnvManager
 from ml_arl.settings import NetworkSettings, RunOptions, TrainerSettings
-from ml_arl.training.policy_message import policy_message
+from ml_arl.training.policy_message import fixed_policy_snapshot, policy_message
 
 logger = logging.getLogger(__name__)
 
@@ -48,14 +53,18 @@ _HEAD_GAINS = {"mu": (0.2, 0.01), "logits": (0.1, 0.01)}
 def run_problem(options: RunOptions) -> Optional[str]:
     """Why the quick start cannot serve this run (None: it can, behavior by behavior)."""
     env, cp = options.env_settings, options.checkpoint_settings
+    first = options.phases[0] if options.phases else None
     reasons = [
         (env.manager != "subprocess", f"env_settings.manager is {env.manager}"),
         (env.deterministic, "--deterministic"),
         (cp.resume, "--resume"),
         (cp.inference, "--inference"),
         (cp.initialize_from is not None, "--initialize-from"),
-        (bool(options.phases), "the run has phases"),
         (bool(options.environment_parameters), "the run has environment parameters"),
+        (first is not None and first.mode != "train", "the first phase tests"),
+        (first is not None and bool(first.load), "the first phase loads a brain"),
+        (first is not None and first.act is not None, "the first phase leaves behaviors out"),
+        (first is not None and bool(first.environment_parameters), "the first phase has environment parameters"),
     ]
     return next((why for bad, why in reasons if bad), None)
 
@@ -152,24 +161,34 @@ class QuickStart(threading.Thread):
             self._error = err
 
     def _policies(self) -> dict[str, int]:
-        """Send each behavior its first policy (teams of one brain share it); the steps to hold per
-        brain (empty: this run starts without the quick start)."""
-        targets: dict[str, int] = {}
+        """Send each behavior its first policy (teams of one brain share theirs), as the first phase
+        asks; the steps to hold per brain that learns (empty: the run starts without the quick start)."""
+        options = self.options
+        phase = options.phases[0] if options.phases else None
+        record = options.results_store.record_steps or options.checkpoint_settings.record_demo is not None
         brains = sorted({brain_name(b) for b in self.specs})
+        messages: dict[str, PolicyMessage] = {}
+        targets: dict[str, int] = {}
         for behavior, spec in sorted(self.specs.items()):
-            settings = self.options.settings_for(behavior)
+            brain, settings = brain_name(behavior), options.phase_settings_for(behavior, phase)
             problem = behavior_problem(spec, settings)
             if problem is not None:
                 logger.debug("Quick start: not for this run (%s: %s)", behavior, problem)
                 return {}
-            brain = brain_name(behavior)
             if brain not in self.weights:
                 self.weights[brain] = initial_actor(spec, settings.network_settings, self.seed * 7907 + brains.index(brain))
-                targets[brain] = min(settings.hyperparameters.buffer_size, settings.max_steps)  # type: ignore[attr-defined]
-        for behavior in self.specs:
-            settings = self.options.settings_for(behavior)
-            snapshot = PolicySnapshot(0, self.weights[brain_name(behavior)])
-            self.env_manager.set_policy(behavior, policy_message(snapshot, settings, None, True))
+            played = phase.plays(brain) if phase is not None else None
+            learns = phase is None or phase.learns(brain)
+            snapshot = (
+                fixed_policy_snapshot(played.name, played.params, brain, spec, 0) if played is not None
+                else PolicySnapshot(0, self.weights[brain])
+            )
+            messages[behavior] = policy_message(snapshot, settings, phase, learns or record)
+            if learns:
+                steps = phase.max_steps if phase is not None and phase.max_steps is not None else settings.max_steps
+                targets[brain] = min(settings.hyperparameters.buffer_size, steps)  # type: ignore[attr-defined]
+        for behavior, message in messages.items():
+            self.env_manager.set_policy(behavior, message)
         return targets
 
     def _step(self, targets: dict[str, int]) -> None:

@@ -23,17 +23,16 @@ import queue
 import threading
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Optional
 
 from ml_arl.core.actor_weights import PolicySnapshot
-from ml_arl.core.exceptions import ConfigError
 from ml_arl.core.experience import EnvStatAggregation, EpisodeStat, StepBatch, Trajectory
 from ml_arl.envs.backends.env_manager import EnvManager
 from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import RunOptions
 from ml_arl.trainers.queues import AgentManagerQueue
 from ml_arl.trainers.trainer import Trainer
-from ml_arl.training.policy_message import policy_message
+from ml_arl.training.policy_message import fixed_policy_snapshot, policy_message
 from ml_arl.training.selfplay import SelfPlay
 
 if TYPE_CHECKING:
@@ -96,19 +95,6 @@ class AgentManager:
     def record_entropy(self, total: float, count: int) -> None:
         if count:
             self.stats.add_stat("Policy/Entropy", total / count)
-
-
-def fixed_policy_snapshot(name: str, params: dict[str, Any], trainer: Trainer) -> PolicySnapshot:
-    """The snapshot that makes fixed policy ``name`` play the trainer's behavior; ConfigError (one
-    line) when it cannot play it (a droop on a behavior without inverter actions)."""
-    from ml_arl.rules import PolicyWeights, policy_path, policy_problem
-
-    problem = policy_problem(name, trainer.spec)
-    if problem is not None:
-        raise ConfigError([f"phases: play: {trainer.behavior}: {problem}"])
-    spec = trainer.spec.action_spec
-    weights = PolicyWeights(name, int(spec.continuous_size), tuple(int(b) for b in spec.discrete_branches), dict(params))
-    return PolicySnapshot(trainer.policy_version, weights, muscle=policy_path(name))
 
 
 class Router:
@@ -206,7 +192,7 @@ class Router:
         live = self.live[brain]
         policy = phase.plays(brain) if phase is not None else None
         if policy is not None:  # a fixed policy plays the behavior in this phase (ml_arl.rules)
-            live = fixed_policy_snapshot(policy.name, policy.params, trainer)
+            live = fixed_policy_snapshot(policy.name, policy.params, brain, trainer.spec, trainer.policy_version)
         for behavior_id in self.brains.behavior_ids[brain]:
             snapshot = self.selfplay.snapshot_for(brain, behavior_id, live)
             if snapshot is None:

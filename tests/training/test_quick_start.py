@@ -135,3 +135,30 @@ def test_what_fails_in_the_thread_reaches_the_caller(tmp_path: Path, monkeypatch
     with pytest.raises(WorkerError, match="quick start fault at step 5"):
         ml_arl.train(tiny_config("tests.support.fault_envs:make_env"), run_id="fault", results_dir=str(tmp_path),
                      num_envs=1, seed=4, env_args=env_args)
+
+
+def test_a_phased_run_starts_as_its_first_phase_asks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The first phase plays the Attacker with the greedy rule and trains the Defender: the quick
+    start sends the rule to the Attacker and holds only the Defender's trajectories."""
+    from ml_arl.settings.run import policy_path
+
+    take = QuickStart.take
+    monkeypatch.setattr(QuickStart, "take", lambda self: (self.join(60), take(self))[1])
+    seen: dict[str, Any] = {}
+    route = TrainerController._route_quick_start
+
+    def look_then_route(self: TrainerController) -> None:
+        assert self.quick is not None
+        seen["behaviors"] = {t.behavior for b in self.quick.batches for t in b.trajectories}
+        seen["muscles"] = {b: m.muscle for b, m in self.env_manager.policies.items()}
+        route(self)
+
+    monkeypatch.setattr(TrainerController, "_route_quick_start", look_then_route)
+    config = tiny_config("builtin:GridDefense", max_steps=100000, time_horizon=24)
+    config["env_settings"].update({"num_areas": 2})
+    config["behaviors"] = {"Defender": {"role": "defender"}, "Attacker": {"role": "attacker"}}
+    config["phases"] = [{"name": "first", "learn": ["Defender"], "play": {"Attacker": {"name": "greedy"}}, "max_steps": 600}]
+    run = ml_arl.train(config, run_id="phased", results_dir=str(tmp_path), num_envs=2, seed=4)
+    assert seen["behaviors"] == {"Defender"}
+    assert seen["muscles"] == {"Attacker": policy_path("greedy"), "Defender": None}
+    assert run.steps["Defender"] >= 600 and run.phases[0]["state"] == "done"
