@@ -17,13 +17,17 @@ interleaved so that a slower minute of the machine falls on every case alike:
 - ML-Agents 1.1.0 is not run: its gym wrapper needs a Unity build to step (``make peer-mlagents``
   installs it for bench/peers/).
 
+With ``--busy`` another training run (``config/ppo/Reach.yaml`` without a step limit, 2 workers)
+runs the whole time, as when a study's trials or the test suite share the machine; it starts a
+few seconds before the first round and is stopped (SIGTERM, then SIGKILL) after the last.
+
 Peak memory is the PSS of the whole process tree (arl-learn, its fork server, its workers), summed,
 sampled every 20 ms until the run ends (bench/common/process_tree.py). Medians over the rounds;
 ratios are of medians. A second table splits each of our runs' peak by process: arl-learn itself,
 the fork server (its child) and the workers (the server's children), and gives what the tree holds
 beyond ``import torch``'s own peak.
 
-    python bench/speed/startup.py [--repeats 3] [--steps 2000]
+    python bench/speed/startup.py [--repeats 3] [--steps 2000] [--busy]
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -140,6 +145,37 @@ def run_sb3() -> Optional[dict[str, float]]:
     return {"first_step_s": float(marks[0]) - started, "peak_pss_mb": memory.peak_pss_mb}
 
 
+BUSY_WARMUP_S = 5.0  # the other run is stepping by then (its own first step takes about 1 s)
+
+
+def start_other_run(folder: Path) -> subprocess.Popen[bytes]:
+    """``--busy``: a Reach run with no practical step limit, in a session of its own."""
+    config = yaml.safe_load(OURS["Reach"].read_text())
+    for settings in (config.get("behaviors") or {}).values():
+        settings["max_steps"] = 10**9
+    path = folder / "busy.yaml"
+    path.write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "ml_arl.cli.learn", str(path), "--run-id", "busy", "--results-dir", str(folder / "busy")]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    time.sleep(BUSY_WARMUP_S)
+    if proc.poll() is not None:
+        raise SystemExit(f"--busy: the other run exited {proc.returncode} before the measurement began")
+    return proc
+
+
+def stop_other_run(proc: subprocess.Popen[bytes]) -> None:
+    for sig, wait_s in ((signal.SIGTERM, 60.0), (signal.SIGKILL, 10.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
 def sb3_installed() -> bool:
     probe = subprocess.run([sys.executable, "-c", "import stable_baselines3"], capture_output=True, timeout=120)
     return probe.returncode == 0
@@ -150,23 +186,38 @@ def main() -> None:
                                      epilog=__doc__.split("\n\n", 1)[1], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--repeats", type=int, default=3, help="interleaved rounds (default: 3)")
     parser.add_argument("--steps", type=int, default=2000, help="max_steps of each behavior and phase (default: 2000)")
+    parser.add_argument("--busy", action="store_true", help="with another training run on the machine the whole time")
     args = parser.parse_args()
     with_sb3 = sb3_installed()
     results: dict[str, list[dict[str, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-startup-") as tmp:
         folder = Path(tmp)
         configs = {name: short_config(path, args.steps, folder) for name, path in OURS.items()}
-        for index in range(args.repeats):
-            results.setdefault("import torch", []).append(run_torch_import())
-            for name, config in configs.items():
-                results.setdefault(name, []).append(run_ours(name, config, folder, index))
-            for name, quick_args in QUICK.items():
-                results.setdefault(name, []).append({"exit_s": run_quick(quick_args, folder)})
-            if with_sb3:
-                sb3 = run_sb3()
-                if sb3 is not None:
-                    results.setdefault("SB3 PPO CartPole", []).append(sb3)
-            print(f"round {index + 1} of {args.repeats} done", file=sys.stderr, flush=True)
+        other = start_other_run(folder) if args.busy else None
+        try:
+            rounds(args, configs, folder, with_sb3, results)
+        finally:
+            if other is not None:
+                stop_other_run(other)
+    report(args, results, with_sb3)
+
+
+def rounds(args: argparse.Namespace, configs: dict[str, Path], folder: Path, with_sb3: bool,
+           results: dict[str, list[dict[str, float]]]) -> None:
+    for index in range(args.repeats):
+        results.setdefault("import torch", []).append(run_torch_import())
+        for name, config in configs.items():
+            results.setdefault(name, []).append(run_ours(name, config, folder, index))
+        for name, quick_args in QUICK.items():
+            results.setdefault(name, []).append({"exit_s": run_quick(quick_args, folder)})
+        if with_sb3:
+            sb3 = run_sb3()
+            if sb3 is not None:
+                results.setdefault("SB3 PPO CartPole", []).append(sb3)
+        print(f"round {index + 1} of {args.repeats} done", file=sys.stderr, flush=True)
+
+
+def report(args: argparse.Namespace, results: dict[str, list[dict[str, float]]], with_sb3: bool) -> None:
     med: dict[str, dict[str, Any]] = {
         name: {k: statistics.median(r[k] for r in runs) for k in runs[0] if k != "exit_s"}
         for name, runs in results.items() if name not in QUICK
@@ -174,7 +225,9 @@ def main() -> None:
     quick = {name: statistics.median(r["exit_s"] for r in results[name]) for name in QUICK}
     torch_s = med["import torch"]["first_step_s"]
     sb3_s = med.get("SB3 PPO CartPole", {}).get("first_step_s")
-    print(f"time to the first environment step and peak PSS of the process tree; medians of {args.repeats} interleaved rounds\n")
+    machine = "with another training run on the machine" if args.busy else "on an idle machine"
+    print(f"time to the first environment step and peak PSS of the process tree, {machine}; "
+          f"medians of {args.repeats} interleaved rounds\n")
     print("| run | first step (s) | / import torch | / SB3's first step | peak PSS (MB) |")
     print("|---|---:|---:|---:|---:|")
     for name, m in med.items():
