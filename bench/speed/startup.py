@@ -91,7 +91,7 @@ def short_config(path: Path, steps: int, folder: Path) -> Path:
     if path.suffix == ".yml":
         return path
     config = yaml.safe_load(path.read_text())
-    for settings in (config.get("behaviors") or {}).values():
+    for settings in [config.get("default_settings") or {}, *(config.get("behaviors") or {}).values()]:
         settings["max_steps"] = min(int(settings.get("max_steps", steps)), steps)
     for phase in config.get("phases") or []:
         if phase.get("max_steps"):
@@ -151,7 +151,7 @@ BUSY_WARMUP_S = 5.0  # the other run is stepping by then (its own first step tak
 def start_other_run(folder: Path) -> subprocess.Popen[bytes]:
     """``--busy``: a Reach run with no practical step limit, in a session of its own."""
     config = yaml.safe_load(OURS["Reach"].read_text())
-    for settings in (config.get("behaviors") or {}).values():
+    for settings in [config.get("default_settings") or {}, *(config.get("behaviors") or {}).values()]:
         settings["max_steps"] = 10**9
     path = folder / "busy.yaml"
     path.write_text(yaml.safe_dump(config))
