@@ -15,7 +15,9 @@ the trainer's batch are printed beside them (ml_arl.acting.observation_slots).
 
 ``--breakdown``: where an environment step's CPU goes on Trivial: one worker's loop
 (``EnvRunner.run`` in this process) whole, with the AgentProcessor a no-op, and with the muscle
-a no-op too, in microseconds per step; and the main process's CPU per step with 2 workers.
+a no-op too, in microseconds per step; the whole loop again with two copies running at once in
+processes of their own (what two workers get from the machine's cores); and the main process's
+CPU per step with 2 workers.
 
     python bench/speed/pipeline.py [--seconds 5] [--repeats 3] [--workers 1 2 4 8] [--visual | --breakdown]
 """
@@ -23,7 +25,10 @@ a no-op too, in microseconds per step; and the main process's CPU per step with 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import subprocess
+import sys
 import threading
 import time
 
@@ -48,7 +53,8 @@ from ml_arl.envs.sources import resolve_env
 from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import EnvSettings, TrainerSettings
 from ml_arl.trainers.ppo.trainer import PPOTrainer
-from ml_arl.training.router import AgentManager, policy_message
+from ml_arl.training.policy_message import policy_message
+from ml_arl.training.router import AgentManager
 
 IMAGE = (84, 84, 3)
 # copies of each observation between the environment's array and the trainer's batch
@@ -188,10 +194,24 @@ def worker_loop_us(seconds: float, without: str = "") -> float:
     return 1e6 * (time.perf_counter() - t0) / steps
 
 
+LOOP_CODE = "from bench.speed.pipeline import worker_loop_us; print(worker_loop_us({seconds}))"
+
+
+def two_at_once_us(seconds: float) -> float:
+    """``worker_loop_us`` in two processes of their own at the same time (two workers' loops on
+    the machine's cores): the slower one's microseconds per step."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cmd = [sys.executable, "-c", LOOP_CODE.format(seconds=seconds)]
+    procs = [subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [proc.communicate(timeout=120 + 4 * seconds)[0] for proc in procs]
+    return max(float(out.strip().splitlines()[-1]) for out in outs)
+
+
 def breakdown(args: argparse.Namespace) -> None:
-    rows = {"whole": [], "processor a no-op": [], "muscle and processor no-ops": []}
-    main_us = []
+    rows: dict[str, list[float]] = {"whole": [], "processor a no-op": [], "muscle and processor no-ops": []}
+    main_us, together = [], []
     for _ in range(args.repeats):
+        together.append(two_at_once_us(args.seconds))
         rows["whole"].append(worker_loop_us(args.seconds))
         rows["processor a no-op"].append(worker_loop_us(args.seconds, "processor"))
         rows["muscle and processor no-ops"].append(worker_loop_us(args.seconds, "muscle"))
@@ -203,6 +223,8 @@ def breakdown(args: argparse.Namespace) -> None:
         print(f"  {name:<30} {statistics.median(values):6.1f}")
     whole, no_proc, neither = (statistics.median(v) for v in rows.values())
     print(f"  so: AgentProcessor {whole - no_proc:.1f}, muscle {no_proc - neither:.1f}, environment and loop {neither:.1f}")
+    print(f"  whole, two loops at once in processes of their own (the slower): {statistics.median(together):.1f}"
+          f" ({statistics.median(together) / whole:.2f}x alone)")
     print(f"main process CPU per env step with 2 workers: {statistics.median(main_us):.1f} us")
 
 
