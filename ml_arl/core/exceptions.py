@@ -83,6 +83,10 @@ class RestartQuotaExceeded(ArlError):
     """A worker failed more often than max_lifetime_restarts / the rate limit allow."""
 
 
+class LearnerError(ArlError):
+    """A learner process of ``--num-learners`` failed or died (ml_arl.trainers.learner_group); the run stops."""
+
+
 class TrainerThreadError(ArlError):
     """A trainer running in its own thread raised; the traceback is in ``thread_traceback``."""
 

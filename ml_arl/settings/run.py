@@ -169,6 +169,11 @@ class TorchSettings(Strict):
     device: Optional[str] = setting(
         None, flag="--torch-device", help="cpu, cuda or cuda:N (default: cuda if available)"
     )
+    # ml_arl: data-parallel learners on torch.distributed (ml_arl.trainers.learner_group)
+    num_learners: Int = setting(
+        1, ge=1, le=64, flag="--num-learners",
+        help="learner processes per run: each PPO update is split over them, gradients all-reduced (gloo)",
+    )
 
     @field_validator("device")
     @classmethod

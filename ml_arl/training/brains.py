@@ -26,6 +26,7 @@ from ml_arl.results.checkpoints import CheckpointManager, TrainingStatus, checkp
 from ml_arl.results.run_folder import resolve_load_path
 from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import RunOptions, bounds
+from ml_arl.trainers.learner_group import learner_problem
 from ml_arl.trainers.trainer import Trainer, trainer_class
 from ml_arl.training.phases import PhaseSchedule
 
@@ -73,6 +74,10 @@ class Brains:
             raise ConfigError([f"behaviors.{brain}.network_settings: {too_big}"])
         for phase in self.options.phases or []:
             self.options.phase_settings_for(behavior, phase)
+        if self.options.torch_settings.num_learners > 1:
+            problem = learner_problem(settings, brain, self.device)
+            if problem is not None:
+                raise ConfigError([problem])
 
     def add_team(self, behavior_id: str, spec: BehaviorSpec) -> Optional[str]:
         """Another behavior id of a known brain: its brain (None if the brain is new)."""

@@ -29,7 +29,9 @@ from ml_arl.results.run_folder import release_run_lock, resolve_seed
 from ml_arl.results.summary_writers import StepCounter
 from ml_arl.results.timers import Timers
 from ml_arl.settings import PhaseSettings, RunOptions
+from ml_arl.trainers.learner_group import LearnerGroup
 from ml_arl.trainers.on_policy import OnPolicyTrainer
+from ml_arl.trainers.ppo.trainer import PPOTrainer
 from ml_arl.trainers.trainer import Trainer
 from ml_arl.training.brains import Brains
 from ml_arl.training.callbacks import CallbackList, StopTraining
@@ -69,6 +71,7 @@ class TrainerController:
                  callbacks: Optional[Union[CallbackList, Iterable[Any]]] = None, quick: Optional[QuickStart] = None):
         self.options = options
         self.quick = quick  # stepping the environments already (ml_arl.training.quick_start); take() hands over
+        self.learners: Optional[LearnerGroup] = None  # --num-learners > 1 (ml_arl.trainers.learner_group)
         self.callbacks = callbacks if isinstance(callbacks, CallbackList) else CallbackList(callbacks or ())
         self.train_model = not options.checkpoint_settings.inference
         self.timers = Timers()
@@ -156,6 +159,8 @@ class TrainerController:
                 self.env_manager.close()
             except Exception:  # noqa: BLE001 - the run's own outcome matters more than a close error
                 logger.warning("closing the environments raised", exc_info=True)
+            if self.learners is not None:
+                self.learners.close()
             try:
                 self.outputs.close()
             finally:
@@ -258,6 +263,8 @@ class TrainerController:
         first = self.quick.weights.get(brain) if self.quick is not None else None
         if first is not None and isinstance(trainer, OnPolicyTrainer):
             trainer.load_first_actor(first)  # the actor the quick start acted with: its steps are on-policy
+        if self.options.torch_settings.num_learners > 1 and isinstance(trainer, PPOTrainer) and self.train_model:
+            trainer.learners = self._learner_group()
         self.brains.assign_phase(trainer, self.outputs.status)
         if self.callbacks.callbacks:
             trainer.on_checkpoint = self.callbacks.checkpoint
@@ -266,6 +273,12 @@ class TrainerController:
         self.router.push(brain)
         logger.debug("Trainer of %s ready; its first policy is on the way to the workers", brain)
         self.threads.start(brain, trainer)
+
+    def _learner_group(self) -> LearnerGroup:
+        """The run's learner processes (``--num-learners``), started with its first brain."""
+        if self.learners is None:
+            self.learners = LearnerGroup(self.options.torch_settings.num_learners, self.options.checkpoint_settings.run_logs_dir)
+        return self.learners
 
     # ------------------------------------------------------------------ the loop
     def advance(self) -> None:

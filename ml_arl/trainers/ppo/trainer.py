@@ -22,6 +22,7 @@ on its policy queue; the env side then hands the new actor weights to the muscle
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
@@ -31,6 +32,8 @@ import torch
 from ml_arl.core.experience import Trajectory
 from ml_arl.networks.actor_critic import ActorCritic
 from ml_arl.settings import PPOSettings
+from ml_arl.trainers.learner_group import LearnerGroup, all_reduce_mean, numpy_state, spec_of
+from ml_arl.trainers.learner_protocol import ShardMessage, ShardRows
 from ml_arl.trainers.on_policy import OnPolicyTrainer
 from ml_arl.trainers.optimizers import clip_grad_norm
 from ml_arl.trainers.returns import ADVANTAGE_EPSILON, gae
@@ -112,6 +115,17 @@ class PPOBuffer:
         self.size = 0
 
 
+def shard_rows(batch: PPOBatch) -> ShardRows:
+    """A batch's fields as numpy, for a learner of the group (ml_arl.trainers.learner_protocol)."""
+
+    def np_(t: torch.Tensor) -> np.ndarray:
+        return t.detach().cpu().numpy()
+
+    return ShardRows([np_(o) for o in batch.obs], np_(batch.allowed) if batch.allowed is not None else None,
+                     np_(batch.continuous), np_(batch.discrete), np_(batch.log_prob), np_(batch.values),
+                     np_(batch.advantages), np_(batch.returns))
+
+
 def sequence_rows(lengths: list[int], sequence_length: int) -> np.ndarray:
     """Trajectories of ``lengths`` steps (consecutive rows of one batch) laid out as sequences of
     ``sequence_length``: for each slot, the row it holds, or -1 for the padding after a
@@ -189,6 +203,7 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
         )
         self._train(list(self.network.parameters()))
         self.buffer = PPOBuffer()
+        self.learners: Optional[LearnerGroup] = None  # --num-learners > 1: the group this brain updates with
         self.critic_memory: dict[str, torch.Tensor] = {}  # agent id -> the critic's memory after its last trajectory
 
     def add_experience(self, traj: Trajectory) -> None:
@@ -227,9 +242,7 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
     # ------------------------------------------------------------------ the update
     def update(self) -> None:
         hp = self.hp
-        net = self.network
         epsilon, beta = self._schedules()
-
         data = self._with_advantages()
         signal_data = self.streams.batch_of(self.buffer.trajectories) if self.streams.learned else None
         signal_stats: dict[str, list[float]] = {}
@@ -238,22 +251,46 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
             adv = data.advantages
             data.advantages = (adv - adv.mean()) / (adv.std(correction=0) + ADVANTAGE_EPSILON)
         # the unit of a minibatch: a step, or with an LSTM a sequence of them (padded, in slots)
-        length = self.sequence_length
         flat_rows = None
-        if net.lstm is not None:
-            slots = sequence_rows([len(t) for t in self.buffer.trajectories], length)
+        if self.network.lstm is not None:
+            slots = sequence_rows([len(t) for t in self.buffer.trajectories], self.sequence_length)
             flat_rows = torch.as_tensor(slots, device=self.device)
             data = data.select(flat_rows.clamp(min=0))
             data.mask = (flat_rows >= 0).float()
+        if self.learners is not None:  # --num-learners: this learner's shard, the others' scattered
+            losses = self._update_in_group(data, epsilon, beta)
+        else:
+            batch = max(min(hp.batch_size, n) // self.sequence_length, 1)
+            losses = self._descend(data, epsilon, beta, batch, self.rng, signal_data, flat_rows, signal_stats)
+        self.buffer.clear()
+        for tag, numbers in signal_stats.items():
+            self.stats.add_stat(tag, float(np.mean(numbers)))
+        if self.bc is not None:
+            for tag, number in self.bc.update(self.step).items():
+                self.stats.add_stat(tag, number)
+        self.stats.add_stat("Losses/Policy Loss", float(torch.stack(losses[0]).mean()))
+        self.stats.add_stat("Losses/Value Loss", float(torch.stack(losses[1]).mean()))
+        self.stats.add_stat("Policy/Learning Rate", self.optimizer.lr)
+        self.stats.add_stat("Policy/Epsilon", epsilon)
+        self.stats.add_stat("Policy/Beta", beta)
+
+    def _descend(
+        self, data: PPOBatch, epsilon: float, beta: float, batch: int, rng: np.random.Generator,
+        signal_data: Any = None, flat_rows: Optional[torch.Tensor] = None,
+        signal_stats: Optional[dict[str, list[float]]] = None, reduce: Optional[Callable[[list[torch.Tensor]], None]] = None,
+    ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """``num_epoch`` passes over ``data`` in minibatches of ``batch`` units (steps, or sequences
+        with an LSTM) in an order drawn from ``rng``; ``reduce`` (the learner group's all-reduce)
+        sees each minibatch's gradients before they are clipped. Returns the policy and value losses."""
+        hp, net, length = self.hp, self.network, self.sequence_length
         units = len(data) // length
-        batch = max(min(hp.batch_size, n) // length, 1)
         policy_losses, value_losses = [], []
         for _ in range(hp.num_epoch):
             if batch >= units:  # one minibatch per epoch: its order does not matter, skip the shuffle
                 minibatches = [data]
                 rows: list[Any] = [slice(None)]
             else:
-                perm = torch.as_tensor(self.rng.permutation(units), device=self.device)
+                perm = torch.as_tensor(rng.permutation(units), device=self.device)
                 picks = [perm[i : i + batch] for i in range(0, units - batch + 1, batch)]
                 offsets = torch.arange(length, device=self.device)
                 rows = [(pick[:, None] * length + offsets).reshape(-1) for pick in picks] if length > 1 else picks
@@ -268,24 +305,69 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
                 )
                 self.optimizer.zero_grad()
                 loss.total.backward()
+                if reduce is not None:
+                    reduce(self.optimizer.params)
                 if hp.max_grad_norm is not None:
                     clip_grad_norm(self.optimizer.params, hp.max_grad_norm)
                 self.optimizer.step()
                 policy_losses.append(loss.policy.detach())
                 value_losses.append(loss.value.detach())
-                if signal_data is not None:  # ML-Agents: the reward signals learn from the same minibatches
+                if signal_data is not None and signal_stats is not None:  # ML-Agents: the signals learn from the same minibatches
                     self.streams.update_rows(signal_data, idx, flat_rows, signal_stats)
-        self.buffer.clear()
-        for tag, numbers in signal_stats.items():
-            self.stats.add_stat(tag, float(np.mean(numbers)))
-        if self.bc is not None:
-            for tag, number in self.bc.update(self.step).items():
-                self.stats.add_stat(tag, number)
-        self.stats.add_stat("Losses/Policy Loss", float(torch.stack(policy_losses).mean()))
-        self.stats.add_stat("Losses/Value Loss", float(torch.stack(value_losses).mean()))
-        self.stats.add_stat("Policy/Learning Rate", self.optimizer.lr)
-        self.stats.add_stat("Policy/Epsilon", epsilon)
-        self.stats.add_stat("Policy/Beta", beta)
+        return policy_losses, value_losses
+
+    # ------------------------------------------------------------------ --num-learners
+    def _update_in_group(self, data: PPOBatch, epsilon: float, beta: float) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
+        """Rank 0's part of a group update (ml_arl.trainers.learner_group): N equal shards of the
+        rows (the last n mod N rows sit this update out), one to each learner with this learner's
+        weights and optimizer state, minibatches of batch_size / N rows on each."""
+        group = self.learners
+        assert group is not None
+        world = group.world
+        per = len(data) // world
+        minibatch = max(min(self.hp.batch_size, len(data)) // world, 1)
+        seed = int(self.rng.integers(2**31))
+        network, optimizer = numpy_state(self.network), self._optimizer_state()
+        learner = spec_of(self.behavior, self.settings, self.spec)
+        messages = [
+            ShardMessage(learner, shard_rows(data.select(torch.arange(r * per, (r + 1) * per, device=self.device))),
+                         epsilon, beta, self.optimizer.lr, minibatch, seed, network, optimizer)
+            for r in range(1, world)
+        ]
+        mine = data.select(torch.arange(0, per, device=self.device))
+        out: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
+        rng = np.random.default_rng([seed, 0])
+        group.update(messages, lambda: out.append(self._descend(mine, epsilon, beta, minibatch, rng, reduce=group.reduce)))
+        return out[0]
+
+    def _optimizer_state(self) -> dict[str, list[np.ndarray]]:
+        opt = self.optimizer
+        return {name: [t.detach().cpu().numpy().copy() for t in tensors]
+                for name, tensors in (("exp_avg", opt.exp_avgs), ("exp_avg_sq", opt.exp_avg_sqs), ("step", opt.state_steps))}
+
+    def descend_shard(self, message: ShardMessage, rank: int, world: int) -> None:
+        """A learner's part of a group update (ml_arl.trainers.learner_main): rank 0's state, then
+        the epochs over this shard with the group's all-reduce."""
+        self.network.load_state_dict({k: torch.as_tensor(v) for k, v in message.network.items()})
+        opt = self.optimizer
+        for name, target in (("exp_avg", opt.exp_avgs), ("exp_avg_sq", opt.exp_avg_sqs), ("step", opt.state_steps)):
+            for k, value in enumerate(message.optimizer[name]):
+                target[k] = torch.as_tensor(value, device=self.device).clone()
+        opt.lr = message.learning_rate
+        rows = message.rows
+        data = PPOBatch(
+            obs=[torch.as_tensor(o, device=self.device) for o in rows.obs],
+            allowed=torch.as_tensor(rows.allowed, device=self.device) if rows.allowed is not None else None,
+            continuous=torch.as_tensor(rows.continuous, device=self.device),
+            discrete=torch.as_tensor(rows.discrete, device=self.device),
+            log_prob=torch.as_tensor(rows.log_prob, device=self.device),
+            values=torch.as_tensor(rows.values, device=self.device),
+            advantages=torch.as_tensor(rows.advantages, device=self.device),
+            returns=torch.as_tensor(rows.returns, device=self.device),
+        )
+        rng = np.random.default_rng([message.seed, rank])
+        self._descend(data, message.epsilon, message.beta, message.minibatch, rng,
+                      reduce=lambda params: all_reduce_mean(params, world))
 
     def _with_advantages(self) -> PPOBatch:
         """The buffer as one batch with values, GAE advantages (per trajectory and reward stream,

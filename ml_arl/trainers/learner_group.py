@@ -1,0 +1,187 @@
+"""Data-parallel learners on torch.distributed (issue 50): ``--num-learners N``.
+
+Rank 0 is the run's own process: its trainer collects every trajectory, computes values and GAE
+advantages over the whole buffer (and normalises the advantages there, as one learner would),
+then splits the rows into N equal shards and scatters shards 1..N-1 to the other learners
+(``learner_main``, one process each, started with the run), each with rank 0's weights and
+optimizer state. Every learner then runs the same epochs over its own shard, minibatches of
+batch_size / N rows in an order drawn from (seed, rank). After each ``backward()`` one all-reduce
+sums the flattened gradients, which are divided by N and then clipped; every learner steps the
+same Adam from the same state with the same gradient, so their weights stay equal, and rank 0
+publishes the policy and writes checkpoints, TensorBoard and the store as ever. With equal
+shards, N learners on minibatches of B / N give the update one learner makes on minibatches of B
+made of those shards (tests/trainers/test_learners.py checks it to float tolerance).
+
+The group is gloo over a file store in the run's temporary folder: on one machine, with nothing
+listening on a port. A learner that fails or dies ends the run with one line naming it and where
+its log is; the checkpoints are rank 0's, written as ever (to a temporary file, then renamed), so
+``--resume`` continues from the last one. Closing asks each learner to stop, waits, then
+terminates and kills.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
+from typing import Optional
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ml_arl.core.exceptions import ConfigError, LearnerError
+from ml_arl.settings import TrainerSettings
+from ml_arl.trainers.learner_protocol import LearnerSpec, ShardMessage, StopLearners
+
+logger = logging.getLogger(__name__)
+
+JOIN_TIMEOUT_S = 120.0  # the learners import torch and join the group
+COLLECTIVE_TIMEOUT_S = 600.0  # one update's collective on a learner that stopped answering
+STOP_TIMEOUT_S = 10.0
+
+
+def learner_problem(settings: TrainerSettings, brain: str, device: torch.device) -> Optional[str]:
+    """Why ``--num-learners`` > 1 cannot train this behavior yet (one line), or None."""
+    reasons = [
+        (settings.trainer_type != "ppo", f"trainer_type {settings.trainer_type} (PPO only, for now)"),
+        (settings.network_settings.memory is not None, "network_settings.memory"),
+        (settings.self_play is not None, "self_play"),
+        (settings.behavioral_cloning is not None, "behavioral_cloning"),
+        (any(name != "extrinsic" for name in settings.reward_signals.model_dump(exclude_none=True)),
+         "reward signals other than extrinsic"),
+        (device.type != "cpu", f"device {device} (gloo on the CPU only, for now)"),
+    ]
+    why = next((text for bad, text in reasons if bad), None)
+    if why is None:
+        return None
+    return f"behaviors.{brain}: --num-learners > 1 does not support {why} yet; use --num-learners 1"
+
+
+def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
+    """Every learner's gradients of ``params`` summed in one all-reduce and divided by ``world``
+    (the parameters without a gradient, the same on every learner, are left out)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for g in grads:
+        n = g.numel()
+        g.copy_(flat[offset : offset + n].view_as(g))
+        offset += n
+
+
+def join_group(store_path: str, rank: int, world: int) -> None:
+    dist.init_process_group(
+        "gloo", init_method=f"file://{store_path}", rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+    )
+
+
+class LearnerGroup:
+    """Rank 0's end of the group: the other learners' processes, the scatter, the all-reduce."""
+
+    def __init__(self, world: int, log_dir: Optional[str] = None):
+        if world < 2:
+            raise ConfigError([f"torch_settings.num_learners: a group needs 2 or more learners, got {world}"])
+        self.world = world
+        self.rank = 0
+        self._folder = tempfile.mkdtemp(prefix="ml_arl-learners-")
+        self.store_path = os.path.join(self._folder, "store")
+        self.log_dir = log_dir or self._folder
+        self.logs = [os.path.join(self.log_dir, f"learner-{rank}.log") for rank in range(1, world)]
+        self._lock = threading.Lock()  # one brain's update at a time: collectives of two would interleave
+        self._joined = False
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for rank, log in zip(range(1, world), self.logs):
+            with open(log, "wb") as out:
+                cmd = [sys.executable, "-m", "ml_arl.trainers.learner_main", self.store_path, str(rank), str(world)]
+                self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        logger.debug("Started %d learner process(es); logs in %s", world - 1, self.log_dir)
+
+    def _join(self) -> None:
+        if not self._joined:
+            self._guarded(lambda: join_group(self.store_path, 0, self.world), "while joining the learner group")
+            self._joined = True
+
+    def _guarded(self, call, during: str) -> None:  # type: ignore[no-untyped-def]
+        try:
+            call()
+        except (RuntimeError, ValueError) as err:
+            raise self._failure(during, err) from None
+
+    def _failure(self, during: str, err: BaseException) -> LearnerError:
+        for rank, (proc, log) in enumerate(zip(self.procs, self.logs), start=1):
+            code = proc.poll()
+            if code is not None:
+                how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+                last = _last_line(log)
+                return LearnerError(f"learner {rank} stopped {during} ({how}){': ' + last if last else ''}; its log: {log}")
+        return LearnerError(f"the learner group failed {during}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
+
+    def update(self, messages: list[ShardMessage], descend) -> None:  # type: ignore[no-untyped-def]
+        """Scatter ``messages`` (one per learner 1..N-1), then run ``descend()`` here as every
+        learner runs its own (with ``reduce`` all-reducing each minibatch's gradients)."""
+        with self._lock:
+            self._join()
+            self._guarded(lambda: dist.scatter_object_list([None], [None, *messages], src=0), "while receiving its shard")
+            self._guarded(descend, "during an update")
+
+    def reduce(self, params: Sequence[torch.Tensor]) -> None:
+        all_reduce_mean(params, self.world)
+
+    def close(self) -> None:
+        """Ask every learner to stop, wait, then terminate and kill what is left."""
+        if self._joined and all(p.poll() is None for p in self.procs):
+            try:
+                with self._lock:
+                    dist.scatter_object_list([None], [None, *([StopLearners()] * (self.world - 1))], src=0)
+            except (RuntimeError, ValueError):
+                logger.debug("the learners did not take the stop", exc_info=True)
+        for proc in self.procs:
+            for stop in (None, proc.terminate, proc.kill):
+                if stop is not None:
+                    stop()
+                try:
+                    proc.wait(STOP_TIMEOUT_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        if self._joined and dist.is_initialized():
+            dist.destroy_process_group()
+        self._joined = False
+        try:
+            os.unlink(self.store_path)
+        except OSError:
+            pass
+        try:
+            os.rmdir(self._folder)
+        except OSError:
+            pass
+
+
+def _last_line(path: str) -> str:
+    try:
+        with open(path, "rb") as f:
+            lines = [line.strip() for line in f.read().decode("utf-8", "replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1] if lines else ""
+
+
+def spec_of(behavior: str, settings: TrainerSettings, spec: object) -> LearnerSpec:
+    from ml_arl.core.behavior_specs import spec_to_plain
+
+    return LearnerSpec(behavior, settings.model_dump(mode="json"), spec_to_plain(spec))  # type: ignore[arg-type]
+
+
+def numpy_state(module: torch.nn.Module) -> dict[str, np.ndarray]:
+    return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}

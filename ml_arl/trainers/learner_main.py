@@ -1,0 +1,66 @@
+"""One learner of ``--num-learners`` (rank 1..N-1; ml_arl.trainers.learner_group), a process of its
+own: ``python -m ml_arl.trainers.learner_main STORE RANK WORLD``.
+
+It joins the gloo group, then takes one message at a time from rank 0: a ``ShardMessage`` builds
+the brain's replica the first time it names it, loads rank 0's weights and optimizer state, and
+runs the update over its shard, all-reducing each minibatch's gradients with the others;
+``StopLearners`` ends it. What it raises is printed with its traceback to its log (stdout), and it
+exits 1: rank 0's next collective fails and names this log. It exits too when rank 0's process is
+gone (its collective fails).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+from ml_arl.core.behavior_specs import spec_from_plain
+from ml_arl.results.summary_writers import StatsReporter
+from ml_arl.settings import TrainerSettings
+from ml_arl.trainers.learner_group import join_group
+from ml_arl.trainers.learner_protocol import ShardMessage, StopLearners
+from ml_arl.trainers.ppo.trainer import PPOTrainer
+
+logger = logging.getLogger("ml_arl.learner")
+
+
+def serve(store_path: str, rank: int, world: int) -> None:
+    torch.set_num_threads(1)
+    join_group(store_path, rank, world)
+    replicas: dict[str, PPOTrainer] = {}
+    while True:
+        box: list[object] = [None]
+        dist.scatter_object_list(box, None, src=0)
+        message = box[0]
+        if isinstance(message, StopLearners):
+            break
+        assert isinstance(message, ShardMessage), f"unexpected message {type(message).__name__}"
+        spec = message.learner
+        trainer = replicas.get(spec.behavior)
+        if trainer is None:
+            settings = TrainerSettings.model_validate(spec.settings)
+            trainer = PPOTrainer(spec.behavior, settings, spec_from_plain(spec.spec), StatsReporter(spec.behavior, []),
+                                 None, torch.device("cpu"), training=True)
+            replicas[spec.behavior] = trainer
+        trainer.descend_shard(message, rank, world)
+    dist.destroy_process_group()
+
+
+def main() -> int:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [learner] %(message)s")
+    store_path, rank, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    try:
+        serve(store_path, rank, world)
+    except Exception as err:  # noqa: BLE001 - printed whole to the learner's log, rank 0 names it
+        traceback.print_exc()
+        print(f"learner {rank}: {type(err).__name__}: {err}", flush=True)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
