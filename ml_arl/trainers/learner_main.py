@@ -12,6 +12,7 @@ gone (its collective fails).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 import traceback
 
@@ -53,6 +54,7 @@ def serve(store_path: str, rank: int, world: int) -> None:
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [learner] %(message)s")
     store_path, rank, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    print(f"learner {rank} of {world}: pid {os.getpid()}", flush=True)
     try:
         serve(store_path, rank, world)
     except Exception as err:  # noqa: BLE001 - printed whole to the learner's log, rank 0 names it

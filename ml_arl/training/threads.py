@@ -9,7 +9,7 @@ import logging
 import threading
 import traceback
 
-from ml_arl.core.exceptions import ResultsWriteError, TrainerThreadError
+from ml_arl.core.exceptions import LearnerError, ResultsWriteError, TrainerThreadError
 from ml_arl.results.timers import Timers
 from ml_arl.trainers.trainer import Trainer
 
@@ -48,8 +48,9 @@ class TrainerThreads:
         """Raise the first error of a trainer thread in the calling (main) thread."""
         if self.errors:
             brain, exc, tb = self.errors[0]
-            if isinstance(exc, ResultsWriteError):
-                raise exc  # a full disk, not a bug: its one line says it all
+            if isinstance(exc, (ResultsWriteError, LearnerError)):
+                logger.debug("trainer thread of %s raised:\n%s", brain, tb.rstrip())
+                raise exc  # a full disk or a learner process that died, not a bug: its one line says it all
             logger.error("trainer thread of %s raised:\n%s", brain, tb.rstrip())
             raise TrainerThreadError(brain, f"trainer of {brain} failed: {type(exc).__name__}: {exc}", tb) from exc
 

@@ -1,0 +1,151 @@
+"""--num-learners (ml_arl.trainers.learner_group): two gloo learners make the update one learner
+makes on the whole buffer; a learner that dies ends the update with one line naming it; what
+the group cannot train yet is a config error; CartPole solves with two learners."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+import yaml
+from mlagents_envs.base_env import ActionSpec, BehaviorSpec, ObservationSpec, ObservationType
+from mlagents_envs.base_env import DimensionProperty as D
+
+import ml_arl
+from ml_arl.core.exceptions import ConfigError, LearnerError
+from ml_arl.core.experience import Trajectory
+from ml_arl.results.summary_writers import StatsReporter
+from ml_arl.settings import build_run_options
+from ml_arl.trainers.learner_group import LearnerGroup
+from ml_arl.trainers.ppo.trainer import PPOTrainer
+from tests.support.runs import ROOT, scalars
+
+SPEC = BehaviorSpec([ObservationSpec((5,), (D.NONE,), ObservationType.DEFAULT, "v")], ActionSpec(2, (3,)))
+
+
+def _trajectories(seed: int, count: int = 8, steps: int = 16) -> list[Trajectory]:
+    rng = np.random.default_rng(seed)
+    out = []
+    for k in range(count):
+        out.append(Trajectory(
+            behavior="B", agent_id=f"0-{k}", obs=[rng.normal(size=(steps, 5)).astype(np.float32)],
+            next_obs=[rng.normal(size=(5,)).astype(np.float32)], continuous=rng.normal(size=(steps, 2)).astype(np.float32),
+            discrete=rng.integers(0, 3, size=(steps, 1)).astype(np.int32), allowed=np.ones((steps, 3), bool),
+            log_prob=rng.normal(-1.5, 0.3, size=(steps, 3)).astype(np.float32), rewards=rng.normal(size=steps).astype(np.float32),
+            group_rewards=np.zeros(steps, np.float32), group_id=0, done=k % 3 == 0, interrupted=False, policy_version=0,
+        ))
+    return out
+
+
+def _trainer(**hyperparameters: Any) -> PPOTrainer:
+    section = {"hyperparameters": {"batch_size": 128, "buffer_size": 128, "num_epoch": 3, "max_grad_norm": 0.5, **hyperparameters},
+               "network_settings": {"hidden_units": 16, "num_layers": 2, "normalize": True}}
+    settings = build_run_options({"behaviors": {"B": section}}, {}, "test").behaviors["B"]
+    torch.manual_seed(0)
+    return PPOTrainer("B", settings, SPEC, StatsReporter("B", []), None, torch.device("cpu"), seed=3)
+
+
+def _parameters(trainer: PPOTrainer) -> list[torch.Tensor]:
+    return [p.detach().clone() for p in trainer.network.parameters()]
+
+
+def test_two_learners_make_the_update_one_learner_makes(tmp_path: Path) -> None:
+    """Two updates, each of three epochs over one minibatch: one learner on the 128 rows, or two
+    learners on 64 each with their gradients averaged. Gradient clipping is on (after the average)."""
+    single, grouped = _trainer(), _trainer()
+    start = _parameters(single)
+    for a, b in zip(start, _parameters(grouped)):
+        assert torch.equal(a, b)
+    group = LearnerGroup(2, str(tmp_path))
+    grouped.learners = group
+    try:
+        for seed in (1, 2):
+            for traj in _trajectories(seed):
+                single.add_experience(traj)
+                grouped.add_experience(traj)
+            single.update()
+            grouped.update()
+            for a, b in zip(_parameters(single), _parameters(grouped)):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    finally:
+        group.close()
+    assert max(float((a - b).abs().max()) for a, b in zip(start, _parameters(single))) > 1e-3  # they did learn
+    assert all(p.poll() == 0 for p in group.procs)  # the learner stopped when asked
+
+
+def test_a_learner_that_dies_ends_the_update_with_one_line(tmp_path: Path) -> None:
+    trainer = _trainer()
+    group = LearnerGroup(2, str(tmp_path))
+    trainer.learners = group
+    try:
+        for traj in _trajectories(1):
+            trainer.add_experience(traj)
+        trainer.update()  # the group works
+        os.kill(group.procs[0].pid, signal.SIGKILL)
+        group.procs[0].wait(30)
+        for traj in _trajectories(2):
+            trainer.add_experience(traj)
+        with pytest.raises(LearnerError) as err:
+            trainer.update()
+    finally:
+        group.close()
+    text = str(err.value)
+    assert "learner 1 stopped" in text and "killed by signal 9" in text and "learner-1.log" in text
+    assert "\n" not in text
+
+
+def test_what_the_group_cannot_train_yet_is_one_config_error(tmp_path: Path) -> None:
+    config = {"env_settings": {"env_path": "builtin:Reach", "num_envs": 1}, "behaviors": {"Reach": {"trainer_type": "sac"}}}
+    with pytest.raises(ConfigError, match="behaviors.Reach: --num-learners > 1 does not support trainer_type sac"):
+        ml_arl.train(config, run_id="sac", results_dir=str(tmp_path), num_learners=2)
+    assert not (tmp_path / "sac" / "Reach").exists()
+
+
+@pytest.mark.slow
+def test_cartpole_solves_with_two_learners(tmp_path: Path) -> None:
+    config = yaml.safe_load((ROOT / "config" / "ppo" / "CartPole.yaml").read_text())
+    config["behaviors"]["CartPole"].update({"max_steps": 30000, "summary_freq": 5000})
+    run = ml_arl.train(config, run_id="cartpole-2", results_dir=str(tmp_path), num_learners=2, seed=1)
+    assert run.steps["CartPole"] >= 30000
+    rewards = [value for _step, value in scalars(tmp_path / "cartpole-2" / "CartPole", "Environment/Cumulative Reward")]
+    assert max(rewards[-2:]) >= 400, rewards  # solved (500) by 20k steps with seed 1
+    assert (tmp_path / "cartpole-2" / "run_logs" / "learner-1.log").is_file()
+
+
+@pytest.mark.slow
+def test_a_learner_killed_mid_run_ends_it_and_resume_continues(tmp_path: Path) -> None:
+    """SIGKILL a learner once a checkpoint is saved: the run exits 1 with one error line naming the
+    learner; the checkpoint is whole, and --resume with two learners goes on from it to the end."""
+    import re
+
+    from tests.support.runs import arl_learn, arl_learn_watched, tiny_config, write_config
+
+    config = tiny_config("builtin:Reach", max_steps=12000, checkpoint_interval=2000, summary_freq=2000)
+    path = write_config(tmp_path / "reach.yaml", config)
+    args = [path, "--run-id", "killed", "--results-dir", tmp_path / "results", "--num-learners", "2", "--seed", "2"]
+    log = tmp_path / "results" / "killed" / "run_logs" / "learner-1.log"
+    killed: list[int] = []
+
+    def kill_learner(line: str) -> None:
+        if "Saved checkpoint" in line and not killed:
+            pid = int(re.search(r"pid (\d+)", log.read_text()).group(1))  # type: ignore[union-attr]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    first = arl_learn_watched(args, ROOT, on_line=kill_learner)
+    assert killed and first.returncode == 1, first.stdout
+    errors = [line for line in first.stdout.splitlines() if line.startswith("[ERROR]")]
+    assert len(errors) == 1 and "learner 1 stopped" in errors[0] and "killed by signal 9" in errors[0], first.stdout
+    assert "Traceback" not in first.stdout
+    saved = sorted((tmp_path / "results" / "killed" / "Reach").glob("Reach-*.pt"))
+    assert saved
+    torch.load(saved[-1], weights_only=True)  # whole
+    second = arl_learn([*args, "--resume"], ROOT, timeout=240)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "Resum" in second.stdout + second.stderr
+    assert (tmp_path / "results" / "killed" / "Reach.onnx").is_file()
