@@ -49,18 +49,19 @@ STOP_TIMEOUT_S = 10.0
 def learner_problem(settings: TrainerSettings, brain: str, device: torch.device) -> Optional[str]:
     """Why ``--num-learners`` > 1 cannot train this behavior yet (one line), or None."""
     reasons = [
-        (settings.trainer_type != "ppo", f"trainer_type {settings.trainer_type} (PPO only, for now)"),
+        (settings.trainer_type != "ppo", f"trainer_type {settings.trainer_type}"),
         (settings.network_settings.memory is not None, "network_settings.memory"),
         (settings.self_play is not None, "self_play"),
         (settings.behavioral_cloning is not None, "behavioral_cloning"),
         (any(name != "extrinsic" for name in settings.reward_signals.model_dump(exclude_none=True)),
          "reward signals other than extrinsic"),
-        (device.type != "cpu", f"device {device} (gloo on the CPU only, for now)"),
+        (device.type != "cpu", f"device {device}"),
     ]
     why = next((text for bad, text in reasons if bad), None)
     if why is None:
         return None
-    return f"behaviors.{brain}: --num-learners > 1 does not support {why} yet; use --num-learners 1"
+    return (f"behaviors.{brain}: --num-learners > 1 does not support {why} yet (PPO with the extrinsic reward, "
+            "on the CPU); use --num-learners 1")
 
 
 def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
