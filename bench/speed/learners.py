@@ -37,9 +37,10 @@ from mlagents_envs.base_env import DimensionProperty as D  # noqa: E402
 from ml_arl.core.experience import Trajectory  # noqa: E402
 from ml_arl.results.summary_writers import StatsReporter  # noqa: E402
 from ml_arl.settings import build_run_options  # noqa: E402
-from ml_arl.trainers.learner_group import LearnerGroup, numpy_state, spec_of  # noqa: E402
+from ml_arl.trainers.learner_group import LearnerGroup, spec_of, states_of  # noqa: E402
 from ml_arl.trainers.learner_protocol import ShardMessage  # noqa: E402
-from ml_arl.trainers.ppo.trainer import PPOTrainer, shard_rows  # noqa: E402
+from ml_arl.trainers.ppo.trainer import PPOTrainer  # noqa: E402
+from ml_arl.trainers.tensor_batches import to_numpy  # noqa: E402
 
 OBS, ACT, STEPS = 17, 6, 64
 SPEC = BehaviorSpec([ObservationSpec((OBS,), (D.NONE,), ObservationType.DEFAULT, "v")], ActionSpec(ACT, ()))
@@ -87,8 +88,8 @@ def scattered_bytes(ppo: PPOTrainer, buffer: int) -> int:
     data = ppo._with_advantages()
     ppo.buffer.clear()
     half = data.select(torch.arange(buffer // 2, buffer))
-    message = ShardMessage(spec_of("B", ppo.settings, SPEC), shard_rows(half), 0.2, 0.0, 3e-4, buffer // 8, 1,
-                           numpy_state(ppo.network), ppo._optimizer_state())
+    modules, optimizers = states_of(*ppo._group_state())
+    message = ShardMessage(spec_of("B", ppo.settings, SPEC), to_numpy(half), 0.2, 0.0, 3e-4, buffer // 8, 1, modules, optimizers)
     return len(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
 
 

@@ -29,7 +29,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Sequence
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -37,7 +37,8 @@ import torch.distributed as dist
 
 from ml_arl.core.exceptions import ConfigError, LearnerError
 from ml_arl.settings import TrainerSettings
-from ml_arl.trainers.learner_protocol import LearnerSpec, ShardMessage, StopLearners
+from ml_arl.trainers.learner_protocol import LearnerSpec, StopLearners
+from ml_arl.trainers.optimizers import Adam
 
 logger = logging.getLogger(__name__)
 
@@ -128,7 +129,7 @@ class LearnerGroup:
                 return LearnerError(f"learner {rank} stopped {during} ({how}){': ' + last if last else ''}; its log: {log}")
         return LearnerError(f"the learner group failed {during}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
 
-    def update(self, messages: list[ShardMessage], descend) -> None:  # type: ignore[no-untyped-def]
+    def update(self, messages: Sequence[object], descend) -> None:  # type: ignore[no-untyped-def]
         """Scatter ``messages`` (one per learner 1..N-1), then run ``descend()`` here as every
         learner runs its own (with ``reduce`` all-reducing each minibatch's gradients)."""
         with self._lock:
@@ -186,3 +187,29 @@ def spec_of(behavior: str, settings: TrainerSettings, spec: object) -> LearnerSp
 
 def numpy_state(module: torch.nn.Module) -> dict[str, np.ndarray]:
     return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+
+
+_MOMENTS = ("exp_avg", "exp_avg_sq", "step")
+
+
+def optimizer_state(opt: Adam) -> dict[str, list[np.ndarray]]:
+    """An Adam's moments and step counters as numpy (its lr travels on its own)."""
+    tensors = (opt.exp_avgs, opt.exp_avg_sqs, opt.state_steps)
+    return {name: [t.detach().cpu().numpy().copy() for t in part] for name, part in zip(_MOMENTS, tensors)}
+
+
+def states_of(modules: dict[str, torch.nn.Module], optimizers: dict[str, Adam]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What every learner starts an update from: each module's state_dict and each Adam's state."""
+    return {k: numpy_state(m) for k, m in modules.items()}, {k: optimizer_state(o) for k, o in optimizers.items()}
+
+
+def load_states(modules: dict[str, torch.nn.Module], optimizers: dict[str, Adam], module_states: dict[str, Any],
+                optimizer_states: dict[str, Any], device: torch.device) -> None:
+    """``states_of``'s output, sent by rank 0, into this learner's replica."""
+    for name, module in modules.items():
+        module.load_state_dict({k: torch.as_tensor(v) for k, v in module_states[name].items()})
+    for name, opt in optimizers.items():
+        parts = (opt.exp_avgs, opt.exp_avg_sqs, opt.state_steps)
+        for moment, target in zip(_MOMENTS, parts):
+            for k, value in enumerate(optimizer_states[name][moment]):
+                target[k] = torch.as_tensor(value, device=device).clone()

@@ -1,10 +1,11 @@
 """What the learners of one run send each other (ml_arl.trainers.learner_group): typed, numpy-only
 messages, scattered from rank 0 (the run's own process) to the other learners over the gloo group.
 
-A ``ShardMessage`` is one update of one brain for one learner: its shard of the buffer's rows
-(values, advantages and returns computed by rank 0 over the whole buffer, the advantages
-normalised there), the update's hyperparameters at this step, and the state every learner starts
-the update from (rank 0's network and optimizer): after any load (``--resume``, ``--initialize-from``,
+A ``ShardMessage`` is one PPO (or POCA) update of one brain for one learner: its shard of the
+buffer's rows (values, advantages and returns computed by rank 0 over the whole buffer, the
+advantages normalised there), the update's hyperparameters at this step, and the state every
+learner starts the update from (rank 0's networks and optimizers); a ``ReplayShardMessage`` is
+SAC's, with the learner's part of every minibatch rank 0 drew for the update: after any load (``--resume``, ``--initialize-from``,
 a phase's ``load:``) the learners agree without a protocol of their own for it. ``StopLearners``
 ends a learner's loop. No torch here: this module must import without it.
 """
@@ -12,7 +13,7 @@ ends a learner's loop. No torch here: this module must import without it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any
 
 import numpy as np
 
@@ -27,30 +28,31 @@ class LearnerSpec:
 
 
 @dataclass(frozen=True)
-class ShardRows:
-    """PPOBatch's fields as numpy, for one learner's rows."""
-
-    obs: list[np.ndarray]
-    allowed: Optional[np.ndarray]
-    continuous: np.ndarray
-    discrete: np.ndarray
-    log_prob: np.ndarray
-    values: np.ndarray
-    advantages: np.ndarray
-    returns: np.ndarray
-
-
-@dataclass(frozen=True)
 class ShardMessage:
+    """PPO's (and POCA's) update: the learner's rows of the buffer (its batch class's fields as numpy,
+    ml_arl.trainers.tensor_batches.to_numpy)."""
+
     learner: LearnerSpec
-    rows: ShardRows
+    rows: dict[str, Any]
     epsilon: float
     beta: float
     learning_rate: float
     minibatch: int  # rows per minibatch on each learner (batch_size // learners)
     seed: int  # each learner draws its minibatch order from (seed, rank)
-    network: dict[str, np.ndarray] = field(default_factory=dict)  # rank 0's state_dict before the update
-    optimizer: dict[str, list[np.ndarray]] = field(default_factory=dict)  # its Adam moments and step counters
+    modules: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # rank 0's state_dicts before the update
+    optimizers: dict[str, dict[str, list[np.ndarray]]] = field(default_factory=dict)  # their Adam moments and steps
+
+
+@dataclass(frozen=True)
+class ReplayShardMessage:
+    """SAC's update: the gradient steps rank 0 has due, each with this learner's rows of the
+    minibatch rank 0 drew from its replay buffer (the buffer stays there)."""
+
+    learner: LearnerSpec
+    batches: list[dict[str, Any]]
+    learning_rate: float
+    modules: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
+    optimizers: dict[str, dict[str, list[np.ndarray]]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

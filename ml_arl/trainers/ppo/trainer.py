@@ -32,12 +32,12 @@ import torch
 from ml_arl.core.experience import Trajectory
 from ml_arl.networks.actor_critic import ActorCritic
 from ml_arl.settings import PPOSettings
-from ml_arl.trainers.learner_group import LearnerGroup, all_reduce_mean, numpy_state, spec_of
-from ml_arl.trainers.learner_protocol import ShardMessage, ShardRows
+from ml_arl.trainers.learner_group import LearnerGroup, all_reduce_mean, load_states, spec_of, states_of
+from ml_arl.trainers.learner_protocol import ShardMessage
 from ml_arl.trainers.on_policy import OnPolicyTrainer
-from ml_arl.trainers.optimizers import clip_grad_norm
+from ml_arl.trainers.optimizers import Adam, clip_grad_norm
 from ml_arl.trainers.returns import ADVANTAGE_EPSILON, gae
-from ml_arl.trainers.tensor_batches import select_rows
+from ml_arl.trainers.tensor_batches import from_numpy, select_rows, to_numpy
 
 logger = logging.getLogger(__name__)
 
@@ -113,17 +113,6 @@ class PPOBuffer:
         self.stream_rewards = []
         self.critic_memories = []
         self.size = 0
-
-
-def shard_rows(batch: PPOBatch) -> ShardRows:
-    """A batch's fields as numpy, for a learner of the group (ml_arl.trainers.learner_protocol)."""
-
-    def np_(t: torch.Tensor) -> np.ndarray:
-        return t.detach().cpu().numpy()
-
-    return ShardRows([np_(o) for o in batch.obs], np_(batch.allowed) if batch.allowed is not None else None,
-                     np_(batch.continuous), np_(batch.discrete), np_(batch.log_prob), np_(batch.values),
-                     np_(batch.advantages), np_(batch.returns))
 
 
 def sequence_rows(lengths: list[int], sequence_length: int) -> np.ndarray:
@@ -327,11 +316,11 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
         per = len(data) // world
         minibatch = max(min(self.hp.batch_size, len(data)) // world, 1)
         seed = int(self.rng.integers(2**31))
-        network, optimizer = numpy_state(self.network), self._optimizer_state()
+        modules, optimizers = states_of(*self._group_state())
         learner = spec_of(self.behavior, self.settings, self.spec)
         messages = [
-            ShardMessage(learner, shard_rows(data.select(torch.arange(r * per, (r + 1) * per, device=self.device))),
-                         epsilon, beta, self.optimizer.lr, minibatch, seed, network, optimizer)
+            ShardMessage(learner, to_numpy(data.select(torch.arange(r * per, (r + 1) * per, device=self.device))),
+                         epsilon, beta, self.optimizer.lr, minibatch, seed, modules, optimizers)
             for r in range(1, world)
         ]
         mine = data.select(torch.arange(0, per, device=self.device))
@@ -340,31 +329,16 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
         group.update(messages, lambda: out.append(self._descend(mine, epsilon, beta, minibatch, rng, reduce=group.reduce)))
         return out[0]
 
-    def _optimizer_state(self) -> dict[str, list[np.ndarray]]:
-        opt = self.optimizer
-        return {name: [t.detach().cpu().numpy().copy() for t in tensors]
-                for name, tensors in (("exp_avg", opt.exp_avgs), ("exp_avg_sq", opt.exp_avg_sqs), ("step", opt.state_steps))}
+    def _group_state(self) -> tuple[dict[str, torch.nn.Module], dict[str, Adam]]:
+        """What the learners of a group start each update from."""
+        return {"network": self.network}, {"optimizer": self.optimizer}
 
     def descend_shard(self, message: ShardMessage, rank: int, world: int) -> None:
         """A learner's part of a group update (ml_arl.trainers.learner_main): rank 0's state, then
         the epochs over this shard with the group's all-reduce."""
-        self.network.load_state_dict({k: torch.as_tensor(v) for k, v in message.network.items()})
-        opt = self.optimizer
-        for name, target in (("exp_avg", opt.exp_avgs), ("exp_avg_sq", opt.exp_avg_sqs), ("step", opt.state_steps)):
-            for k, value in enumerate(message.optimizer[name]):
-                target[k] = torch.as_tensor(value, device=self.device).clone()
-        opt.lr = message.learning_rate
-        rows = message.rows
-        data = PPOBatch(
-            obs=[torch.as_tensor(o, device=self.device) for o in rows.obs],
-            allowed=torch.as_tensor(rows.allowed, device=self.device) if rows.allowed is not None else None,
-            continuous=torch.as_tensor(rows.continuous, device=self.device),
-            discrete=torch.as_tensor(rows.discrete, device=self.device),
-            log_prob=torch.as_tensor(rows.log_prob, device=self.device),
-            values=torch.as_tensor(rows.values, device=self.device),
-            advantages=torch.as_tensor(rows.advantages, device=self.device),
-            returns=torch.as_tensor(rows.returns, device=self.device),
-        )
+        load_states(*self._group_state(), message.modules, message.optimizers, self.device)
+        self.optimizer.lr = message.learning_rate
+        data = from_numpy(PPOBatch, message.rows, self.device)
         rng = np.random.default_rng([message.seed, rank])
         self._descend(data, message.epsilon, message.beta, message.minibatch, rng,
                       reduce=lambda params: all_reduce_mean(params, world))
