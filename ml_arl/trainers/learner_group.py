@@ -43,14 +43,15 @@ from ml_arl.trainers.optimizers import Adam
 logger = logging.getLogger(__name__)
 
 JOIN_TIMEOUT_S = 120.0  # the learners import torch and join the group
-COLLECTIVE_TIMEOUT_S = 600.0  # one update's collective on a learner that stopped answering
+COLLECTIVE_TIMEOUT_S = 600.0
+GROUPED_TRAINERS = ("ppo", "sac")  # the trainers that update in a group (a ``learners`` attribute, ``descend_shard``)  # one update's collective on a learner that stopped answering
 STOP_TIMEOUT_S = 10.0
 
 
 def learner_problem(settings: TrainerSettings, brain: str, device: torch.device) -> Optional[str]:
     """Why ``--num-learners`` > 1 cannot train this behavior yet (one line), or None."""
     reasons = [
-        (settings.trainer_type != "ppo", f"trainer_type {settings.trainer_type}"),
+        (settings.trainer_type not in GROUPED_TRAINERS, f"trainer_type {settings.trainer_type}"),
         (settings.network_settings.memory is not None, "network_settings.memory"),
         (settings.self_play is not None, "self_play"),
         (settings.behavioral_cloning is not None, "behavioral_cloning"),
@@ -61,8 +62,8 @@ def learner_problem(settings: TrainerSettings, brain: str, device: torch.device)
     why = next((text for bad, text in reasons if bad), None)
     if why is None:
         return None
-    return (f"behaviors.{brain}: --num-learners > 1 does not support {why} yet (PPO with the extrinsic reward, "
-            "on the CPU); use --num-learners 1")
+    return (f"behaviors.{brain}: --num-learners > 1 does not support {why} yet (PPO and SAC with the extrinsic "
+            "reward, on the CPU); use --num-learners 1")
 
 
 def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:

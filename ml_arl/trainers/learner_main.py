@@ -23,8 +23,8 @@ from ml_arl.core.behavior_specs import spec_from_plain
 from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import TrainerSettings
 from ml_arl.trainers.learner_group import join_group
-from ml_arl.trainers.learner_protocol import ShardMessage, StopLearners
-from ml_arl.trainers.ppo.trainer import PPOTrainer
+from ml_arl.trainers.learner_protocol import ReplayShardMessage, ShardMessage, StopLearners
+from ml_arl.trainers.trainer import Trainer, trainer_class
 
 logger = logging.getLogger("ml_arl.learner")
 
@@ -32,22 +32,24 @@ logger = logging.getLogger("ml_arl.learner")
 def serve(store_path: str, rank: int, world: int) -> None:
     torch.set_num_threads(1)
     join_group(store_path, rank, world)
-    replicas: dict[str, PPOTrainer] = {}
+    replicas: dict[str, Trainer] = {}
     while True:
         box: list[object] = [None]
         dist.scatter_object_list(box, None, src=0)
         message = box[0]
         if isinstance(message, StopLearners):
             break
-        assert isinstance(message, ShardMessage), f"unexpected message {type(message).__name__}"
+        assert isinstance(message, (ShardMessage, ReplayShardMessage)), f"unexpected message {type(message).__name__}"
         spec = message.learner
         trainer = replicas.get(spec.behavior)
         if trainer is None:
             settings = TrainerSettings.model_validate(spec.settings)
-            trainer = PPOTrainer(spec.behavior, settings, spec_from_plain(spec.spec), StatsReporter(spec.behavior, []),
-                                 None, torch.device("cpu"), training=True)
+            trainer = trainer_class(settings, spec.behavior)(
+                spec.behavior, settings, spec_from_plain(spec.spec), StatsReporter(spec.behavior, []), None,
+                torch.device("cpu"), training=True,
+            )
             replicas[spec.behavior] = trainer
-        trainer.descend_shard(message, rank, world)
+        trainer.descend_shard(message, rank, world)  # type: ignore[attr-defined]
     dist.destroy_process_group()
 
 

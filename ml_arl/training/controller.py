@@ -31,7 +31,6 @@ from ml_arl.results.timers import Timers
 from ml_arl.settings import PhaseSettings, RunOptions
 from ml_arl.trainers.learner_group import LearnerGroup
 from ml_arl.trainers.on_policy import OnPolicyTrainer
-from ml_arl.trainers.ppo.trainer import PPOTrainer
 from ml_arl.trainers.trainer import Trainer
 from ml_arl.training.brains import Brains
 from ml_arl.training.callbacks import CallbackList, StopTraining
@@ -263,8 +262,8 @@ class TrainerController:
         first = self.quick.weights.get(brain) if self.quick is not None else None
         if first is not None and isinstance(trainer, OnPolicyTrainer):
             trainer.load_first_actor(first)  # the actor the quick start acted with: its steps are on-policy
-        if self.options.torch_settings.num_learners > 1 and isinstance(trainer, PPOTrainer) and self.train_model:
-            trainer.learners = self._learner_group()
+        if self.options.torch_settings.num_learners > 1 and hasattr(trainer, "learners") and self.train_model:
+            trainer.learners = self._learner_group()  # PPO's, SAC's (ml_arl.trainers.learner_group)
         self.brains.assign_phase(trainer, self.outputs.status)
         if self.callbacks.callbacks:
             trainer.on_checkpoint = self.callbacks.checkpoint

@@ -100,10 +100,10 @@ def test_a_learner_that_dies_ends_the_update_with_one_line(tmp_path: Path) -> No
 
 
 def test_what_the_group_cannot_train_yet_is_one_config_error(tmp_path: Path) -> None:
-    config = {"env_settings": {"env_path": "builtin:Reach", "num_envs": 1}, "behaviors": {"Reach": {"trainer_type": "sac"}}}
-    with pytest.raises(ConfigError, match="behaviors.Reach: --num-learners > 1 does not support trainer_type sac"):
-        ml_arl.train(config, run_id="sac", results_dir=str(tmp_path), num_learners=2)
-    assert not (tmp_path / "sac" / "Reach").exists()
+    config = {"env_settings": {"env_path": "builtin:Reach", "num_envs": 1}, "behaviors": {"Reach": {"trainer_type": "poca"}}}
+    with pytest.raises(ConfigError, match="behaviors.Reach: --num-learners > 1 does not support trainer_type poca"):
+        ml_arl.train(config, run_id="poca", results_dir=str(tmp_path), num_learners=2)
+    assert not (tmp_path / "poca" / "Reach").exists()
 
 
 @pytest.mark.slow
@@ -149,3 +149,48 @@ def test_a_learner_killed_mid_run_ends_it_and_resume_continues(tmp_path: Path) -
     assert second.returncode == 0, second.stdout + second.stderr
     assert "Resum" in second.stdout + second.stderr
     assert (tmp_path / "results" / "killed" / "Reach.onnx").is_file()
+
+
+DISCRETE = BehaviorSpec([ObservationSpec((5,), (D.NONE,), ObservationType.DEFAULT, "v")], ActionSpec(0, (3, 2)))
+
+
+def _sac() -> Any:
+    from ml_arl.trainers.sac.trainer import SACTrainer
+
+    section = {"trainer_type": "sac",
+               "hyperparameters": {"batch_size": 64, "buffer_size": 1000, "buffer_init_steps": 0, "steps_per_update": 10},
+               "network_settings": {"hidden_units": 16, "num_layers": 2, "normalize": True}}
+    settings = build_run_options({"behaviors": {"B": section}}, {}, "test").behaviors["B"]
+    torch.manual_seed(0)
+    return SACTrainer("B", settings, DISCRETE, StatsReporter("B", []), None, torch.device("cpu"), seed=3)
+
+
+def _sac_parameters(trainer: Any) -> list[torch.Tensor]:
+    modules = (trainer.network, trainer.q1, trainer.q2, trainer.value_net, trainer.target_net)
+    return [p.detach().clone() for m in modules for p in m.parameters()] + [a.detach().clone() for a in trainer.alphas.parameters()]
+
+
+def test_two_sac_learners_take_the_gradient_steps_one_learner_takes(tmp_path: Path) -> None:
+    """Rank 0 draws each due minibatch of 64 rows as one learner draws it; two learners take each
+    step on 32 rows each. Discrete actions: the actor's loss needs no sampled noise, so the two
+    runs draw nothing else at random (continuous SAC samples its noise on each learner)."""
+    single, grouped = _sac(), _sac()
+    group = LearnerGroup(2, str(tmp_path))
+    grouped.learners = group
+    start = _sac_parameters(single)
+    try:
+        for round_ in (1, 2):
+            for traj in _trajectories(round_, count=8, steps=16):
+                traj = Trajectory(**{**traj._asdict(), "continuous": np.zeros((16, 0), np.float32),
+                                     "discrete": traj.discrete.repeat(2, axis=1) % 2, "allowed": np.ones((16, 5), bool)})
+                single.add_experience(traj)
+                grouped.add_experience(traj)
+            single.step = grouped.step = 128 * round_
+            single.update()
+            grouped.update()
+            assert single.update_steps == grouped.update_steps > 1
+            for a, b in zip(_sac_parameters(single), _sac_parameters(grouped)):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+    finally:
+        group.close()
+    assert max(float((a - b).abs().max()) for a, b in zip(start, _sac_parameters(single)) if a.numel()) > 1e-3

@@ -32,6 +32,7 @@ import logging
 import math
 import os
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any, NamedTuple, Optional
 
 import numpy as np
@@ -44,9 +45,12 @@ from ml_arl.core.experience import Trajectory
 from ml_arl.networks.actor_critic import ActorCritic
 from ml_arl.settings import SACSettings
 from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
+from ml_arl.trainers.learner_group import LearnerGroup
+from ml_arl.trainers.learner_protocol import ReplayShardMessage
 from ml_arl.trainers.optimizers import Adam
 from ml_arl.trainers.reward_signals import SignalBatch
 from ml_arl.trainers.reward_streams import RewardStreams
+from ml_arl.trainers.sac.grouped import descend_shard, group_update
 from ml_arl.trainers.sac.networks import Critic, frozen, soft_update
 from ml_arl.trainers.sac.replay_buffer import ReplayBatch, ReplayBuffer
 from ml_arl.trainers.trainer import Trainer
@@ -244,6 +248,7 @@ class SACTrainer(Trainer[SACSettings]):
         self.sequence_length = net.memory.sequence_length if net.memory is not None else 1
         self.critic_memory: dict[str, torch.Tensor] = {}  # agent id -> V's memory after its last trajectory
         self.replay = self._new_replay()
+        self.learners: Optional[LearnerGroup] = None  # --num-learners > 1 (ml_arl.trainers.sac.grouped)
         self.update_steps = 1  # gradient steps taken + 1, as ML-Agents counts them
         self.signal_update_steps = 1  # reward-signal steps taken + 1
         self.bc = make_behavioral_cloning(
@@ -310,7 +315,9 @@ class SACTrainer(Trainer[SACSettings]):
         for optimizer in (self.policy_optimizer, self.value_optimizer, self.entropy_optimizer):
             optimizer.lr = lr
         steps: list[torch.Tensor] = []  # each step's stats, turned into numbers once per burst
-        while self._updates_due():
+        if self.learners is not None:  # --num-learners: every learner takes the steps over its rows
+            steps = group_update(self)
+        while self.learners is None and self._updates_due():
             steps.append(self._gradient_step(self._sample()))
             self.update_steps += 1
         signal_stats: dict[str, list[float]] = defaultdict(list)
@@ -332,7 +339,11 @@ class SACTrainer(Trainer[SACSettings]):
     def _signal_batch(batch: ReplayBatch) -> SignalBatch:
         return SignalBatch(batch.obs, batch.next_obs, batch.continuous, batch.discrete, batch.dones, batch.rewards)
 
-    def _gradient_step(self, batch: ReplayBatch) -> torch.Tensor:
+    def descend_shard(self, message: ReplayShardMessage, rank: int, world: int) -> None:
+        """A learner's part of a group update (ml_arl.trainers.sac.grouped)."""
+        descend_shard(self, message, rank, world)
+
+    def _gradient_step(self, batch: ReplayBatch, reduce: Optional[Callable[[list[torch.Tensor]], None]] = None) -> torch.Tensor:
         """One gradient step of the actor, the critics and the entropy coefficients; returns the
         step's stats (``_stat_names``' values, as one tensor without a graph).
 
@@ -387,6 +398,8 @@ class SACTrainer(Trainer[SACSettings]):
         for optimizer in self._optimizers:
             optimizer.zero_grad()
         torch.autograd.backward([loss.policy, loss.q1, loss.q2, loss.value, loss.entropy])
+        if reduce is not None:  # the learner group's all-reduce of every gradient
+            reduce([p for optimizer in self._optimizers for p in optimizer.params])
         Adam.step_all(self._optimizers)
         soft_update(self._value_params, self._target_params, self.hp.tau)
         with torch.no_grad():
