@@ -42,9 +42,8 @@ from ml_arl.trainers.optimizers import Adam
 
 logger = logging.getLogger(__name__)
 
-JOIN_TIMEOUT_S = 120.0  # the learners import torch and join the group
-COLLECTIVE_TIMEOUT_S = 600.0
-GROUPED_TRAINERS = ("ppo", "sac")  # the trainers that update in a group (a ``learners`` attribute, ``descend_shard``)  # one update's collective on a learner that stopped answering
+COLLECTIVE_TIMEOUT_S = 600.0  # the join, and one collective, with a learner that stopped answering (a dead one fails at once)
+GROUPED_TRAINERS = ("ppo", "sac", "poca")  # the trainers that update in a group (a ``learners`` attribute, ``descend_shard``)
 STOP_TIMEOUT_S = 10.0
 
 
@@ -62,8 +61,8 @@ def learner_problem(settings: TrainerSettings, brain: str, device: torch.device)
     why = next((text for bad, text in reasons if bad), None)
     if why is None:
         return None
-    return (f"behaviors.{brain}: --num-learners > 1 does not support {why} yet (PPO and SAC with the extrinsic "
-            "reward, on the CPU); use --num-learners 1")
+    return (f"behaviors.{brain}: --num-learners > 1 does not support {why} yet (PPO, SAC and POCA with the "
+            "extrinsic reward, on the CPU); use --num-learners 1")
 
 
 def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Optional
 
@@ -44,8 +45,11 @@ from mlagents_envs.base_env import BehaviorSpec
 from ml_arl.core.experience import Groupmates, Trajectory
 from ml_arl.networks.actor_critic import ActorCritic
 from ml_arl.settings import POCASettings
+from ml_arl.trainers.learner_group import LearnerGroup
+from ml_arl.trainers.learner_protocol import ShardMessage
 from ml_arl.trainers.on_policy import OnPolicyTrainer
-from ml_arl.trainers.optimizers import clip_grad_norm
+from ml_arl.trainers.on_policy_group import descend_shard, update_in_group
+from ml_arl.trainers.optimizers import Adam, clip_grad_norm
 from ml_arl.trainers.poca.networks import POCACritic
 from ml_arl.trainers.ppo.trainer import clipped_surrogate_loss, masked_mean, sequence_rows
 from ml_arl.trainers.returns import ADVANTAGE_EPSILON, lambda_returns
@@ -161,6 +165,7 @@ class POCATrainer(OnPolicyTrainer[POCASettings]):
         self.network = self._networks(lambda: ActorCritic(spec, net, streams=self.streams.names, critic=False).to(device))
         self.critic = self._networks(lambda: POCACritic(spec, net, self.network.normalizer, self.streams.names).to(device))
         self._train(list(self.network.parameters()) + list(self.critic.parameters()))
+        self.learners: Optional[LearnerGroup] = None  # --num-learners > 1 (ml_arl.trainers.on_policy_group)
         self.trajectories: list[Trajectory] = []
         self.stream_rewards: list[np.ndarray] = []
         self.size = 0
@@ -245,18 +250,45 @@ class POCATrainer(OnPolicyTrainer[POCASettings]):
         n = self.size
         # the unit of a minibatch: a step, or with memory a sequence of them (padded, in slots)
         length = self.sequence_length if data.mask is not None else 1
-        units = len(data) // length
         batch = max(min(hp.batch_size, n) // length, 1)
-        offsets = torch.arange(length, device=self.device)
-        losses: list[POCALoss] = []
         # ML-Agents: the reward signals learn from the same minibatches (their steps, without padding)
         signal_data = self.streams.batch_of(self.trajectories) if self.streams.learned else None
         flat_rows = None
         if signal_data is not None and length > 1:
             flat_rows = torch.as_tensor(sequence_rows([len(t) for t in self.trajectories], length), device=self.device)
         signal_stats: dict[str, list[float]] = {}
+        if self.learners is not None:  # --num-learners: this learner's shard, the others' scattered
+            losses = update_in_group(self, data, epsilon, beta,
+                                     lambda rows, mb, rng, reduce: self._descend(rows, epsilon, beta, mb, rng, reduce=reduce))
+        else:
+            losses = self._descend(data, epsilon, beta, batch, self.rng, signal_data, flat_rows, signal_stats)
+        self._clear_buffer()  # the buffer is spent
+        for tag, numbers in signal_stats.items():
+            self.stats.add_stat(tag, float(np.mean(numbers)))
+        if self.bc is not None:
+            for tag, number in self.bc.update(self.step).items():
+                self.stats.add_stat(tag, number)
+        self.stats.add_stat("Losses/Policy Loss", float(torch.stack([x.policy for x in losses]).mean()))
+        self.stats.add_stat("Losses/Value Loss", float(torch.stack([x.value for x in losses]).mean()))
+        self.stats.add_stat("Losses/Baseline Loss", float(torch.stack([x.baseline for x in losses]).mean()))
+        self.stats.add_stat("Policy/Learning Rate", self.optimizer.lr)
+        self.stats.add_stat("Policy/Epsilon", epsilon)
+        self.stats.add_stat("Policy/Beta", beta)
+
+    def _descend(
+        self, data: POCABatch, epsilon: float, beta: float, batch: int, rng: np.random.Generator, signal_data: Any = None,
+        flat_rows: Optional[torch.Tensor] = None, signal_stats: Optional[dict[str, list[float]]] = None,
+        reduce: Optional[Callable[[list[torch.Tensor]], None]] = None,
+    ) -> list[POCALoss]:
+        """``num_epoch`` passes over ``data`` in minibatches of ``batch`` units drawn from ``rng``;
+        ``reduce`` (the learner group's all-reduce) sees each minibatch's gradients before clipping."""
+        hp = self.hp
+        length = self.sequence_length if data.mask is not None else 1
+        units = len(data) // length
+        offsets = torch.arange(length, device=self.device)
+        losses: list[POCALoss] = []
         for _ in range(hp.num_epoch):
-            perm = torch.as_tensor(self.rng.permutation(units), device=self.device)
+            perm = torch.as_tensor(rng.permutation(units), device=self.device)
             for start in range(0, units - batch + 1, batch):
                 pick = perm[start : start + batch]
                 idx = (pick[:, None] * length + offsets).reshape(-1) if length > 1 else pick
@@ -272,24 +304,24 @@ class POCATrainer(OnPolicyTrainer[POCASettings]):
                 )
                 self.optimizer.zero_grad()
                 loss.total.backward()
+                if reduce is not None:
+                    reduce(self.optimizer.params)
                 if hp.max_grad_norm is not None:
                     clip_grad_norm(self.optimizer.params, hp.max_grad_norm)
                 self.optimizer.step()
                 losses.append(POCALoss(*(part.detach() for part in loss)))
-                if signal_data is not None:
+                if signal_data is not None and signal_stats is not None:
                     self.streams.update_rows(signal_data, idx, flat_rows, signal_stats)
-        self._clear_buffer()  # the buffer is spent
-        for tag, numbers in signal_stats.items():
-            self.stats.add_stat(tag, float(np.mean(numbers)))
-        if self.bc is not None:
-            for tag, number in self.bc.update(self.step).items():
-                self.stats.add_stat(tag, number)
-        self.stats.add_stat("Losses/Policy Loss", float(torch.stack([x.policy for x in losses]).mean()))
-        self.stats.add_stat("Losses/Value Loss", float(torch.stack([x.value for x in losses]).mean()))
-        self.stats.add_stat("Losses/Baseline Loss", float(torch.stack([x.baseline for x in losses]).mean()))
-        self.stats.add_stat("Policy/Learning Rate", self.optimizer.lr)
-        self.stats.add_stat("Policy/Epsilon", epsilon)
-        self.stats.add_stat("Policy/Beta", beta)
+        return losses
+
+    def _group_state(self) -> tuple[dict[str, torch.nn.Module], dict[str, Adam]]:
+        """What the learners of a group start each update from."""
+        return {"network": self.network, "critic": self.critic}, {"optimizer": self.optimizer}
+
+    def descend_shard(self, message: ShardMessage, rank: int, world: int) -> None:
+        """A learner's part of a group update (ml_arl.trainers.learner_main)."""
+        descend_shard(self, message, rank, world, POCABatch,
+                      lambda rows, eps, beta, mb, rng, reduce: self._descend(rows, eps, beta, mb, rng, reduce=reduce))
 
     def _batch(self) -> POCABatch:
         """The buffer as one batch with the critic's values and baselines, TD(lambda) returns per

@@ -32,12 +32,13 @@ import torch
 from ml_arl.core.experience import Trajectory
 from ml_arl.networks.actor_critic import ActorCritic
 from ml_arl.settings import PPOSettings
-from ml_arl.trainers.learner_group import LearnerGroup, all_reduce_mean, load_states, spec_of, states_of
+from ml_arl.trainers.learner_group import LearnerGroup
 from ml_arl.trainers.learner_protocol import ShardMessage
 from ml_arl.trainers.on_policy import OnPolicyTrainer
+from ml_arl.trainers.on_policy_group import descend_shard, update_in_group
 from ml_arl.trainers.optimizers import Adam, clip_grad_norm
 from ml_arl.trainers.returns import ADVANTAGE_EPSILON, gae
-from ml_arl.trainers.tensor_batches import from_numpy, select_rows, to_numpy
+from ml_arl.trainers.tensor_batches import select_rows
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +248,8 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
             data = data.select(flat_rows.clamp(min=0))
             data.mask = (flat_rows >= 0).float()
         if self.learners is not None:  # --num-learners: this learner's shard, the others' scattered
-            losses = self._update_in_group(data, epsilon, beta)
+            losses = update_in_group(self, data, epsilon, beta,
+                                     lambda rows, mb, rng, reduce: self._descend(rows, epsilon, beta, mb, rng, reduce=reduce))
         else:
             batch = max(min(hp.batch_size, n) // self.sequence_length, 1)
             losses = self._descend(data, epsilon, beta, batch, self.rng, signal_data, flat_rows, signal_stats)
@@ -306,42 +308,14 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
         return policy_losses, value_losses
 
     # ------------------------------------------------------------------ --num-learners
-    def _update_in_group(self, data: PPOBatch, epsilon: float, beta: float) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
-        """Rank 0's part of a group update (ml_arl.trainers.learner_group): N equal shards of the
-        rows (the last n mod N rows sit this update out), one to each learner with this learner's
-        weights and optimizer state, minibatches of batch_size / N rows on each."""
-        group = self.learners
-        assert group is not None
-        world = group.world
-        per = len(data) // world
-        minibatch = max(min(self.hp.batch_size, len(data)) // world, 1)
-        seed = int(self.rng.integers(2**31))
-        modules, optimizers = states_of(*self._group_state())
-        learner = spec_of(self.behavior, self.settings, self.spec)
-        messages = [
-            ShardMessage(learner, to_numpy(data.select(torch.arange(r * per, (r + 1) * per, device=self.device))),
-                         epsilon, beta, self.optimizer.lr, minibatch, seed, modules, optimizers)
-            for r in range(1, world)
-        ]
-        mine = data.select(torch.arange(0, per, device=self.device))
-        out: list[tuple[list[torch.Tensor], list[torch.Tensor]]] = []
-        rng = np.random.default_rng([seed, 0])
-        group.update(messages, lambda: out.append(self._descend(mine, epsilon, beta, minibatch, rng, reduce=group.reduce)))
-        return out[0]
-
     def _group_state(self) -> tuple[dict[str, torch.nn.Module], dict[str, Adam]]:
         """What the learners of a group start each update from."""
         return {"network": self.network}, {"optimizer": self.optimizer}
 
     def descend_shard(self, message: ShardMessage, rank: int, world: int) -> None:
-        """A learner's part of a group update (ml_arl.trainers.learner_main): rank 0's state, then
-        the epochs over this shard with the group's all-reduce."""
-        load_states(*self._group_state(), message.modules, message.optimizers, self.device)
-        self.optimizer.lr = message.learning_rate
-        data = from_numpy(PPOBatch, message.rows, self.device)
-        rng = np.random.default_rng([message.seed, rank])
-        self._descend(data, message.epsilon, message.beta, message.minibatch, rng,
-                      reduce=lambda params: all_reduce_mean(params, world))
+        """A learner's part of a group update (ml_arl.trainers.learner_main)."""
+        descend_shard(self, message, rank, world, PPOBatch,
+                      lambda rows, eps, beta, mb, rng, reduce: self._descend(rows, eps, beta, mb, rng, reduce=reduce))
 
     def _with_advantages(self) -> PPOBatch:
         """The buffer as one batch with values, GAE advantages (per trajectory and reward stream,
