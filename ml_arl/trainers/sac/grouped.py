@@ -12,7 +12,7 @@ the replay buffer, its checkpoints and ``save_replay_buffer`` as with one learne
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
@@ -22,8 +22,7 @@ from ml_arl.trainers.optimizers import Adam
 from ml_arl.trainers.sac.replay_buffer import ReplayBatch
 from ml_arl.trainers.tensor_batches import from_numpy, select_rows, to_numpy
 
-if TYPE_CHECKING:
-    from ml_arl.trainers.sac.trainer import SACTrainer
+SACTrainer = Any  # ml_arl.trainers.sac.trainer.SACTrainer, which imports this module
 
 
 def _state(trainer: SACTrainer) -> tuple[dict[str, torch.nn.Module], dict[str, Adam]]:
