@@ -81,37 +81,82 @@ def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
         offset += n
 
 
-def join_group(store_path: str, rank: int, world: int) -> None:
+def join_group(init_method: str, rank: int, world: int) -> None:
+    """Join the gloo group at ``init_method`` (``file://`` on one machine, ``tcp://`` on Ray)."""
     dist.init_process_group(
-        "gloo", init_method=f"file://{store_path}", rank=rank, world_size=world,
+        "gloo", init_method=init_method, rank=rank, world_size=world,
         timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
     )
 
 
-class LearnerGroup:
-    """Rank 0's end of the group: the other learners' processes, the scatter, the all-reduce."""
+class _Processes:
+    """The learners as processes of this machine (``python -m ml_arl.trainers.learner_main``)."""
 
-    def __init__(self, world: int, log_dir: Optional[str] = None):
+    def __init__(self, init_method: str, world: int, log_dir: str):
+        self.logs = [os.path.join(log_dir, f"learner-{rank}.log") for rank in range(1, world)]
+        self.procs: list[subprocess.Popen[bytes]] = []
+        for rank, log in zip(range(1, world), self.logs):
+            with open(log, "wb") as out:
+                cmd = [sys.executable, "-m", "ml_arl.trainers.learner_main", init_method, str(rank), str(world)]
+                self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
+        logger.debug("Started %d learner process(es); logs in %s", world - 1, log_dir)
+
+    def alive(self) -> bool:
+        return all(p.poll() is None for p in self.procs)
+
+    def dead(self, during: str) -> Optional[str]:
+        for rank, (proc, log) in enumerate(zip(self.procs, self.logs), start=1):
+            code = proc.poll()
+            if code is not None:
+                how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
+                last = _last_line(log)
+                return f"learner {rank} stopped {during} ({how}){': ' + last if last else ''}; its log: {log}"
+        return None
+
+    def stop(self) -> None:
+        """Wait for each (it was asked to stop), then terminate, then kill."""
+        for proc in self.procs:
+            for step in (None, proc.terminate, proc.kill):
+                if step is not None:
+                    step()
+                try:
+                    proc.wait(STOP_TIMEOUT_S)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+
+
+class LearnerGroup:
+    """Rank 0's end of the group: the other learners, the scatter, the all-reduce. ``on_ray``: the
+    learners are Ray actors of the run's Ray (``manager: ray``), placed by Ray and joined over TCP
+    (ml_arl.trainers.ray_learners); otherwise processes of this machine joined over a file store."""
+
+    def __init__(self, world: int, log_dir: Optional[str] = None, on_ray: bool = False):
         if world < 2:
             raise ConfigError([f"torch_settings.num_learners: a group needs 2 or more learners, got {world}"])
         self.world = world
         self.rank = 0
         self._folder = tempfile.mkdtemp(prefix="ml_arl-learners-")
         self.store_path = os.path.join(self._folder, "store")
-        self.log_dir = log_dir or self._folder
-        self.logs = [os.path.join(self.log_dir, f"learner-{rank}.log") for rank in range(1, world)]
         self._lock = threading.Lock()  # one brain's update at a time: collectives of two would interleave
         self._joined = False
-        self.procs: list[subprocess.Popen[bytes]] = []
-        for rank, log in zip(range(1, world), self.logs):
-            with open(log, "wb") as out:
-                cmd = [sys.executable, "-m", "ml_arl.trainers.learner_main", self.store_path, str(rank), str(world)]
-                self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
-        logger.debug("Started %d learner process(es); logs in %s", world - 1, self.log_dir)
+        self.members: Any
+        if on_ray:
+            from ml_arl.trainers.ray_learners import RayLearners
+
+            self.init_method = RayLearners.init_method()
+            self.members = RayLearners(self.init_method, world)
+        else:
+            self.init_method = f"file://{self.store_path}"
+            self.members = _Processes(self.init_method, world, log_dir or self._folder)
+
+    @property
+    def procs(self) -> list[subprocess.Popen[bytes]]:
+        return list(getattr(self.members, "procs", []))
 
     def _join(self) -> None:
         if not self._joined:
-            self._guarded(lambda: join_group(self.store_path, 0, self.world), "while joining the learner group")
+            self._guarded(lambda: join_group(self.init_method, 0, self.world), "while joining the learner group")
             self._joined = True
 
     def _guarded(self, call, during: str) -> None:  # type: ignore[no-untyped-def]
@@ -121,12 +166,9 @@ class LearnerGroup:
             raise self._failure(during, err) from None
 
     def _failure(self, during: str, err: BaseException) -> LearnerError:
-        for rank, (proc, log) in enumerate(zip(self.procs, self.logs), start=1):
-            code = proc.poll()
-            if code is not None:
-                how = f"killed by signal {-code}" if code < 0 else f"exit code {code}"
-                last = _last_line(log)
-                return LearnerError(f"learner {rank} stopped {during} ({how}){': ' + last if last else ''}; its log: {log}")
+        dead = self.members.dead(during)
+        if dead is not None:
+            return LearnerError(dead)
         return LearnerError(f"the learner group failed {during}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
 
     def update(self, messages: Sequence[object], descend) -> None:  # type: ignore[no-untyped-def]
@@ -142,32 +184,21 @@ class LearnerGroup:
 
     def close(self) -> None:
         """Ask every learner to stop, wait, then terminate and kill what is left."""
-        if self._joined and all(p.poll() is None for p in self.procs):
+        if self._joined and self.members.alive():
             try:
                 with self._lock:
                     dist.scatter_object_list([None], [None, *([StopLearners()] * (self.world - 1))], src=0)
             except (RuntimeError, ValueError):
                 logger.debug("the learners did not take the stop", exc_info=True)
-        for proc in self.procs:
-            for stop in (None, proc.terminate, proc.kill):
-                if stop is not None:
-                    stop()
-                try:
-                    proc.wait(STOP_TIMEOUT_S)
-                    break
-                except subprocess.TimeoutExpired:
-                    continue
+        self.members.stop()
         if self._joined and dist.is_initialized():
             dist.destroy_process_group()
         self._joined = False
-        try:
-            os.unlink(self.store_path)
-        except OSError:
-            pass
-        try:
-            os.rmdir(self._folder)
-        except OSError:
-            pass
+        for remove in (lambda: os.unlink(self.store_path), lambda: os.rmdir(self._folder)):
+            try:
+                remove()
+            except OSError:
+                pass
 
 
 def _last_line(path: str) -> str:

@@ -1,5 +1,5 @@
 """One learner of ``--num-learners`` (rank 1..N-1; ml_arl.trainers.learner_group), a process of its
-own: ``python -m ml_arl.trainers.learner_main STORE RANK WORLD``.
+own: ``python -m ml_arl.trainers.learner_main INIT_METHOD RANK WORLD`` (or a Ray actor, ml_arl.trainers.ray_learners).
 
 It joins the gloo group, then takes one message at a time from rank 0: a ``ShardMessage`` builds
 the brain's replica the first time it names it, loads rank 0's weights and optimizer state, and
@@ -29,9 +29,9 @@ from ml_arl.trainers.trainer import Trainer, trainer_class
 logger = logging.getLogger("ml_arl.learner")
 
 
-def serve(store_path: str, rank: int, world: int) -> None:
+def serve(init_method: str, rank: int, world: int) -> None:
     torch.set_num_threads(1)
-    join_group(store_path, rank, world)
+    join_group(init_method, rank, world)
     replicas: dict[str, Trainer] = {}
     while True:
         box: list[object] = [None]
@@ -55,10 +55,10 @@ def serve(store_path: str, rank: int, world: int) -> None:
 
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s [learner] %(message)s")
-    store_path, rank, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    init_method, rank, world = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     print(f"learner {rank} of {world}: pid {os.getpid()}", flush=True)
     try:
-        serve(store_path, rank, world)
+        serve(init_method, rank, world)
     except Exception as err:  # noqa: BLE001 - printed whole to the learner's log, rank 0 names it
         traceback.print_exc()
         print(f"learner {rank}: {type(err).__name__}: {err}", flush=True)

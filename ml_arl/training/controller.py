@@ -154,12 +154,12 @@ class TrainerController:
             if self.outputs.ready:
                 self.schedule.save_progress()
                 self.outputs.write_run_logs(self._elos())
+            if self.learners is not None:
+                self.learners.close()  # before the environments: closing Ray's would take learner actors with it
             try:
                 self.env_manager.close()
             except Exception:  # noqa: BLE001 - the run's own outcome matters more than a close error
                 logger.warning("closing the environments raised", exc_info=True)
-            if self.learners is not None:
-                self.learners.close()
             try:
                 self.outputs.close()
             finally:
@@ -276,7 +276,8 @@ class TrainerController:
     def _learner_group(self) -> LearnerGroup:
         """The run's learner processes (``--num-learners``), started with its first brain."""
         if self.learners is None:
-            self.learners = LearnerGroup(self.options.torch_settings.num_learners, self.options.checkpoint_settings.run_logs_dir)
+            self.learners = LearnerGroup(self.options.torch_settings.num_learners, self.options.checkpoint_settings.run_logs_dir,
+                                         on_ray=self.options.env_settings.manager == "ray")
         return self.learners
 
     # ------------------------------------------------------------------ the loop

@@ -191,6 +191,58 @@ def test_ppo_learns_reach_on_ray(cluster: Any, tmp_path: Path) -> None:
     assert ray.is_initialized()
 
 
+def test_learner_actors_on_ray_make_one_learners_update_and_a_killed_one_is_one_line(cluster: Any, tmp_path: Path) -> None:
+    """--num-learners on Ray: learner 1 is a Ray actor joined over TCP; two updates equal one
+    learner's (as tests/trainers/test_learners.py checks for processes); the actor killed, the
+    next update fails with one line naming it."""
+    import ray
+    import torch
+
+    from ml_arl.core.exceptions import LearnerError
+    from ml_arl.trainers.learner_group import LearnerGroup
+    from tests.trainers.test_learners import _parameters, _trainer, _trajectories
+
+    single, grouped = _trainer(), _trainer()
+    group = LearnerGroup(2, str(tmp_path), on_ray=True)
+    assert group.init_method.startswith("tcp://")
+    grouped.learners = group
+    try:
+        for seed in (1, 2):
+            for traj in _trajectories(seed):
+                single.add_experience(traj)
+                grouped.add_experience(traj)
+            single.update()
+            grouped.update()
+            for a, b in zip(_parameters(single), _parameters(grouped)):
+                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        ray.kill(group.members.actors[0])
+        for traj in _trajectories(3):
+            grouped.add_experience(traj)
+        with pytest.raises(LearnerError) as err:
+            grouped.update()
+    finally:
+        group.close()
+    assert "learner 1 (a Ray actor) stopped" in str(err.value) and "\n" not in str(err.value)
+    assert ray.is_initialized()
+
+
+def test_a_ray_run_places_its_second_learner_on_ray(cluster: Any, tmp_path: Path, caplog: Any) -> None:
+    from ml_arl.settings import build_run_options
+    from ml_arl.training.controller import TrainerController
+
+    config = tiny_config("builtin:Reach", max_steps=3000)
+    config["env_settings"].update({"manager": "ray", "num_envs": 2, "seed": 1})
+    config["torch_settings"] = {"num_learners": 2}
+    config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learners"}
+    controller = TrainerController(build_run_options(config, {}, "test"))
+    with caplog.at_level(logging.DEBUG, logger="ml_arl.trainers.ray_learners"):
+        controller.start_learning()
+    assert controller.learners is not None and controller.learners.init_method.startswith("tcp://")
+    assert any("learner actor(s) on Ray" in r.getMessage() for r in caplog.records)
+    assert controller.trainers["Reach"].step >= 3000
+    assert (tmp_path / "learners" / "Reach.onnx").is_file()
+
+
 @pytest.mark.slow
 def test_killed_actor_is_restarted_and_run_finishes(cluster: Any, tmp_path: Path) -> None:
     """Worker 0 parks itself at step 20 of its first life; the test ray.kill()s its actor."""

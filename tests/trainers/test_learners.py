@@ -109,12 +109,14 @@ def test_what_the_group_cannot_train_yet_is_one_config_error(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_cartpole_solves_with_two_learners(tmp_path: Path) -> None:
+    """--deterministic (with --num-learners: the workers in lockstep, the trainer in the main loop,
+    the group's all-reduce in a fixed order), so the run is the same on a slow machine and a fast one."""
     config = yaml.safe_load((ROOT / "config" / "ppo" / "CartPole.yaml").read_text())
-    config["behaviors"]["CartPole"].update({"max_steps": 30000, "summary_freq": 5000})
-    run = ml_arl.train(config, run_id="cartpole-2", results_dir=str(tmp_path), num_learners=2, seed=1)
-    assert run.steps["CartPole"] >= 30000
+    config["behaviors"]["CartPole"].update({"max_steps": 50000, "summary_freq": 5000})
+    run = ml_arl.train(config, run_id="cartpole-2", results_dir=str(tmp_path), num_learners=2, seed=1, deterministic=True)
+    assert run.steps["CartPole"] >= 50000
     rewards = [value for _step, value in scalars(tmp_path / "cartpole-2" / "CartPole", "Environment/Cumulative Reward")]
-    assert max(rewards[-2:]) >= 400, rewards  # solved (500) by 20k steps with seed 1
+    assert max(rewards) >= 450, rewards
     assert (tmp_path / "cartpole-2" / "run_logs" / "learner-1.log").is_file()
 
 
