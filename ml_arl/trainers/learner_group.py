@@ -21,7 +21,6 @@ terminates and kills.
 
 from __future__ import annotations
 
-import datetime
 import logging
 import os
 import subprocess
@@ -37,12 +36,12 @@ import torch.distributed as dist
 
 from ml_arl.core.exceptions import ConfigError, LearnerError
 from ml_arl.settings import TrainerSettings
+from ml_arl.trainers.learner_collectives import all_reduce_mean, join_group
 from ml_arl.trainers.learner_protocol import LearnerSpec, StopLearners
 from ml_arl.trainers.optimizers import Adam
 
 logger = logging.getLogger(__name__)
 
-COLLECTIVE_TIMEOUT_S = 600.0  # the join, and one collective, with a learner that stopped answering (a dead one fails at once)
 GROUPED_TRAINERS = ("ppo", "sac", "poca")  # the trainers that update in a group (a ``learners`` attribute, ``descend_shard``)
 STOP_TIMEOUT_S = 10.0
 
@@ -63,30 +62,6 @@ def learner_problem(settings: TrainerSettings, brain: str, device: torch.device)
         return None
     return (f"behaviors.{brain}: --num-learners > 1 does not support {why} yet (PPO, SAC and POCA with the "
             "extrinsic reward, on the CPU); use --num-learners 1")
-
-
-def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
-    """Every learner's gradients of ``params`` summed in one all-reduce and divided by ``world``
-    (the parameters without a gradient, the same on every learner, are left out)."""
-    grads = [p.grad for p in params if p.grad is not None]
-    if not grads:
-        return
-    flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
-    flat /= world
-    offset = 0
-    for g in grads:
-        n = g.numel()
-        g.copy_(flat[offset : offset + n].view_as(g))
-        offset += n
-
-
-def join_group(init_method: str, rank: int, world: int) -> None:
-    """Join the gloo group at ``init_method`` (``file://`` on one machine, ``tcp://`` on Ray)."""
-    dist.init_process_group(
-        "gloo", init_method=init_method, rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
-    )
 
 
 class _Processes:

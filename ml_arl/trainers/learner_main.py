@@ -22,7 +22,7 @@ import torch.distributed as dist
 from ml_arl.core.behavior_specs import spec_from_plain
 from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import TrainerSettings
-from ml_arl.trainers.learner_group import join_group
+from ml_arl.trainers.learner_collectives import join_group
 from ml_arl.trainers.learner_protocol import ReplayShardMessage, ShardMessage, StopLearners
 from ml_arl.trainers.trainer import Trainer, trainer_class
 

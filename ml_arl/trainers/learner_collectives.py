@@ -1,0 +1,36 @@
+"""The collectives every learner of ``--num-learners`` calls (rank 0 in ml_arl.trainers.learner_group,
+the others in ml_arl.trainers.learner_main): joining the gloo group and the gradients' all-reduce."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Sequence
+
+import torch
+import torch.distributed as dist
+
+COLLECTIVE_TIMEOUT_S = 600.0  # the join, and one collective, with a learner that stopped answering (a dead one fails at once)
+
+
+def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
+    """Every learner's gradients of ``params`` summed in one all-reduce and divided by ``world``
+    (the parameters without a gradient, the same on every learner, are left out)."""
+    grads = [p.grad for p in params if p.grad is not None]
+    if not grads:
+        return
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    dist.all_reduce(flat)
+    flat /= world
+    offset = 0
+    for g in grads:
+        n = g.numel()
+        g.copy_(flat[offset : offset + n].view_as(g))
+        offset += n
+
+
+def join_group(init_method: str, rank: int, world: int) -> None:
+    """Join the gloo group at ``init_method`` (``file://`` on one machine, ``tcp://`` on Ray)."""
+    dist.init_process_group(
+        "gloo", init_method=init_method, rank=rank, world_size=world,
+        timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+    )
