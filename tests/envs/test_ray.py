@@ -196,25 +196,16 @@ def test_learner_actors_on_ray_make_one_learners_update_and_a_killed_one_is_one_
     learner's (as tests/trainers/test_learners.py checks for processes); the actor killed, the
     next update fails with one line naming it."""
     import ray
-    import torch
 
     from ml_arl.core.exceptions import LearnerError
     from ml_arl.trainers.learner_group import LearnerGroup
-    from tests.trainers.test_learners import _parameters, _trainer, _trajectories
+    from tests.trainers.test_learners import _trainer, _trajectories, updates_match
 
     single, grouped = _trainer(), _trainer()
     group = LearnerGroup(2, str(tmp_path), on_ray=True)
     assert group.init_method.startswith("tcp://")
-    grouped.learners = group
     try:
-        for seed in (1, 2):
-            for traj in _trajectories(seed):
-                single.add_experience(traj)
-                grouped.add_experience(traj)
-            single.update()
-            grouped.update()
-            for a, b in zip(_parameters(single), _parameters(grouped)):
-                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        updates_match(single, grouped, group)
         ray.kill(group.members.actors[0])
         for traj in _trajectories(3):
             grouped.add_experience(traj)

@@ -54,6 +54,20 @@ def _parameters(trainer: PPOTrainer) -> list[torch.Tensor]:
     return [p.detach().clone() for p in trainer.network.parameters()]
 
 
+def updates_match(single: PPOTrainer, grouped: PPOTrainer, group: LearnerGroup) -> None:
+    """Two updates of the same trajectories: ``single`` alone, ``grouped`` with ``group``; the
+    parameters agree to float tolerance after each."""
+    grouped.learners = group
+    for seed in (1, 2):
+        for traj in _trajectories(seed):
+            single.add_experience(traj)
+            grouped.add_experience(traj)
+        single.update()
+        grouped.update()
+        for a, b in zip(_parameters(single), _parameters(grouped)):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+
+
 def test_two_learners_make_the_update_one_learner_makes(tmp_path: Path) -> None:
     """Two updates, each of three epochs over one minibatch: one learner on the 128 rows, or two
     learners on 64 each with their gradients averaged. Gradient clipping is on (after the average)."""
@@ -62,16 +76,8 @@ def test_two_learners_make_the_update_one_learner_makes(tmp_path: Path) -> None:
     for a, b in zip(start, _parameters(grouped)):
         assert torch.equal(a, b)
     group = LearnerGroup(2, str(tmp_path))
-    grouped.learners = group
     try:
-        for seed in (1, 2):
-            for traj in _trajectories(seed):
-                single.add_experience(traj)
-                grouped.add_experience(traj)
-            single.update()
-            grouped.update()
-            for a, b in zip(_parameters(single), _parameters(grouped)):
-                torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-4)
+        updates_match(single, grouped, group)
     finally:
         group.close()
     assert max(float((a - b).abs().max()) for a, b in zip(start, _parameters(single))) > 1e-3  # they did learn
