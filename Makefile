@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 # dev tools); `make install` means the full one. Figures for both: docs/dependencies.md (bench/speed/install_size.sh measures them).
 CORE_STAMP := $(VENV)/.core-installed
 STAMP := $(VENV)/.full-installed
-EXTRAS := dev,pettingzoo,ray,trackers,palaestrai,midas,grid2op
+EXTRAS := dev,pettingzoo,ray,trackers,palaestrai,midas,grid2op,postgresql
 
 .PHONY: install install-core demo test test-fast lint bench bench-check protos smoke smoke-pythons docs clean
 

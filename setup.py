@@ -46,6 +46,8 @@ setup(
         "midas": ["palaestrai==3.5.18", "palaestrai-mosaik==3.5.9", "midas-palaestrai==3.5.10", "midas-mosaik==2.1.1",
                   "midas-powergrid==2.1.4.post1", "midas-store==2.1.0", "mosaik==3.5.0", "pandapower==3.5.6",
                   "simbench==1.6.3"],
+        # --store postgresql://... (ml_arl.results.server_store): SQLAlchemy (optuna needs it too) and the psycopg2 driver
+        "postgresql": ["sqlalchemy>=2.0", "psycopg2-binary>=2.9"],
         # --env grid2op:<name> (ml_arl.envs.adapters.grid2op_env); lightsim2grid is the fast power-flow backend
         "grid2op": ["grid2op>=1.12", "lightsim2grid>=1.2"],
     },

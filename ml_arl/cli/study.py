@@ -41,6 +41,8 @@ def build_parser() -> argparse.ArgumentParser:
     mode.add_argument("--force", action="store_true", help="remove the study's folder (one arl-study wrote) and start over")
     p.add_argument("--storage", metavar="URL", help="an SQLAlchemy URL for the Optuna storage, e.g. postgresql://... for a study "
                    "several machines share (default: sqlite in the study's folder)")
+    p.add_argument("--store", metavar="URL", help="the runs write their episodes into the PostgreSQL results store at URL "
+                   "(arl-learn --store), each as <run-id>/<trial run>; the study reads its episode metrics there")
     p.add_argument("--base-port", type=int, help="first port of the runs' Unity workers (default: the config's)")
     p.add_argument("--ray-address", metavar="ADDRESS", help="run the trials' runs as Ray tasks on the Ray cluster at ADDRESS "
                    "(auto: the cluster this machine belongs to; local: a Ray instance on this machine); --results-dir "
@@ -85,10 +87,20 @@ def main(argv: Optional[list[str]] = None) -> int:
     except ValueError as err:
         sys.stderr.write(f"arl-study: error: --run-id {args.run_id!r} {err}\n")
         return 2
+    if args.store is not None:
+        from pydantic import ValidationError
+
+        from ml_arl.settings import ResultsStoreSettings
+
+        try:
+            ResultsStoreSettings(url=args.store)
+        except ValidationError as err:
+            sys.stderr.write(f"arl-study: error: --store {err.errors()[0]['msg'].removeprefix('Value error, ')}\n")
+            return 2
     arsenai = _arsenai_file(args.study)
     if arsenai:  # an arsenAI design of palaestrAI run files (ml_arl.study.arsenai)
-        if args.storage or args.ray_address or args.base_port is not None:
-            sys.stderr.write("arl-study: error: --storage, --ray-address and --base-port are for arl-study's own studies; "
+        if args.storage or args.store or args.ray_address or args.base_port is not None:
+            sys.stderr.write("arl-study: error: --storage, --store, --ray-address and --base-port are for arl-study's own studies; "
                              "an arsenAI experiment runs its run files here, one after the other\n")
             return 2
         from ml_arl.study.arsenai import run_design
@@ -165,7 +177,7 @@ def _run(args: argparse.Namespace, plan: Any) -> int:
             from ml_arl.study.ray_runs import connect
 
             owns_ray = connect(args.ray_address, plan.settings.parallel)
-        runner = StudyRunner(plan, folder, study, storage, args.base_port, ray=bool(args.ray_address))
+        runner = StudyRunner(plan, folder, study, storage, args.base_port, ray=bool(args.ray_address), store=args.store)
         logger.info("Study %s: %d trial(s), %d at once, in %s", args.run_id, runner.n_trials, plan.settings.parallel, folder.path)
         code = runner.run()
         runner.write_outputs()

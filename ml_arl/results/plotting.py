@@ -7,7 +7,7 @@ import os
 import tempfile
 from typing import Any
 
-from ml_arl.results.sqlite_store import EpisodeSeries, RunResults
+from ml_arl.results.run_results import EpisodeSeries, RunResults
 
 PNG_FILENAME = "report.png"
 

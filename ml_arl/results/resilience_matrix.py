@@ -16,7 +16,7 @@ from typing import Any, Optional
 import numpy as np
 import yaml
 
-from ml_arl.results.sqlite_store import RunResults
+from ml_arl.results.run_results import RunResults
 
 DRAWS = 2000
 

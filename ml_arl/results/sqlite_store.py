@@ -1,8 +1,8 @@
-"""Embedded SQLite results store: one ``results/<run-id>/results.sqlite`` per run.
+"""Embedded SQLite results store: one ``results/<run-id>/results.sqlite`` per run, the default.
 
-Rows are buffered in memory and written in one transaction per batch (``batch_size`` rows, ``flush()``
-or ``close()``). ``--resume`` reopens the same file and appends. ``read_results`` is the read side
-used by ``arl-report``.
+Rows are buffered (``ml_arl.results.store_buffer``) and written in one transaction per batch.
+``--resume`` reopens the same file and appends. ``read_results`` is the read side used by
+``arl-report``. For a store that many runs and machines share, see ``ml_arl.results.server_store``.
 
 A killed run loses at most the rows still buffered: the database is in WAL mode, and SQLite rolls
 back an unfinished transaction the next time the file is opened (``--resume``, ``arl-report``).
@@ -14,13 +14,18 @@ from __future__ import annotations
 import logging
 import os
 import sqlite3
-import threading
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Optional
 
-from ml_arl.core.exceptions import ArlError
 from ml_arl.core.one_line import squeeze
+from ml_arl.results.run_results import (
+    EPISODE_COLUMNS,
+    PHASE_COLUMNS,
+    RunResults,
+    StoreError,
+    StoreReadError,
+    group_episodes,
+)
+from ml_arl.results.store_buffer import WRITE_HINT, BufferedStore, EpisodeRow, PhaseRow, StepRow
 
 logger = logging.getLogger("ml_arl")
 
@@ -61,42 +66,23 @@ _UPSERT_PHASE = (
     " ON CONFLICT (run, phase) DO UPDATE SET idx = excluded.idx, mode = excluded.mode, state = excluded.state,"
     " wall_time = excluded.wall_time"
 )
+_SELECT_PHASES = f"SELECT {', '.join(PHASE_COLUMNS)} FROM phases ORDER BY idx, wall_time"
+_SELECT_EPISODES = f"SELECT {', '.join(EPISODE_COLUMNS)} FROM episodes ORDER BY id"
+
+__all__ = ["STORE_FILENAME", "ResultsStore", "StoreError", "StoreReadError", "read_results"]
 
 
-class StoreError(ArlError):
-    """The results database could not be opened or written (disk full, permissions, ...)."""
-
-    exit_code = 1
-
-
-class StoreReadError(StoreError):
-    """The results database is missing, empty or not an ml_arl results database."""
-
-    exit_code = 2
-
-
-
-_WRITE_HINT = "check that the disk has space and the results folder is writable, then continue with --resume"
-
-
-class ResultsStore:
-    """Buffered writer for one run's results database. Use from one thread; ``close()`` is idempotent."""
+class ResultsStore(BufferedStore):
+    """Buffered writer for one run's ``results.sqlite``."""
 
     def __init__(self, path: str, run_id: str, batch_size: int = 256, record_steps: bool = False):
-        self.path = path
-        self.run_id = run_id
-        self.batch_size = max(1, batch_size)
-        self.steps_enabled = record_steps
-        self._episodes: list[tuple[Any, ...]] = []
-        self._steps: list[tuple[Any, ...]] = []
-        self._phases: list[tuple[Any, ...]] = []
-        self._lock = threading.RLock()
-        self._closed = False
+        super().__init__(run_id, batch_size, record_steps)
+        self.path = self.where = path
         try:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             self._conn = sqlite3.connect(path, check_same_thread=False)
         except (OSError, sqlite3.Error) as err:
-            raise StoreError(f"cannot open results database {path}: {squeeze(err)}; {_WRITE_HINT}") from err
+            raise StoreError(f"cannot open results database {path}: {squeeze(err)}; {WRITE_HINT}") from err
         try:
             self._conn.execute("PRAGMA journal_mode=WAL")
             self._conn.execute("PRAGMA synchronous=NORMAL")
@@ -110,7 +96,7 @@ class ResultsStore:
             row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         except sqlite3.Error as err:
             self._conn.close()
-            raise StoreError(f"cannot open results database {path}: {squeeze(err)}; {_WRITE_HINT}") from err
+            raise StoreError(f"cannot open results database {path}: {squeeze(err)}; {WRITE_HINT}") from err
         if row is None or str(row[0]) != str(SCHEMA_VERSION):
             self._conn.close()
             raise StoreError(
@@ -119,153 +105,31 @@ class ResultsStore:
             )
         logger.debug("Results store %s opened (run %s)", path, run_id)
 
-    @property
-    def pending(self) -> int:
-        """Rows buffered in memory, not yet in the database."""
-        return len(self._episodes) + len(self._steps) + len(self._phases)
+    def _write(self, episodes: list[EpisodeRow], steps: list[StepRow], phases: list[PhaseRow]) -> None:
+        try:
+            with self._conn:  # one transaction; rolled back on any exception (Ctrl-C included)
+                if episodes:
+                    self._conn.executemany(_INSERT_EPISODE, episodes)
+                if steps:
+                    self._conn.executemany(_INSERT_STEP, steps)
+                if phases:
+                    self._conn.executemany(_UPSERT_PHASE, phases)
+        except sqlite3.Error as err:
+            raise StoreError(f"cannot write results to {self.path}: {squeeze(err)}") from err
 
-    def record_episode(
-        self, *, phase: str, mode: str, behavior: str, agent: str, worker: int, episode: int, length: int,
-        env_reward: float, objective: float, elo: Optional[float], wall_time: float, policy: Optional[str] = None,
-    ) -> None:
-        """One finished episode; ``policy``: the fixed policy that played it (None: the behavior's own brain)."""
-        self._episodes.append((
-            self.run_id, phase, mode, behavior, agent, int(worker), int(episode), int(length), float(env_reward),
-            float(objective), None if elo is None else float(elo), float(wall_time), policy,
-        ))
-        self._maybe_flush()
-
-    def record_steps(
-        self, *, phase: str, behavior: str, agent: str, worker: int, episode: int, first_step: int,
-        env_rewards: Sequence[float], objectives: Sequence[float],
-    ) -> None:
-        """Per-step rewards of one agent; a no-op unless the store was opened with ``record_steps=True``."""
-        if not self.steps_enabled:
-            return
-        if len(env_rewards) != len(objectives):
-            raise ValueError(f"record_steps: {len(env_rewards)} env rewards but {len(objectives)} objectives")
-        head = (self.run_id, phase, behavior, agent, int(worker), int(episode))
-        self._steps.extend(
-            (*head, first_step + i, float(r), float(o)) for i, (r, o) in enumerate(zip(env_rewards, objectives))
-        )
-        self._maybe_flush()
-
-    def record_phase(self, *, phase: str, index: int, mode: str, state: str, wall_time: float) -> None:
-        """Insert or update the row of ``phase`` (one per run and phase)."""
-        self._phases.append((self.run_id, phase, int(index), mode, state, float(wall_time)))
-        self._maybe_flush()
-
-    def _maybe_flush(self) -> None:
-        if self.pending >= self.batch_size:
-            self.flush()
-
-    def flush(self) -> None:
-        """Write the buffered rows in one transaction. A failed batch is dropped and raises StoreError."""
-        with self._lock:
-            if self._closed or not self.pending:
-                return
-            n_ep, n_st, n_ph = len(self._episodes), len(self._steps), len(self._phases)
-            try:
-                with self._conn:  # one transaction; rolled back on any exception (Ctrl-C included)
-                    if n_ep:
-                        self._conn.executemany(_INSERT_EPISODE, self._episodes[:n_ep])
-                    if n_st:
-                        self._conn.executemany(_INSERT_STEP, self._steps[:n_st])
-                    if n_ph:
-                        self._conn.executemany(_UPSERT_PHASE, self._phases[:n_ph])
-            except sqlite3.Error as err:
-                # Drop the batch so that a flush/close in a ``finally`` does not fail on it a second time.
-                self._clear(n_ep, n_st, n_ph)
-                raise StoreError(
-                    f"cannot write results to {self.path}: {squeeze(err)} ({n_ep + n_st + n_ph} rows lost); {_WRITE_HINT}"
-                ) from err
-            self._clear(n_ep, n_st, n_ph)  # only now: an interrupted batch stays buffered for close()
-
-    def _clear(self, n_ep: int, n_st: int, n_ph: int) -> None:
-        del self._episodes[:n_ep], self._steps[:n_st], self._phases[:n_ph]
-
-    def close(self) -> None:
-        """Flush and close; safe to call more than once and from a ``finally``."""
-        with self._lock:
-            if self._closed:
-                return
-            try:
-                self.flush()
-            finally:
-                self._closed = True
-                self._conn.close()
-
-    def __enter__(self) -> ResultsStore:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def episode_count(self, phase: Optional[str] = None, behavior: Optional[str] = None) -> int:
-        """Episodes of this run recorded so far (written or still buffered), optionally filtered."""
-        if self._closed:
-            raise StoreError(f"results database {self.path} is closed")
-        buffered = sum(
-            1 for row in self._episodes if (phase is None or row[1] == phase) and (behavior is None or row[3] == behavior)
-        )
+    def _written(self, phase: Optional[str], behavior: Optional[str]) -> int:
         sql, args = "SELECT COUNT(*) FROM episodes WHERE run = ?", [self.run_id]
         if phase is not None:
             sql, args = sql + " AND phase = ?", [*args, phase]
         if behavior is not None:
             sql, args = sql + " AND behavior = ?", [*args, behavior]
         try:
-            written = int(self._conn.execute(sql, args).fetchone()[0])
+            return int(self._conn.execute(sql, args).fetchone()[0])
         except sqlite3.Error as err:
             raise StoreError(f"cannot read {self.path}: {squeeze(err)}") from err
-        return written + buffered
 
-
-# ---------------------------------------------------------------------------------------------- read side
-
-
-@dataclass
-class EpisodeSeries:
-    """The episodes of one behavior in one phase, in the order they were recorded."""
-
-    phase: str
-    mode: str
-    behavior: str
-    length: list[int] = field(default_factory=list)
-    env_reward: list[float] = field(default_factory=list)
-    objective: list[float] = field(default_factory=list)
-    elo: list[Optional[float]] = field(default_factory=list)
-    wall_time: list[float] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self.length)
-
-    @property
-    def final_elo(self) -> Optional[float]:
-        return next((e for e in reversed(self.elo) if e is not None), None)
-
-
-@dataclass
-class PhaseInfo:
-    phase: str
-    index: Optional[int]  # None: the phase has episodes but no row in ``phases``
-    mode: str
-    state: str
-
-
-@dataclass
-class RunResults:
-    path: str
-    runs: list[str]
-    phases: list[PhaseInfo]  # recorded order (idx), then order of first appearance
-    series: list[EpisodeSeries]  # phase order, then behaviors in order of first appearance
-
-    @property
-    def behaviors(self) -> list[str]:
-        return list(dict.fromkeys(s.behavior for s in self.series))
-
-    @property
-    def episode_count(self) -> int:
-        return sum(len(s) for s in self.series)
+    def _disconnect(self) -> None:
+        self._conn.close()
 
 
 def read_results(path: str) -> RunResults:
@@ -290,45 +154,10 @@ def read_results(path: str) -> RunResults:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         if not {"episodes", "phases"} <= tables:
             raise StoreReadError(f"{path} is a SQLite file but not an ml_arl results database (no episodes table)")
-        phase_rows = conn.execute("SELECT phase, idx, mode, state FROM phases ORDER BY idx, wall_time").fetchall()
-        rows = conn.execute(
-            "SELECT run, phase, mode, behavior, length, env_reward, objective, elo, wall_time FROM episodes ORDER BY id"
-        ).fetchall()
+        phase_rows = conn.execute(_SELECT_PHASES).fetchall()
+        rows = conn.execute(_SELECT_EPISODES).fetchall()
     except sqlite3.DatabaseError as err:
         raise StoreReadError(f"{path} is not a readable SQLite database ({squeeze(err)}); pass results/<run-id>/{STORE_FILENAME}") from err
     finally:
         conn.close()
-
-    recorded = {p: PhaseInfo(p, idx, mode, state) for p, idx, mode, state in phase_rows}
-    groups: dict[tuple[str, str], EpisodeSeries] = {}
-    first_seen: dict[str, int] = {}
-    runs: dict[str, None] = {}
-    for i, (run, phase, mode, behavior, length, env_reward, objective, elo, wall_time) in enumerate(rows):
-        runs[run] = None
-        first_seen.setdefault(phase, i)
-        series = groups.get((phase, behavior))
-        if series is None:
-            mode = recorded[phase].mode if phase in recorded else mode
-            series = groups[(phase, behavior)] = EpisodeSeries(phase, mode, behavior)
-        series.length.append(length)
-        series.env_reward.append(env_reward)
-        series.objective.append(objective)
-        series.elo.append(elo)
-        series.wall_time.append(wall_time)
-
-    inf = len(rows) + len(recorded) + 1
-
-    def order(phase: str) -> tuple[int, int]:
-        info = recorded.get(phase)
-        index = info.index if info is not None and info.index is not None else inf
-        return (index, first_seen.get(phase, inf))
-
-    phase_names = sorted(set(recorded) | set(first_seen), key=order)
-    phases = [recorded.get(p) or PhaseInfo(p, None, _phase_mode(groups, p), "") for p in phase_names]
-    rank = {p: i for i, p in enumerate(phase_names)}
-    series_list = sorted(groups.values(), key=lambda s: rank[s.phase])  # stable: behaviors keep first appearance
-    return RunResults(path=path, runs=list(runs), phases=phases, series=series_list)
-
-
-def _phase_mode(groups: dict[tuple[str, str], EpisodeSeries], phase: str) -> str:
-    return next((s.mode for (p, _), s in groups.items() if p == phase), "")
+    return group_episodes(path, phase_rows, rows)

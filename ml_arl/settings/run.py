@@ -183,12 +183,40 @@ class TorchSettings(Strict):
         return value
 
 
+STORE_URL = re.compile(r"^postgresql(\+[a-z0-9_]+)?://")
+
+
 class ResultsStoreSettings(Strict):
-    """The run's SQLite results store (results/<run-id>/results.sqlite)."""
+    """The run's results store: SQLite in results/<run-id>/results.sqlite, or with ``url`` a PostgreSQL
+    database that many runs and machines share (ml_arl.results.server_store)."""
 
     enabled: bool = True
     record_steps: bool = False  # one row per agent step as well as per episode
     batch_size: Int = Field(256, gt=0)  # rows buffered before one write
+    url: Optional[str] = setting(
+        None, flag="--store", metavar="URL",
+        help="write the run's episodes into the PostgreSQL database at URL (postgresql://user@host:port/db; "
+        "the password from PGPASSWORD or ~/.pgpass) instead of results/<run-id>/results.sqlite",
+    )
+    run_name: Optional[str] = setting(
+        None, flag="--store-run", metavar="NAME",
+        help="the run's name in the --store database (default: the run id; arl-study uses <study>/<run-id>)",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: Optional[str]) -> Optional[str]:
+        if value is None:
+            return value
+        if not STORE_URL.match(value):
+            raise ValueError("is not a PostgreSQL URL; use postgresql://user@host:port/database (leave it out for SQLite)")
+        user_info = value.split("://", 1)[1].split("/", 1)[0].rpartition("@")[0]
+        if ":" in user_info:
+            raise ValueError(
+                "holds a password, which would be written to configuration.yaml; leave it out and set PGPASSWORD or "
+                "put it in ~/.pgpass"
+            )
+        return value
 
 
 class TrackerSettings(Strict):
@@ -312,7 +340,7 @@ class RunOptions(Strict):
     debug: bool = setting(False, flag="--debug", help="debug logging")
     # ml_arl: phases (train, then test, ...) run in order within one arl-learn call
     phases: Optional[list[PhaseSettings]] = None
-    results_store: ResultsStoreSettings = Field(default_factory=lambda: ResultsStoreSettings())
+    results_store: ResultsStoreSettings = section(lambda: ResultsStoreSettings())
     _warned_unlisted: set[str] = PrivateAttr(default_factory=set)  # behaviors already named in a warning
     _fallback: Optional[TrainerSettings] = PrivateAttr(default=None)  # the defaults, once a behavior needed them
 

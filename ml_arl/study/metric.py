@@ -17,7 +17,7 @@ from typing import Any, Optional
 from ml_arl.study.settings import MetricSettings
 
 EVENT_GLOB = "events.out.tfevents.*"
-# the run's episodes in its results store (results.sqlite), one point per episode: for phases
+# the run's episodes in its results store (results.sqlite or a PostgreSQL store), one point per episode: for phases
 # that write no summaries (a short test phase) and for palaestrAI's view of a run
 EPISODE_TAGS = ("episodes/env_reward", "episodes/objective")
 
@@ -42,13 +42,13 @@ class ScalarReader:
 
     def _episodes(self) -> list[tuple[int, float]]:
         from ml_arl.core.exceptions import ArlError
-        from ml_arl.results.sqlite_store import STORE_FILENAME, read_results
+        from ml_arl.results.run_store import store_of
 
-        path = os.path.join(self.root, STORE_FILENAME)
-        if not os.path.isfile(path):
+        store = store_of(self.root)  # results.sqlite, or the run's rows in the server its configuration.yaml names
+        if not store.exists:
             return []
         try:
-            results = read_results(path)
+            results = store.read()
         except ArlError:  # not written yet
             return []
         field = self.tag.split("/", 1)[1]

@@ -97,7 +97,7 @@ def ended_trials(study: optuna.Study) -> int:
 class StudyRunner:
     def __init__(
         self, plan: StudyPlan, folder: StudyFolder, study: optuna.Study, storage: optuna.storages.RDBStorage,
-        base_port: Optional[int] = None, ray: bool = False,
+        base_port: Optional[int] = None, ray: bool = False, store: Optional[str] = None,
     ):
         self.plan = plan
         self.settings = plan.settings
@@ -107,6 +107,7 @@ class StudyRunner:
         env = plan.options.env_settings
         self.base_port = env.base_port if base_port is None else base_port
         self.port_stride = env.num_envs + 1
+        self.store = store  # a PostgreSQL results store every run writes into (arl-learn --store)
         self.ray = ray  # runs as Ray tasks (ml_arl.study.ray_runs), each asking for num_envs + 1 CPUs
         self.free_slots = list(range(self.settings.parallel))
         self.jobs: list[TrialJob] = []
@@ -179,6 +180,8 @@ class StudyRunner:
             config, results = os.path.abspath(config), os.path.abspath(results)
         argv = [config, "--run-id", run.run_id, "--results-dir", results, "--seed", str(run.seed),
                 "--base-port", str(self.base_port + run.slot * self.port_stride)]
+        if self.store is not None:  # the run's name there: the study's own, then the run's
+            argv += ["--store", self.store, "--store-run", f"{os.path.basename(self.folder.path)}/{run.run_id}"]
         if is_run_folder(run_dir):  # a trial run again after an interruption: continue where it stopped
             argv.append("--resume" if glob.glob(os.path.join(run_dir, "*", "checkpoint.pt")) else "--force")
         log = os.path.join(self.folder.path, "logs", f"{run.run_id}.log")

@@ -1,5 +1,5 @@
 """A run's outputs: the results folder, TensorBoard and console summaries, training_status.json,
-the SQLite results store, timers and the run logs (timers.json, configuration.yaml).
+the results store, timers and the run logs (timers.json, configuration.yaml).
 
 Layout as ML-Agents: ``results/<run-id>/`` with ``run_logs/`` (training_status.json, timers.json),
 ``configuration.yaml`` and one TensorBoard folder per behavior; with phases, each phase has
@@ -23,7 +23,8 @@ from ml_arl.core.exceptions import ResultsWriteError, TrackerError
 from ml_arl.core.experience import EpisodeStat, Trajectory
 from ml_arl.results.checkpoints import TrainingStatus, metadata
 from ml_arl.results.run_folder import prepare_results_dir
-from ml_arl.results.sqlite_store import STORE_FILENAME, ResultsStore
+from ml_arl.results.run_store import open_store
+from ml_arl.results.store_buffer import BufferedStore
 from ml_arl.results.summary_writers import (
     ConsoleWriter,
     GaugeWriter,
@@ -64,7 +65,7 @@ class RunOutputs:
         self.trackers: list[StatsWriter] = []  # MLflow, W&B, entry-point plugins: one run for all phases
         self.extra_writers = list(extra_writers)  # train()'s callbacks: beside the trackers, in every phase
         self.status = TrainingStatus(os.path.join(cp.run_logs_dir, "training_status.json"))
-        self.store: Optional[ResultsStore] = None
+        self.store: Optional[BufferedStore] = None
         self.env_steps = StepCounter()
         self.first_step_time: Optional[float] = None
         self.phase_switch_seconds: list[float] = []
@@ -85,6 +86,19 @@ class RunOutputs:
     def prepare(self) -> None:
         """Make the results folder this run's (--force removes the old run only now that every
         check passed), tidy a killed run on --resume, write configuration.yaml, open the store."""
+        if self.options.results_store.url is not None:  # first: a server that is down or holds the run id changes nothing here
+            self.store = open_store(self.options)
+        try:
+            self._prepare_folder()
+        except BaseException:
+            if self.store is not None:
+                self.store.close()
+                self.store = None
+            raise
+        if self.store is None:
+            self.store = open_store(self.options)
+
+    def _prepare_folder(self) -> None:
         cp = self.options.checkpoint_settings
         fresh = not cp.resume and not os.path.lexists(self.run_path)
         prepare_results_dir(self.options)
@@ -109,9 +123,6 @@ class RunOutputs:
                 self.ready = False
                 shutil.rmtree(self.run_path, ignore_errors=True)
             raise
-        store = self.options.results_store
-        if store.enabled:
-            self.store = ResultsStore(os.path.join(self.run_path, STORE_FILENAME), cp.run_id, store.batch_size, store.record_steps)
 
     @property
     def records_steps(self) -> bool:

@@ -16,7 +16,7 @@ import re
 import time
 from typing import Any
 
-from ml_arl.core.exceptions import TrackerError
+from ml_arl.core.exceptions import ArlError, TrackerError
 from ml_arl.core.one_line import squeeze
 from ml_arl.results.summary_writers import StatsSummary
 from ml_arl.results.trackers.run_file import known, remember
@@ -118,12 +118,15 @@ class MLflowWriter:
     def _report(self) -> list[str]:
         """report.png of the run (arl-report's picture), drawn now; [] without a results store."""
         from ml_arl.results.plotting import PNG_FILENAME, plot_run
-        from ml_arl.results.sqlite_store import STORE_FILENAME, read_results
+        from ml_arl.results.run_store import store_of
 
-        store = os.path.join(self.write_path, STORE_FILENAME)
-        if not os.path.isfile(store):
+        store = store_of(self.write_path)
+        if not store.exists:
             return []
-        results = read_results(store)
+        try:
+            results = store.read()
+        except ArlError:  # a server store that holds no row of the run yet
+            return []
         if not results.series:
             return []
         path = os.path.join(self.write_path, PNG_FILENAME)
