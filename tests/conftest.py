@@ -33,6 +33,8 @@ SHARED_UNITS = {
     "tests/envs/test_grid.py::": "test_grid.py",
     # the module's Ray cluster (the cluster fixture): started once (about 10 s), not once per process
     "tests/envs/test_ray.py::": "test_ray.py",
+    # the module's PostgreSQL server (the server fixture): started once
+    "tests/results/test_server_store.py::": "test_server_store.py",
     # both need port 5004, the Unity Editor's (a lock keeps them apart too, the editor_port
     # fixture; in one process neither waits for the other)
     "tests/envs/test_unity.py::test_editor_": "editor port 5004",
