@@ -218,20 +218,32 @@ def test_learner_actors_on_ray_make_one_learners_update_and_a_killed_one_is_one_
 
 
 def test_a_ray_run_places_its_second_learner_on_ray(cluster: Any, tmp_path: Path, caplog: Any) -> None:
+    """The cluster run of docs/ray.md: workers and the second learner on Ray, the episodes in one
+    PostgreSQL store (a real server, tests/support/postgres.py), no results.sqlite in the folder."""
+    from ml_arl.results.server_store import read_run
     from ml_arl.settings import build_run_options
     from ml_arl.training.controller import TrainerController
+    from tests.support.postgres import PostgresServer
 
-    config = tiny_config("builtin:Reach", max_steps=3000)
-    config["env_settings"].update({"manager": "ray", "num_envs": 2, "seed": 1})
-    config["torch_settings"] = {"num_learners": 2}
-    config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learners"}
-    controller = TrainerController(build_run_options(config, {}, "test"))
-    with caplog.at_level(logging.DEBUG, logger="ml_arl.trainers.ray_learners"):
-        controller.start_learning()
-    assert controller.learners is not None and controller.learners.init_method.startswith("tcp://")
-    assert any("learner actor(s) on Ray" in r.getMessage() for r in caplog.records)
-    assert controller.trainers["Reach"].step >= 3000
-    assert (tmp_path / "learners" / "Reach.onnx").is_file()
+    server = PostgresServer()
+    try:
+        url = server.database()
+        config = tiny_config("builtin:Reach", max_steps=3000)
+        config["env_settings"].update({"manager": "ray", "num_envs": 2, "seed": 1})
+        config["torch_settings"] = {"num_learners": 2}
+        config["checkpoint_settings"] = {"results_dir": str(tmp_path), "run_id": "learners"}
+        config["results_store"] = {"url": url}
+        controller = TrainerController(build_run_options(config, {}, "test"))
+        with caplog.at_level(logging.DEBUG, logger="ml_arl.trainers.ray_learners"):
+            controller.start_learning()
+        assert controller.learners is not None and controller.learners.init_method.startswith("tcp://")
+        assert any("learner actor(s) on Ray" in r.getMessage() for r in caplog.records)
+        assert controller.trainers["Reach"].step >= 3000
+        assert (tmp_path / "learners" / "Reach.onnx").is_file()
+        assert not (tmp_path / "learners" / "results.sqlite").exists()
+        assert read_run(url, "learners").episode_count > 20
+    finally:
+        server.stop()
 
 
 @pytest.mark.slow
