@@ -200,7 +200,7 @@ class ResultsStoreSettings(Strict):
     )
     run_name: Optional[str] = setting(
         None, flag="--store-run", metavar="NAME",
-        help="the run's name in the --store database (default: the run id; arl-study uses <study>/<run-id>)",
+        help="the run's name in the --store database, where the run id is not unique (unset: the run id; arl-study uses <study>/<run-id>)",
     )
 
     @field_validator("url")

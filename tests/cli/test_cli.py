@@ -231,7 +231,8 @@ def test_every_setting_flag_sets_its_setting() -> None:
     from ml_arl.settings import RunOptions, cli_flags
 
     values = {int: ("3", 3), float: ("3.5", 3.5), str: ("cpu", "cpu")}
-    own_values = {"wandb_mode": ("offline", "offline")}  # a str setting with a fixed set of values
+    own_values = {"wandb_mode": ("offline", "offline"),  # str settings with a fixed set or form of values
+                  "url": ("postgresql://arl@db/runs", "postgresql://arl@db/runs")}
     for flag in cli_flags(RunOptions):
         if flag.name == "env_path":
             continue
