@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Optional
 
@@ -44,6 +45,9 @@ logger = logging.getLogger(__name__)
 
 GROUPED_TRAINERS = ("ppo", "sac", "poca")  # the trainers that update in a group (a ``learners`` attribute, ``descend_shard``)
 STOP_TIMEOUT_S = 10.0
+# a collective that fails because a peer died can fail before that peer's exit is visible here (gloo sees the reset
+# connection first): the member is looked for this long before the failure is said without it
+DEATH_GRACE_S = 3.0
 
 
 def learner_problem(settings: TrainerSettings, brain: str, device: torch.device) -> Optional[str]:
@@ -141,7 +145,11 @@ class LearnerGroup:
             raise self._failure(during, err) from None
 
     def _failure(self, during: str, err: BaseException) -> LearnerError:
+        deadline = time.monotonic() + DEATH_GRACE_S
         dead = self.members.dead(during)
+        while dead is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+            dead = self.members.dead(during)
         if dead is not None:
             return LearnerError(dead)
         return LearnerError(f"the learner group failed {during}: {str(err).splitlines()[0] if str(err) else type(err).__name__}")
