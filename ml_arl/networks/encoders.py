@@ -251,13 +251,27 @@ class Normalizer(nn.Module):
         self.register_buffer("mean", torch.zeros(size, dtype=torch.float64))
         self.register_buffer("var", torch.ones(size, dtype=torch.float64))
 
-    def update(self, x: torch.Tensor) -> None:
+    @staticmethod
+    def moments(x: torch.Tensor) -> torch.Tensor:
+        """A batch's [n, mean..., variance...] (float64): what ``add_moments`` takes in, and what the
+        learners of a group all-gather to take in each other's batches (reward signals' normalizers)."""
         x = x.detach().to(torch.float64)
-        n = x.shape[0]
+        n = x.new_tensor([float(x.shape[0])])
+        if x.shape[0] == 0:
+            return torch.cat([n, x.new_zeros(2 * x.shape[1])])
+        return torch.cat([n, x.mean(0), x.var(0, unbiased=False)])
+
+    def update(self, x: torch.Tensor) -> None:
+        self.add_moments(self.moments(x))
+
+    def add_moments(self, moments: torch.Tensor) -> None:
+        """Take in a batch given by its ``moments`` (Chan's parallel update)."""
+        n = float(moments[0])
         if n == 0:
             return
-        batch_mean = x.mean(0)
-        batch_var = x.var(0, unbiased=False)
+        size = (moments.shape[0] - 1) // 2
+        batch_mean = moments[1 : 1 + size].to(self.mean.device)
+        batch_var = moments[1 + size :].to(self.mean.device)
         total = self.count + n
         delta = batch_mean - self.mean
         new_mean = self.mean + delta * n / total

@@ -1,11 +1,13 @@
 """The collectives every learner of ``--num-learners`` calls (rank 0 in ml_arl.trainers.learner_group,
-the others in ml_arl.trainers.learner_main): joining the gloo group and the gradients' all-reduce."""
+the others in ml_arl.trainers.learner_main): joining the gloo group, the gradients' all-reduce, and the all-gather of
+reward signals' normaliser statistics."""
 
 from __future__ import annotations
 
 import datetime
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -26,6 +28,20 @@ def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
         n = g.numel()
         g.copy_(flat[offset : offset + n].view_as(g))
         offset += n
+
+
+def all_gather(x: torch.Tensor, world: int) -> list[torch.Tensor]:
+    """``x`` from every learner (each the same shape), in rank order."""
+    out = [torch.empty_like(x) for _ in range(world)]
+    dist.all_gather(out, x.contiguous())
+    return out
+
+
+def seed_learner(seed: int, rank: int) -> None:
+    """A learner's torch generator from (a seed rank 0 sent with the update, its rank): what it draws
+    at random in an update (SAC's action noise, GAIL's expert rows and penalty points) differs from
+    every other learner's, and is the same from run to run (``--deterministic``)."""
+    torch.manual_seed(int(np.random.SeedSequence([seed, rank]).generate_state(1)[0]))
 
 
 def join_group(init_method: str, rank: int, world: int) -> None:

@@ -37,7 +37,7 @@ import torch.distributed as dist
 
 from ml_arl.core.exceptions import ConfigError, LearnerError
 from ml_arl.settings import TrainerSettings
-from ml_arl.trainers.learner_collectives import all_reduce_mean, join_group
+from ml_arl.trainers.learner_collectives import all_gather, all_reduce_mean, join_group
 from ml_arl.trainers.learner_protocol import LearnerSpec, StopLearners
 from ml_arl.trainers.optimizers import Adam
 
@@ -56,16 +56,13 @@ def learner_problem(settings: TrainerSettings, brain: str, device: torch.device)
         (settings.trainer_type not in GROUPED_TRAINERS, f"trainer_type {settings.trainer_type}"),
         (settings.network_settings.memory is not None, "network_settings.memory"),
         (settings.self_play is not None, "self_play"),
-        (settings.behavioral_cloning is not None, "behavioral_cloning"),
-        (any(name != "extrinsic" for name in settings.reward_signals.model_dump(exclude_none=True)),
-         "reward signals other than extrinsic"),
         (device.type != "cpu", f"device {device}"),
     ]
     why = next((text for bad, text in reasons if bad), None)
     if why is None:
         return None
-    return (f"behaviors.{brain}: --num-learners > 1 does not support {why} yet (PPO, SAC and POCA with the "
-            "extrinsic reward, on the CPU); use --num-learners 1")
+    return (f"behaviors.{brain}: --num-learners > 1 does not support {why} yet (PPO, SAC and POCA without memory or "
+            "self-play, on the CPU); use --num-learners 1")
 
 
 class _Processes:
@@ -165,6 +162,9 @@ class LearnerGroup:
     def reduce(self, params: Sequence[torch.Tensor]) -> None:
         all_reduce_mean(params, self.world)
 
+    def gather(self, x: torch.Tensor) -> list[torch.Tensor]:
+        return all_gather(x, self.world)
+
     def close(self) -> None:
         """Ask every learner to stop, wait, then terminate and kill what is left."""
         if self._joined and self.members.alive():
@@ -200,7 +200,8 @@ def spec_of(behavior: str, settings: TrainerSettings, spec: object) -> LearnerSp
 
 
 def numpy_state(module: torch.nn.Module) -> dict[str, np.ndarray]:
-    return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items()}
+    """A module's tensors as numpy (a reward signal's ``_extra_state``, its optimizer, travels on its own)."""
+    return {k: v.detach().cpu().numpy().copy() for k, v in module.state_dict().items() if isinstance(v, torch.Tensor)}
 
 
 _MOMENTS = ("exp_avg", "exp_avg_sq", "step")
@@ -221,7 +222,10 @@ def load_states(modules: dict[str, torch.nn.Module], optimizers: dict[str, Adam]
                 optimizer_states: dict[str, Any], device: torch.device) -> None:
     """``states_of``'s output, sent by rank 0, into this learner's replica."""
     for name, module in modules.items():
-        module.load_state_dict({k: torch.as_tensor(v) for k, v in module_states[name].items()})
+        missing, unexpected = module.load_state_dict({k: torch.as_tensor(v) for k, v in module_states[name].items()}, strict=False)
+        missing = [k for k in missing if not k.endswith("_extra_state")]
+        if missing or unexpected:
+            raise RuntimeError(f"rank 0's state of {name} does not fit this learner's: missing {missing}, unexpected {unexpected}")
     for name, opt in optimizers.items():
         parts = (opt.exp_avgs, opt.exp_avg_sqs, opt.state_steps)
         for moment, target in zip(_MOMENTS, parts):

@@ -5,7 +5,8 @@ A ``ShardMessage`` is one PPO (or POCA) update of one brain for one learner: its
 buffer's rows (values, advantages and returns computed by rank 0 over the whole buffer, the
 advantages normalised there), the update's hyperparameters at this step, and the state every
 learner starts the update from (rank 0's networks and optimizers); a ``ReplayShardMessage`` is
-SAC's, with the learner's part of every minibatch rank 0 drew for the update: after any load (``--resume``, ``--initialize-from``,
+SAC's, with the learner's part of every minibatch rank 0 drew for the update (the reward signals' rows
+travel with both, when signals learn): after any load (``--resume``, ``--initialize-from``,
 a phase's ``load:``) the learners agree without a protocol of their own for it. ``StopLearners``
 ends a learner's loop. No torch here: this module must import without it.
 """
@@ -13,7 +14,7 @@ ends a learner's loop. No torch here: this module must import without it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -41,6 +42,7 @@ class ShardMessage:
     seed: int  # each learner draws its minibatch order from (seed, rank)
     modules: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # rank 0's state_dicts before the update
     optimizers: dict[str, dict[str, list[np.ndarray]]] = field(default_factory=dict)  # their Adam moments and steps
+    signal_rows: Optional[dict[str, Any]] = None  # the same rows as the reward signals read them (SignalBatch), if any learn
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,8 @@ class ReplayShardMessage:
     learning_rate: float
     modules: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)
     optimizers: dict[str, dict[str, list[np.ndarray]]] = field(default_factory=dict)
+    signal_batches: list[dict[str, Any]] = field(default_factory=list)  # the reward signals' steps due, this learner's rows of each
+    seed: int = 0  # each learner seeds its torch generator from (seed, rank)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import TrainerSettings
 from ml_arl.trainers.optimizers import Adam
 from ml_arl.trainers.return_scale import ReturnScaler
-from ml_arl.trainers.reward_signals import RewardProvider, SignalBatch, make_reward_providers
+from ml_arl.trainers.reward_signals import LearnerSync, RewardProvider, SignalBatch, make_reward_providers
 
 Actions = Callable[[np.ndarray], np.ndarray]
 CPU = torch.device("cpu")
@@ -114,35 +114,51 @@ class RewardStreams:
             del self._episode_sums[traj.agent_id]
         return learned
 
-    def evaluate(self, batch: SignalBatch) -> torch.Tensor:
-        """[B, streams] rewards (times strength) of a batch whose ``rewards`` are the objective's."""
+    def evaluate(self, batch: SignalBatch, sync: Optional[LearnerSync] = None) -> torch.Tensor:
+        """[B, streams] rewards (times strength) of a batch whose ``rewards`` are the objective's.
+        ``sync``: this is one learner of a group and ``batch`` its rows (a normaliser that takes in
+        what it evaluates, RND's, takes in every learner's rows)."""
         columns = []
         for name in self.names:
             if name == "extrinsic":
                 assert batch.rewards is not None
                 columns.append(batch.rewards.float())
             else:
-                columns.append(torch.as_tensor(self.providers[name].evaluate(batch), device=self.device))
+                provider = self.providers[name]
+                provider.sync = sync
+                try:
+                    columns.append(torch.as_tensor(provider.evaluate(batch), device=self.device))
+                finally:
+                    provider.sync = None
         return torch.stack(columns, dim=1) * torch.as_tensor(self.strengths, device=self.device)[None, :]
 
     def update_rows(
         self, batch: SignalBatch, rows: Union[torch.Tensor, slice], slots: Optional[torch.Tensor], stats: dict[str, list[float]],
+        sync: Optional[LearnerSync] = None,
     ) -> None:
         """One step of every learned signal on the trainer minibatch ``rows`` of ``batch`` (with
         ``slots``, the rows are sequence slots: slot -> step, -1 for padding, which is left out);
-        each loss tag's value is appended to ``stats``."""
+        each loss tag's value is appended to ``stats``. ``sync``: as in ``update``."""
         if slots is not None:
             held = slots[rows]
             rows = held[held >= 0]
-        for tag, number in self.update(batch.select(rows)).items():
+        for tag, number in self.update(batch.select(rows), sync).items():
             stats.setdefault(tag, []).append(number)
 
-    def update(self, batch: SignalBatch) -> dict[str, float]:
-        """One step of every learned signal on ``batch``; their loss tags."""
+    def update(self, batch: SignalBatch, sync: Optional[LearnerSync] = None) -> dict[str, float]:
+        """One step of every learned signal on ``batch``; their loss tags. With ``sync`` this is
+        one learner of a group and ``batch`` its shard of the minibatch (RewardProvider.update)."""
         stats: dict[str, float] = {}
         for provider in self.learned.values():
-            stats.update(provider.update(batch))
+            stats.update(provider.update(batch, sync))
         return stats
+
+    def group_state(self) -> tuple[dict[str, torch.nn.Module], dict[str, Adam]]:
+        """The learned signals' networks and optimizers, as the learners of a group start an update
+        from them (``signal.<name>``)."""
+        modules = {f"signal.{name}": p for name, p in self.learned.items()}
+        optimizers = {f"signal.{name}": p.optimizer for name, p in self.learned.items() if p.optimizer is not None}
+        return dict(modules), optimizers
 
     @property
     def stateful(self) -> bool:

@@ -104,6 +104,7 @@ class Trainer(ABC, Generic[HP]):
         self.schedule_length = settings.max_steps  # ... over this many steps
         self.trajectory_queues: list[AgentManagerQueue[Trajectory]] = []
         self.policy_queues: list[AgentManagerQueue[PolicySnapshot]] = []
+        self.seed = seed
         self.rng = np.random.default_rng(seed)
         self.on_checkpoint: Optional[Callable[[str], None]] = None  # train()'s callbacks: told each saved path
         self.build()

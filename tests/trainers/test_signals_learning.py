@@ -29,8 +29,9 @@ TRAINERS = {"ppo": PPO, "sac": SAC}
 
 
 def run(tmp_path: Path, trainer: dict[str, Any], env_args: list[str], run_id: str, stop_once_solved: bool = True,
-        **settings: Any) -> TrainerController:
+        learners: int = 1, **settings: Any) -> TrainerController:
     config = {
+        "torch_settings": {"num_learners": learners},
         "env_settings": {"env_path": "tests.support.simple_envs:goal_reach", "env_args": env_args, "manager": "inprocess", "seed": 1},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": run_id},
         "default_settings": {**trainer, "summary_freq": 100, "max_steps": 1000, **settings},
@@ -115,6 +116,22 @@ def test_gail_and_behavioral_cloning_learn_from_demonstrations(
     written = tags(tmp_path, "gail")
     assert {"Losses/GAIL Loss", "Policy/GAIL Expert Estimate", "Policy/GAIL Policy Estimate", "Losses/Pretraining Loss",
             "Policy/Gail Reward"} <= written, written
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trainer", ["ppo", "sac"])
+def test_gail_and_behavioral_cloning_learn_with_two_learners(tmp_path: Path, expert_demos: dict[str, Path], trainer: str) -> None:
+    """The test above with --num-learners 2: each learner steps GAIL on its half of every minibatch
+    (its own expert rows), behavioral cloning runs on rank 0; the same 500 steps, the same bar."""
+    demo_path = str(expert_demos["continuous"])
+    controller = run(
+        tmp_path, TRAINERS[trainer], ["continuous=1"], "gail-2", stop_once_solved=False, learners=2, max_steps=500,
+        reward_signals={"gail": {"encoding_size": 32, "demo_path": demo_path}},
+        behavioral_cloning={"demo_path": demo_path, "steps": 1000},
+    )
+    assert last5(returns(controller)) > SUCCESS_THRESHOLD, returns(controller)[-10:]
+    assert (tmp_path / "gail-2" / "run_logs" / "learner-1.log").is_file()
+    assert {"Losses/GAIL Loss", "Losses/Pretraining Loss"} <= tags(tmp_path, "gail-2")
 
 
 def test_mismatched_or_missing_demonstrations_stop_before_training(tmp_path: Path, expert_demos: dict[str, Path]) -> None:

@@ -53,6 +53,7 @@ from ml_arl.trainers.optimizers import Adam, clip_grad_norm
 from ml_arl.trainers.poca.networks import POCACritic
 from ml_arl.trainers.ppo.trainer import clipped_surrogate_loss, masked_mean, sequence_rows
 from ml_arl.trainers.returns import ADVANTAGE_EPSILON, lambda_returns
+from ml_arl.trainers.reward_signals import LearnerSync
 from ml_arl.trainers.tensor_batches import select_rows
 
 logger = logging.getLogger(__name__)
@@ -258,8 +259,9 @@ class POCATrainer(OnPolicyTrainer[POCASettings]):
             flat_rows = torch.as_tensor(sequence_rows([len(t) for t in self.trajectories], length), device=self.device)
         signal_stats: dict[str, list[float]] = {}
         if self.learners is not None:  # --num-learners: this learner's shard, the others' scattered
-            losses = update_in_group(self, data, epsilon, beta,
-                                     lambda rows, mb, rng, reduce: self._descend(rows, epsilon, beta, mb, rng, reduce=reduce))
+            losses = update_in_group(self, data, signal_data, epsilon, beta,
+                                     lambda rows, signals, mb, rng, reduce, sync: self._descend(
+                                         rows, epsilon, beta, mb, rng, signals, None, signal_stats, reduce, sync))
         else:
             losses = self._descend(data, epsilon, beta, batch, self.rng, signal_data, flat_rows, signal_stats)
         self._clear_buffer()  # the buffer is spent
@@ -278,10 +280,11 @@ class POCATrainer(OnPolicyTrainer[POCASettings]):
     def _descend(
         self, data: POCABatch, epsilon: float, beta: float, batch: int, rng: np.random.Generator, signal_data: Any = None,
         flat_rows: Optional[torch.Tensor] = None, signal_stats: Optional[dict[str, list[float]]] = None,
-        reduce: Optional[Callable[[list[torch.Tensor]], None]] = None,
+        reduce: Optional[Callable[[list[torch.Tensor]], None]] = None, sync: Optional[LearnerSync] = None,
     ) -> list[POCALoss]:
         """``num_epoch`` passes over ``data`` in minibatches of ``batch`` units drawn from ``rng``;
-        ``reduce`` (the learner group's all-reduce) sees each minibatch's gradients before clipping."""
+        ``reduce`` (the learner group's all-reduce) sees each minibatch's gradients before clipping,
+        ``sync`` the reward signals' (on_policy_group)."""
         hp = self.hp
         length = self.sequence_length if data.mask is not None else 1
         units = len(data) // length
@@ -311,17 +314,19 @@ class POCATrainer(OnPolicyTrainer[POCASettings]):
                 self.optimizer.step()
                 losses.append(POCALoss(*(part.detach() for part in loss)))
                 if signal_data is not None and signal_stats is not None:
-                    self.streams.update_rows(signal_data, idx, flat_rows, signal_stats)
+                    self.streams.update_rows(signal_data, idx, flat_rows, signal_stats, sync)
         return losses
 
     def _group_state(self) -> tuple[dict[str, torch.nn.Module], dict[str, Adam]]:
         """What the learners of a group start each update from."""
-        return {"network": self.network, "critic": self.critic}, {"optimizer": self.optimizer}
+        modules, optimizers = self.streams.group_state()
+        return {"network": self.network, "critic": self.critic, **modules}, {"optimizer": self.optimizer, **optimizers}
 
     def descend_shard(self, message: ShardMessage, rank: int, world: int) -> None:
         """A learner's part of a group update (ml_arl.trainers.learner_main)."""
         descend_shard(self, message, rank, world, POCABatch,
-                      lambda rows, eps, beta, mb, rng, reduce: self._descend(rows, eps, beta, mb, rng, reduce=reduce))
+                      lambda rows, signals, eps, beta, mb, rng, reduce, sync: self._descend(
+                          rows, eps, beta, mb, rng, signals, None, {}, reduce, sync))
 
     def _batch(self) -> POCABatch:
         """The buffer as one batch with the critic's values and baselines, TD(lambda) returns per

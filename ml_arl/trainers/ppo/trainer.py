@@ -38,6 +38,7 @@ from ml_arl.trainers.on_policy import OnPolicyTrainer
 from ml_arl.trainers.on_policy_group import descend_shard, update_in_group
 from ml_arl.trainers.optimizers import Adam, clip_grad_norm
 from ml_arl.trainers.returns import ADVANTAGE_EPSILON, gae
+from ml_arl.trainers.reward_signals import LearnerSync
 from ml_arl.trainers.tensor_batches import select_rows
 
 logger = logging.getLogger(__name__)
@@ -248,8 +249,9 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
             data = data.select(flat_rows.clamp(min=0))
             data.mask = (flat_rows >= 0).float()
         if self.learners is not None:  # --num-learners: this learner's shard, the others' scattered
-            losses = update_in_group(self, data, epsilon, beta,
-                                     lambda rows, mb, rng, reduce: self._descend(rows, epsilon, beta, mb, rng, reduce=reduce))
+            losses = update_in_group(self, data, signal_data, epsilon, beta,
+                                     lambda rows, signals, mb, rng, reduce, sync: self._descend(
+                                         rows, epsilon, beta, mb, rng, signals, None, signal_stats, reduce, sync))
         else:
             batch = max(min(hp.batch_size, n) // self.sequence_length, 1)
             losses = self._descend(data, epsilon, beta, batch, self.rng, signal_data, flat_rows, signal_stats)
@@ -269,10 +271,12 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
         self, data: PPOBatch, epsilon: float, beta: float, batch: int, rng: np.random.Generator,
         signal_data: Any = None, flat_rows: Optional[torch.Tensor] = None,
         signal_stats: Optional[dict[str, list[float]]] = None, reduce: Optional[Callable[[list[torch.Tensor]], None]] = None,
+        sync: Optional[LearnerSync] = None,
     ) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
         """``num_epoch`` passes over ``data`` in minibatches of ``batch`` units (steps, or sequences
         with an LSTM) in an order drawn from ``rng``; ``reduce`` (the learner group's all-reduce)
-        sees each minibatch's gradients before they are clipped. Returns the policy and value losses."""
+        sees each minibatch's gradients before they are clipped, and ``sync`` the reward signals'
+        (on_policy_group). Returns the policy and value losses."""
         hp, net, length = self.hp, self.network, self.sequence_length
         units = len(data) // length
         policy_losses, value_losses = [], []
@@ -304,18 +308,20 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
                 policy_losses.append(loss.policy.detach())
                 value_losses.append(loss.value.detach())
                 if signal_data is not None and signal_stats is not None:  # ML-Agents: the signals learn from the same minibatches
-                    self.streams.update_rows(signal_data, idx, flat_rows, signal_stats)
+                    self.streams.update_rows(signal_data, idx, flat_rows, signal_stats, sync)
         return policy_losses, value_losses
 
     # ------------------------------------------------------------------ --num-learners
     def _group_state(self) -> tuple[dict[str, torch.nn.Module], dict[str, Adam]]:
         """What the learners of a group start each update from."""
-        return {"network": self.network}, {"optimizer": self.optimizer}
+        modules, optimizers = self.streams.group_state()
+        return {"network": self.network, **modules}, {"optimizer": self.optimizer, **optimizers}
 
     def descend_shard(self, message: ShardMessage, rank: int, world: int) -> None:
         """A learner's part of a group update (ml_arl.trainers.learner_main)."""
         descend_shard(self, message, rank, world, PPOBatch,
-                      lambda rows, eps, beta, mb, rng, reduce: self._descend(rows, eps, beta, mb, rng, reduce=reduce))
+                      lambda rows, signals, eps, beta, mb, rng, reduce, sync: self._descend(
+                          rows, eps, beta, mb, rng, signals, None, {}, reduce, sync))
 
     def _with_advantages(self) -> PPOBatch:
         """The buffer as one batch with values, GAE advantages (per trajectory and reward stream,

@@ -15,6 +15,7 @@ from ml_arl.networks.encoders import encoder_problem
 from ml_arl.settings import CuriositySettings, GAILSettings, RewardSignals, RNDSettings
 from ml_arl.trainers.reward_signals.base import (
     ExtrinsicProvider,
+    LearnerSync,
     RewardProvider,
     SignalBatch,
     flatten_actions,
@@ -27,6 +28,7 @@ __all__ = [
     "CuriosityProvider",
     "ExtrinsicProvider",
     "GAILProvider",
+    "LearnerSync",
     "RNDProvider",
     "RewardProvider",
     "SignalBatch",

@@ -8,6 +8,7 @@ layers Xavier-uniform, biases zero.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Optional, Union
 
@@ -135,10 +136,29 @@ class StateEmbedding(nn.Module):
         return self.body(features)
 
 
-def update_normalizer(normalizer: Normalizer, embedding: StateEmbedding, obs: list[torch.Tensor]) -> None:
-    """Add the batch's vector observations to the running statistics (only when normalising)."""
+@dataclass(frozen=True)
+class LearnerSync:
+    """How a signal's update agrees with the other learners of a group (``--num-learners``,
+    ml_arl.trainers.learner_group): ``gradients`` all-reduces its parameters' gradients (their mean),
+    ``gather`` all-gathers one equal-shaped tensor from every learner, in rank order."""
+
+    gradients: Callable[[list[torch.Tensor]], None]
+    gather: Callable[[torch.Tensor], list[torch.Tensor]]
+
+
+def update_normalizer(
+    normalizer: Normalizer, embedding: StateEmbedding, obs: list[torch.Tensor], sync: Optional[LearnerSync] = None,
+) -> None:
+    """Add the batch's vector observations to the running statistics (only when normalising); with
+    ``sync``, every learner's batch, in rank order, so the learners' statistics stay equal (and
+    equal to one learner's on the batches joined)."""
     if embedding.encoder.normalize and embedding.encoder.vector:
-        normalizer.update(embedding.encoder.vector_part(obs))
+        x = embedding.encoder.vector_part(obs)
+        if sync is None:
+            normalizer.update(x)
+        else:
+            for moments in sync.gather(Normalizer.moments(x)):
+                normalizer.add_moments(moments)
 
 
 class RewardProvider(nn.Module):
@@ -155,6 +175,7 @@ class RewardProvider(nn.Module):
         self.gamma = float(settings.gamma)
         self.strength = float(settings.strength)
         self.optimizer: Optional[Adam] = None
+        self.sync: Optional[LearnerSync] = None  # set for the length of a group update (``update``)
 
     @property
     def reward_tag(self) -> str:
@@ -171,12 +192,21 @@ class RewardProvider(nn.Module):
         """The loss to minimise on ``batch`` and the stats to report (ML-Agents' tags)."""
         raise NotImplementedError(f"the {self.name} signal learns nothing")
 
-    def update(self, batch: SignalBatch) -> dict[str, float]:
+    def update(self, batch: SignalBatch, sync: Optional[LearnerSync] = None) -> dict[str, float]:
+        """One step on ``batch``; with ``sync`` (a learner of a group, ``batch`` its shard) the
+        gradients are averaged over the learners before the step, and normalizers take in every
+        learner's batch."""
         if self.optimizer is None:
             return {}
-        loss, stats = self.loss(batch)
+        self.sync = sync
+        try:
+            loss, stats = self.loss(batch)
+        finally:
+            self.sync = None
         self.optimizer.zero_grad()
         loss.backward()
+        if sync is not None:
+            sync.gradients(self.optimizer.params)
         self.optimizer.step()
         return stats
 

@@ -16,6 +16,8 @@ ML-Agents also weights the means by its LSTM padding masks; without memory they 
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import torch
 from mlagents_envs.base_env import BehaviorSpec
@@ -25,6 +27,7 @@ from ml_arl.networks.encoders import Normalizer, vector_size
 from ml_arl.settings import CuriositySettings
 from ml_arl.trainers.optimizers import Adam
 from ml_arl.trainers.reward_signals.base import (
+    LearnerSync,
     RewardProvider,
     SignalBatch,
     StateEmbedding,
@@ -98,9 +101,9 @@ class CuriosityProvider(RewardProvider):
         stats = {"Losses/Curiosity Forward Loss": forward.item(), "Losses/Curiosity Inverse Loss": inverse.item()}
         return total, stats
 
-    def update(self, batch: SignalBatch) -> dict[str, float]:
+    def update(self, batch: SignalBatch, sync: Optional[LearnerSync] = None) -> dict[str, float]:
         self.updated.fill_(True)
-        return super().update(batch)
+        return super().update(batch, sync)
 
     def evaluate(self, batch: SignalBatch) -> np.ndarray:
         if not bool(self.updated):

@@ -131,7 +131,7 @@ class GAILProvider(RewardProvider):
 
     def loss(self, batch: SignalBatch) -> tuple[torch.Tensor, dict[str, float]]:
         expert = self.sample_expert(len(batch), batch.dones.device)
-        update_normalizer(self.normalizer, self.embedding, expert.obs)
+        update_normalizer(self.normalizer, self.embedding, expert.obs, self.sync)
         policy_in, expert_in = self.inputs(batch), self.inputs(expert)
         policy_estimate, policy_mu = self.estimate(policy_in, noise=True)
         expert_estimate, expert_mu = self.estimate(expert_in, noise=True)

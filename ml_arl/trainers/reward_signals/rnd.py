@@ -49,7 +49,7 @@ class RNDProvider(RewardProvider):
         with torch.no_grad():
             target = self.target(batch.obs)
         errors = distillation_error(self.predictor(batch.obs), target)
-        update_normalizer(self.normalizer, self.target, batch.obs)
+        update_normalizer(self.normalizer, self.target, batch.obs, self.sync)
         return errors
 
     def loss(self, batch: SignalBatch) -> tuple[torch.Tensor, dict[str, float]]:

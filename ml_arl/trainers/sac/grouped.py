@@ -6,7 +6,9 @@ At an update rank 0 draws the minibatches of every gradient step due, as one lea
 (the same random draws), and sends each learner its rows of each (batch_size / N), with its
 networks' and optimizers' state. Every learner then takes the gradient steps over its rows,
 all-reducing the gradients of the actor, both Q networks, V and the entropy coefficients after
-each backward pass; the target network follows V by the same soft update everywhere. Rank 0 keeps
+each backward pass; the target network follows V by the same soft update everywhere. The reward signals' steps due
+(curiosity, RND, GAIL) follow, each learner on its rows of each signal minibatch rank 0 drew, with
+their gradients all-reduced and their normalisers taking in every learner's rows. Rank 0 keeps
 the replay buffer, its checkpoints and ``save_replay_buffer`` as with one learner.
 """
 
@@ -14,11 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 
+from ml_arl.trainers.learner_collectives import all_gather, seed_learner
 from ml_arl.trainers.learner_group import all_reduce_mean, load_states, spec_of, states_of
 from ml_arl.trainers.learner_protocol import ReplayShardMessage
 from ml_arl.trainers.optimizers import Adam
+from ml_arl.trainers.reward_signals import LearnerSync, SignalBatch
 from ml_arl.trainers.sac.replay_buffer import ReplayBatch
 from ml_arl.trainers.tensor_batches import from_numpy, select_rows, to_numpy
 
@@ -26,9 +31,11 @@ SACTrainer = Any  # ml_arl.trainers.sac.trainer.SACTrainer, which imports this m
 
 
 def _state(trainer: SACTrainer) -> tuple[dict[str, torch.nn.Module], dict[str, Adam]]:
+    signals, signal_optimizers = trainer.streams.group_state()
     modules = {"network": trainer.network, "value": trainer.value_net, "target": trainer.target_net,
-               "q1": trainer.q1, "q2": trainer.q2}
-    optimizers = {"policy": trainer.policy_optimizer, "value": trainer.value_optimizer, "entropy": trainer.entropy_optimizer}
+               "q1": trainer.q1, "q2": trainer.q2, **signals}
+    optimizers = {"policy": trainer.policy_optimizer, "value": trainer.value_optimizer, "entropy": trainer.entropy_optimizer,
+                  **signal_optimizers}
     return modules, optimizers
 
 
@@ -40,31 +47,43 @@ def steps_due(trainer: SACTrainer) -> int:
     return done
 
 
-def group_update(trainer: SACTrainer) -> list[torch.Tensor]:
-    """Rank 0's part: draw the due minibatches, scatter the other learners' rows, take the steps
-    over its own rows; each step's stats (rank 0's rows)."""
+def group_update(trainer: SACTrainer, signal_stats: dict[str, list[float]]) -> list[torch.Tensor]:
+    """Rank 0's part: draw the due minibatches (the gradient steps', then the reward signals'),
+    scatter the other learners' rows, take the steps over its own rows; each gradient step's stats
+    (rank 0's rows), the signals' loss tags appended to ``signal_stats``."""
     group = trainer.learners
     assert group is not None
     world = group.world
     batches = [trainer._sample() for _ in range(steps_due(trainer))]
-    if not batches:
+    signal_batches = trainer.signal_batches_due()
+    if not batches and not signal_batches:
         return []
-    per = len(batches[0]) // world
+
+    def rows(batch: Any, r: int) -> Any:
+        per = len(batch) // world
+        return select_rows(batch, slice(r * per, (r + 1) * per))
+
     modules, optimizers = states_of(*_state(trainer))
     modules["alphas"] = {k: v.cpu().numpy() for k, v in trainer.alphas.state().items()}
     learner = spec_of(trainer.behavior, trainer.settings, trainer.spec)
+    seed = int(np.random.SeedSequence([trainer.seed, trainer.update_steps, trainer.signal_update_steps]).generate_state(1)[0])
     messages = [
-        ReplayShardMessage(learner, [to_numpy(select_rows(b, slice(r * per, (r + 1) * per))) for b in batches],
-                           trainer.policy_optimizer.lr, modules, optimizers)
+        ReplayShardMessage(learner, [to_numpy(rows(b, r)) for b in batches], trainer.policy_optimizer.lr, modules, optimizers,
+                           [to_numpy(rows(b, r)) for b in signal_batches], seed)
         for r in range(1, world)
     ]
-    mine = [select_rows(b, slice(0, per)) for b in batches]
+    mine, my_signals = [rows(b, 0) for b in batches], [rows(b, 0) for b in signal_batches]
     stats: list[torch.Tensor] = []
+    sync = LearnerSync(group.reduce, group.gather)
 
     def descend() -> None:
         for batch in mine:
-            stats.append(trainer._gradient_step(batch, reduce=group.reduce))
+            stats.append(trainer._gradient_step(batch, reduce=group.reduce, sync=sync))
             trainer.update_steps += 1
+        for signal_batch in my_signals:
+            for tag, number in trainer.streams.update(signal_batch, sync).items():
+                signal_stats[tag].append(number)
+            trainer.signal_update_steps += 1
 
     group.update(messages, descend)
     return stats
@@ -75,8 +94,15 @@ def descend_shard(trainer: SACTrainer, message: ReplayShardMessage, rank: int, w
     modules, optimizers = _state(trainer)
     load_states(modules, optimizers, message.modules, message.optimizers, trainer.device)
     trainer.alphas.load_state({k: torch.as_tensor(v) for k, v in message.modules["alphas"].items()})
-    for opt in optimizers.values():
-        opt.lr = message.learning_rate
+    for name in ("policy", "value", "entropy"):  # (the signals' optimizers keep their own learning rates)
+        optimizers[name].lr = message.learning_rate
+    seed_learner(message.seed, rank)
+    def reduce(params: list[torch.Tensor]) -> None:
+        all_reduce_mean(params, world)
+
+    sync = LearnerSync(reduce, lambda x: all_gather(x, world))
     for rows in message.batches:
         batch: ReplayBatch = from_numpy(ReplayBatch, rows, trainer.device)
-        trainer._gradient_step(batch, reduce=lambda params: all_reduce_mean(params, world))
+        trainer._gradient_step(batch, reduce=reduce, sync=sync)
+    for rows in message.signal_batches:
+        trainer.streams.update(from_numpy(SignalBatch, rows, trainer.device), sync)

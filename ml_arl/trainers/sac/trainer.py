@@ -48,7 +48,7 @@ from ml_arl.trainers.behavioral_cloning import make_behavioral_cloning
 from ml_arl.trainers.learner_group import LearnerGroup
 from ml_arl.trainers.learner_protocol import ReplayShardMessage
 from ml_arl.trainers.optimizers import Adam
-from ml_arl.trainers.reward_signals import SignalBatch
+from ml_arl.trainers.reward_signals import LearnerSync, SignalBatch
 from ml_arl.trainers.reward_streams import RewardStreams
 from ml_arl.trainers.sac.grouped import descend_shard, group_update
 from ml_arl.trainers.sac.networks import Critic, frozen, soft_update
@@ -315,16 +315,17 @@ class SACTrainer(Trainer[SACSettings]):
         for optimizer in (self.policy_optimizer, self.value_optimizer, self.entropy_optimizer):
             optimizer.lr = lr
         steps: list[torch.Tensor] = []  # each step's stats, turned into numbers once per burst
+        signal_stats: dict[str, list[float]] = defaultdict(list)
         if self.learners is not None:  # --num-learners: every learner takes the steps over its rows
-            steps = group_update(self)
+            steps = group_update(self, signal_stats)
         while self.learners is None and self._updates_due():
             steps.append(self._gradient_step(self._sample()))
             self.update_steps += 1
-        signal_stats: dict[str, list[float]] = defaultdict(list)
-        while self.streams.learned and (self.step - hp.buffer_init_steps) / self.signal_update_steps > (hp.reward_signal_steps_per_update or hp.steps_per_update):
-            for tag, number in self.streams.update(self._signal_batch(self.replay.sample(hp.batch_size, self.rng))).items():
-                signal_stats[tag].append(number)
-            self.signal_update_steps += 1
+        if self.learners is None:
+            for batch in self.signal_batches_due():
+                for tag, number in self.streams.update(batch).items():
+                    signal_stats[tag].append(number)
+                self.signal_update_steps += 1
         if steps:
             for name, value in zip(self._stat_names, torch.stack(steps).mean(0).tolist()):
                 self.stats.add_stat(name, value)
@@ -335,6 +336,15 @@ class SACTrainer(Trainer[SACSettings]):
                 self.stats.add_stat(tag, number)
         self.stats.add_stat("Policy/Learning Rate", lr)
 
+    def signal_batches_due(self) -> list[SignalBatch]:
+        """The reward signals' minibatches due now, drawn from the replay (each is one step of every
+        learned signal, taken after the gradient steps)."""
+        hp, out = self.hp, list[SignalBatch]()
+        every = hp.reward_signal_steps_per_update or hp.steps_per_update
+        while self.streams.learned and (self.step - hp.buffer_init_steps) / (self.signal_update_steps + len(out)) > every:
+            out.append(self._signal_batch(self.replay.sample(hp.batch_size, self.rng)))
+        return out
+
     @staticmethod
     def _signal_batch(batch: ReplayBatch) -> SignalBatch:
         return SignalBatch(batch.obs, batch.next_obs, batch.continuous, batch.discrete, batch.dones, batch.rewards)
@@ -343,7 +353,8 @@ class SACTrainer(Trainer[SACSettings]):
         """A learner's part of a group update (ml_arl.trainers.sac.grouped)."""
         descend_shard(self, message, rank, world)
 
-    def _gradient_step(self, batch: ReplayBatch, reduce: Optional[Callable[[list[torch.Tensor]], None]] = None) -> torch.Tensor:
+    def _gradient_step(self, batch: ReplayBatch, reduce: Optional[Callable[[list[torch.Tensor]], None]] = None,
+                       sync: Optional[LearnerSync] = None) -> torch.Tensor:
         """One gradient step of the actor, the critics and the entropy coefficients; returns the
         step's stats (``_stat_names``' values, as one tensor without a graph).
 
@@ -352,7 +363,7 @@ class SACTrainer(Trainer[SACSettings]):
         gradient of its own loss only: the actor the policy loss (through Q1's value of its own
         action, with Q1's parameters held fixed), Q1/Q2/V their losses, the entropy coefficients
         theirs. Q2 scores the actor's action without a graph: it only enters the value target."""
-        rewards = self.streams.evaluate(self._signal_batch(batch)) if self.streams.learned else batch.rewards[:, None] * self._strengths()
+        rewards = self.streams.evaluate(self._signal_batch(batch), sync) if self.streams.learned else batch.rewards[:, None] * self._strengths()
         # with memory: the first memory of each sequence (the actor's and V's stored ones, zeros for Q)
         length = self.sequence_length
         actor_mem = value_mem = q_mem = None
