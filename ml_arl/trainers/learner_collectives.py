@@ -12,6 +12,7 @@ import torch
 import torch.distributed as dist
 
 COLLECTIVE_TIMEOUT_S = 600.0  # the join, and one collective, with a learner that stopped answering (a dead one fails at once)
+KEEPALIVE_S = 120.0  # rank 0 sends a KeepAlive when it has sent nothing for this long (well inside the timeout)
 
 
 def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
@@ -44,9 +45,9 @@ def seed_learner(seed: int, rank: int) -> None:
     torch.manual_seed(int(np.random.SeedSequence([seed, rank]).generate_state(1)[0]))
 
 
-def join_group(init_method: str, rank: int, world: int) -> None:
-    """Join the gloo group at ``init_method`` (``file://`` on one machine, ``tcp://`` on Ray)."""
+def join_group(init_method: str, rank: int, world: int, timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
+    """Join the gloo group at ``init_method`` (``file://`` on one machine, ``tcp://`` on Ray); a
+    collective (the join among them) fails after ``timeout_s`` without its peers."""
     dist.init_process_group(
-        "gloo", init_method=init_method, rank=rank, world_size=world,
-        timeout=datetime.timedelta(seconds=COLLECTIVE_TIMEOUT_S),
+        "gloo", init_method=init_method, rank=rank, world_size=world, timeout=datetime.timedelta(seconds=timeout_s),
     )

@@ -37,8 +37,14 @@ import torch.distributed as dist
 
 from ml_arl.core.exceptions import ConfigError, LearnerError
 from ml_arl.settings import TrainerSettings
-from ml_arl.trainers.learner_collectives import all_gather, all_reduce_mean, join_group
-from ml_arl.trainers.learner_protocol import LearnerSpec, StopLearners
+from ml_arl.trainers.learner_collectives import (
+    COLLECTIVE_TIMEOUT_S,
+    KEEPALIVE_S,
+    all_gather,
+    all_reduce_mean,
+    join_group,
+)
+from ml_arl.trainers.learner_protocol import KeepAlive, LearnerSpec, StopLearners
 from ml_arl.trainers.optimizers import Adam
 
 logger = logging.getLogger(__name__)
@@ -68,12 +74,12 @@ def learner_problem(settings: TrainerSettings, brain: str, device: torch.device)
 class _Processes:
     """The learners as processes of this machine (``python -m ml_arl.trainers.learner_main``)."""
 
-    def __init__(self, init_method: str, world: int, log_dir: str):
+    def __init__(self, init_method: str, world: int, log_dir: str, timeout_s: float):
         self.logs = [os.path.join(log_dir, f"learner-{rank}.log") for rank in range(1, world)]
         self.procs: list[subprocess.Popen[bytes]] = []
         for rank, log in zip(range(1, world), self.logs):
             with open(log, "wb") as out:
-                cmd = [sys.executable, "-m", "ml_arl.trainers.learner_main", init_method, str(rank), str(world)]
+                cmd = [sys.executable, "-m", "ml_arl.trainers.learner_main", init_method, str(rank), str(world), str(timeout_s)]
                 self.procs.append(subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL))
         logger.debug("Started %d learner process(es); logs in %s", world - 1, log_dir)
 
@@ -107,33 +113,74 @@ class LearnerGroup:
     learners are Ray actors of the run's Ray (``manager: ray``), placed by Ray and joined over TCP
     (ml_arl.trainers.ray_learners); otherwise processes of this machine joined over a file store."""
 
-    def __init__(self, world: int, log_dir: Optional[str] = None, on_ray: bool = False):
+    def __init__(self, world: int, log_dir: Optional[str] = None, on_ray: bool = False,
+                 timeout_s: float = COLLECTIVE_TIMEOUT_S, keepalive_s: float = KEEPALIVE_S):
         if world < 2:
             raise ConfigError([f"torch_settings.num_learners: a group needs 2 or more learners, got {world}"])
         self.world = world
         self.rank = 0
+        self.timeout_s, self.keepalive_s = timeout_s, keepalive_s
         self._folder = tempfile.mkdtemp(prefix="ml_arl-learners-")
         self.store_path = os.path.join(self._folder, "store")
-        self._lock = threading.Lock()  # one brain's update at a time: collectives of two would interleave
+        self._lock = threading.Lock()  # one message or update at a time: collectives of two would interleave
         self._joined = False
+        self._join_error: Optional[BaseException] = None
+        self._keepalive_error: Optional[LearnerError] = None
+        self._last_sent = time.monotonic()
+        self._closing = threading.Event()
+        self._join_done = threading.Event()
+        self.keepalives = 0  # KeepAlive messages sent
         self.members: Any
         if on_ray:
             from ml_arl.trainers.ray_learners import RayLearners
 
             self.init_method = RayLearners.init_method()
-            self.members = RayLearners(self.init_method, world)
+            self.members = RayLearners(self.init_method, world, timeout_s)
         else:
             self.init_method = f"file://{self.store_path}"
-            self.members = _Processes(self.init_method, world, log_dir or self._folder)
+            self.members = _Processes(self.init_method, world, log_dir or self._folder, timeout_s)
+        # joined now, not at the first update: a learner waits for rank 0 at most timeout_s, and the
+        # first update can be further away than that (a large buffer, a slow environment)
+        self._joiner = threading.Thread(target=self._join_and_keep_alive, name="learner-group", daemon=True)
+        self._joiner.start()
 
     @property
     def procs(self) -> list[subprocess.Popen[bytes]]:
         return list(getattr(self.members, "procs", []))
 
-    def _join(self) -> None:
-        if not self._joined:
-            self._guarded(lambda: join_group(self.init_method, 0, self.world), "while joining the learner group")
+    def _join_and_keep_alive(self) -> None:
+        """The group's thread: join, then send a KeepAlive whenever nothing was sent for ``keepalive_s``
+        (each learner waits for its next message at most ``timeout_s``, and updates can be further
+        apart than that). A failure is kept and raised by the next update."""
+        try:
+            join_group(self.init_method, 0, self.world, self.timeout_s)
             self._joined = True
+        except (RuntimeError, ValueError) as err:
+            self._join_error = err
+            return
+        finally:
+            self._join_done.set()
+        while not self._closing.wait(max(self._last_sent + self.keepalive_s - time.monotonic(), 0.0)):
+            with self._lock:
+                if self._closing.is_set() or self._keepalive_error is not None:
+                    return
+                if time.monotonic() - self._last_sent < self.keepalive_s:
+                    continue
+                try:
+                    dist.scatter_object_list([None], [None, *([KeepAlive()] * (self.world - 1))], src=0)
+                    self._last_sent = time.monotonic()
+                    self.keepalives += 1
+                except (RuntimeError, ValueError) as err:
+                    self._keepalive_error = self._failure("while waiting for an update", err)
+                    return
+
+    def _join(self) -> None:
+        """Wait for the group's thread to have joined (at most the join's own timeout, and a little)."""
+        self._join_done.wait(self.timeout_s + 30.0)
+        if self._join_error is not None:
+            raise self._failure("while joining the learner group", self._join_error)
+        if not self._joined:
+            raise LearnerError(f"the learner group did not form within {self.timeout_s + 30.0:.0f} s")
 
     def _guarded(self, call, during: str) -> None:  # type: ignore[no-untyped-def]
         try:
@@ -154,10 +201,15 @@ class LearnerGroup:
     def update(self, messages: Sequence[object], descend) -> None:  # type: ignore[no-untyped-def]
         """Scatter ``messages`` (one per learner 1..N-1), then run ``descend()`` here as every
         learner runs its own (with ``reduce`` all-reducing each minibatch's gradients)."""
+        self._join()
         with self._lock:
-            self._join()
-            self._guarded(lambda: dist.scatter_object_list([None], [None, *messages], src=0), "while receiving its shard")
-            self._guarded(descend, "during an update")
+            if self._keepalive_error is not None:
+                raise self._keepalive_error
+            try:
+                self._guarded(lambda: dist.scatter_object_list([None], [None, *messages], src=0), "while receiving its shard")
+                self._guarded(descend, "during an update")
+            finally:
+                self._last_sent = time.monotonic()
 
     def reduce(self, params: Sequence[torch.Tensor]) -> None:
         all_reduce_mean(params, self.world)
@@ -167,13 +219,15 @@ class LearnerGroup:
 
     def close(self) -> None:
         """Ask every learner to stop, wait, then terminate and kill what is left."""
-        if self._joined and self.members.alive():
+        self._closing.set()
+        if self._joined and self._keepalive_error is None and self.members.alive():
             try:
                 with self._lock:
                     dist.scatter_object_list([None], [None, *([StopLearners()] * (self.world - 1))], src=0)
             except (RuntimeError, ValueError):
                 logger.debug("the learners did not take the stop", exc_info=True)
         self.members.stop()
+        self._joiner.join(STOP_TIMEOUT_S)  # (a join still under way fails once the learners are gone)
         if self._joined and dist.is_initialized():
             dist.destroy_process_group()
         self._joined = False

@@ -7,8 +7,8 @@ advantages normalised there), the update's hyperparameters at this step, and the
 learner starts the update from (rank 0's networks and optimizers); a ``ReplayShardMessage`` is
 SAC's, with the learner's part of every minibatch rank 0 drew for the update (the reward signals' rows
 travel with both, when signals learn): after any load (``--resume``, ``--initialize-from``,
-a phase's ``load:``) the learners agree without a protocol of their own for it. ``StopLearners``
-ends a learner's loop. No torch here: this module must import without it.
+a phase's ``load:``) the learners agree without a protocol of their own for it. ``KeepAlive``
+keeps a waiting learner's collective inside its timeout, ``StopLearners`` ends a learner's loop. No torch here: this module must import without it.
 """
 
 from __future__ import annotations
@@ -57,6 +57,12 @@ class ReplayShardMessage:
     optimizers: dict[str, dict[str, list[np.ndarray]]] = field(default_factory=dict)
     signal_batches: list[dict[str, Any]] = field(default_factory=list)  # the reward signals' steps due, this learner's rows of each
     seed: int = 0  # each learner seeds its torch generator from (seed, rank)
+
+
+@dataclass(frozen=True)
+class KeepAlive:
+    """Sent by rank 0 when it has sent nothing for a while (between updates, in a phase that does not
+    train): a learner waiting for its next message would otherwise reach the collective timeout."""
 
 
 @dataclass(frozen=True)

@@ -22,23 +22,23 @@ def _actor_class() -> Any:
 
     @ray.remote(num_cpus=1)
     class RayLearner:
-        def serve(self, init_method: str, rank: int, world: int) -> None:
+        def serve(self, init_method: str, rank: int, world: int, timeout_s: float) -> None:
             from ml_arl.trainers.learner_main import serve
 
-            serve(init_method, rank, world)
+            serve(init_method, rank, world, timeout_s)
 
     return RayLearner
 
 
 class RayLearners:
-    def __init__(self, init_method: str, world: int):
+    def __init__(self, init_method: str, world: int, timeout_s: float):
         import ray
 
         if not ray.is_initialized():
             raise RuntimeError("the learners go on Ray only where the run's Ray is running (manager: ray)")
         cls = _actor_class()
         self.actors = [cls.options(name=None).remote() for _ in range(1, world)]  # type: ignore[attr-defined]
-        self.refs = [actor.serve.remote(init_method, rank, world) for rank, actor in enumerate(self.actors, start=1)]
+        self.refs = [actor.serve.remote(init_method, rank, world, timeout_s) for rank, actor in enumerate(self.actors, start=1)]
         logger.debug("Started %d learner actor(s) on Ray; they join at %s", world - 1, init_method)
 
     @staticmethod

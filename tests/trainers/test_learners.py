@@ -105,6 +105,31 @@ def test_a_learner_that_dies_ends_the_update_with_one_line(tmp_path: Path) -> No
     assert "\n" not in text
 
 
+def test_learners_outlive_a_wait_for_an_update_longer_than_the_collective_timeout(tmp_path: Path) -> None:
+    """A learner waits for its next message inside a gloo collective, which fails after the
+    group's timeout (600 s in a run; 10 s here): updates further apart than that (a large buffer, a
+    slow environment, a phase that does not train) would end the run. Rank 0 sends a KeepAlive
+    whenever it has sent nothing for keepalive_s, so the second update, 12 s after the first,
+    still finds the learner. (Without them the learner's wait fails: its collective times out.)"""
+    import time
+
+    trainer = _trainer()
+    group = LearnerGroup(2, str(tmp_path), timeout_s=10.0, keepalive_s=1.0)
+    trainer.learners = group
+    try:
+        for traj in _trajectories(1):
+            trainer.add_experience(traj)
+        trainer.update()
+        time.sleep(12.0)
+        assert group.keepalives >= 5
+        for traj in _trajectories(2):
+            trainer.add_experience(traj)
+        trainer.update()
+    finally:
+        group.close()
+    assert all(p.poll() == 0 for p in group.procs), (tmp_path / "learner-1.log").read_text()
+
+
 def test_what_the_group_cannot_train_yet_is_one_config_error(tmp_path: Path) -> None:
     config = {"env_settings": {"env_path": "builtin:Reach", "num_envs": 1},
               "behaviors": {"Reach": {"network_settings": {"memory": {"memory_size": 8}}}}}
