@@ -29,10 +29,10 @@ TRAINERS = {"ppo": PPO, "sac": SAC}
 
 
 def run(tmp_path: Path, trainer: dict[str, Any], env_args: list[str], run_id: str, stop_once_solved: bool = True,
-        learners: int = 1, **settings: Any) -> TrainerController:
+        learners: int = 1, env_path: str = "tests.support.simple_envs:goal_reach", **settings: Any) -> TrainerController:
     config = {
         "torch_settings": {"num_learners": learners},
-        "env_settings": {"env_path": "tests.support.simple_envs:goal_reach", "env_args": env_args, "manager": "inprocess", "seed": 1},
+        "env_settings": {"env_path": env_path, "env_args": env_args, "manager": "inprocess", "seed": 1},
         "checkpoint_settings": {"results_dir": str(tmp_path), "run_id": run_id},
         "default_settings": {**trainer, "summary_freq": 100, "max_steps": 1000, **settings},
         "behaviors": {},
@@ -45,7 +45,7 @@ def run(tmp_path: Path, trainer: dict[str, Any], env_args: list[str], run_id: st
 
 
 def returns(controller: TrainerController) -> list[float]:
-    return list(controller.managers["GoalReach"].recent_rewards)
+    return list(next(iter(controller.managers.values())).recent_rewards)
 
 
 def tags(tmp_path: Path, run_id: str) -> set[str]:
@@ -118,12 +118,39 @@ def test_gail_and_behavioral_cloning_learn_from_demonstrations(
             "Policy/Gail Reward"} <= written, written
 
 
+DATA = Path(__file__).resolve().parents[1] / "data"
+FIXTURE_TASKS = {"GoalReach": ("tests.support.simple_envs:goal_reach", ["continuous=1"]), "Momentum": ("tests.support.momentum_env:momentum", [])}
+
+
+@pytest.mark.parametrize("trainer", ["ppo", "sac"])
+@pytest.mark.parametrize("task", ["GoalReach", "Momentum"])
+def test_gail_and_behavioral_cloning_learn_from_demonstrations_made_as_ml_agents_tests_make_them(
+    tmp_path: Path, trainer: str, task: str
+) -> None:
+    """ML-Agents' test_gail protocol on demonstrations ML-Agents' own writer wrote the way its
+    simple_record fixture records them (tests/data/record_mlagents_fixture_demos.py): no terminal
+    records, an episode's first record carrying the previous episode's last action, the last 100
+    records only (79 and 83 steps). GoalReach is ML-Agents' task; Momentum (the action a force) is
+    a second one with other dynamics. SAC passed 1 and 1 of 5 seeds of each before its behavioral
+    cloning ran once per gradient step, as ML-Agents' does (docs/imitation.md)."""
+    demo_path = str(DATA / f"{'goal_reach' if task == 'GoalReach' else 'momentum'}_mlagents.demo")
+    demo = load_demonstrations(demo_path)
+    assert demo.episodes == 0 and demo.steps < 90  # what makes these files unlike our recorder's
+    env_path, env_args = FIXTURE_TASKS[task]
+    controller = run(
+        tmp_path, TRAINERS[trainer], env_args, "fixture", stop_once_solved=False, env_path=env_path, max_steps=500,
+        reward_signals={"gail": {"encoding_size": 32, "demo_path": demo_path}},
+        behavioral_cloning={"demo_path": demo_path, "steps": 1000},
+    )
+    assert last5(returns(controller)) > SUCCESS_THRESHOLD, returns(controller)[-10:]
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("trainer", ["ppo", "sac"])
-def test_gail_and_behavioral_cloning_learn_with_two_learners(tmp_path: Path, expert_demos: dict[str, Path], trainer: str) -> None:
-    """The test above with --num-learners 2: each learner steps GAIL on its half of every minibatch
-    (its own expert rows), behavioral cloning runs on rank 0; the same 500 steps, the same bar."""
-    demo_path = str(expert_demos["continuous"])
+def test_gail_and_behavioral_cloning_learn_with_two_learners(tmp_path: Path, trainer: str) -> None:
+    """The GoalReach test above with --num-learners 2: each learner steps GAIL on its half of every
+    minibatch (its own expert rows), behavioral cloning runs on rank 0; the same 500 steps, the same bar."""
+    demo_path = str(DATA / "goal_reach_mlagents.demo")
     controller = run(
         tmp_path, TRAINERS[trainer], ["continuous=1"], "gail-2", stop_once_solved=False, learners=2, max_steps=500,
         reward_signals={"gail": {"encoding_size": 32, "demo_path": demo_path}},

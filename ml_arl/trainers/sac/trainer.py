@@ -331,9 +331,13 @@ class SACTrainer(Trainer[SACSettings]):
                 self.stats.add_stat(name, value)
         for tag, numbers in signal_stats.items():
             self.stats.add_stat(tag, float(np.mean(numbers)))
-        if self.bc is not None:
-            for tag, number in self.bc.update(self.step).items():
-                self.stats.add_stat(tag, number)
+        if self.bc is not None:  # as ML-Agents' SAC: behavioral cloning's passes once per gradient step
+            bc_stats: dict[str, list[float]] = defaultdict(list)
+            for _ in steps:
+                for tag, number in self.bc.update(self.step).items():
+                    bc_stats[tag].append(number)
+            for tag, numbers in bc_stats.items():
+                self.stats.add_stat(tag, float(np.mean(numbers)))
         self.stats.add_stat("Policy/Learning Rate", lr)
 
     def signal_batches_due(self) -> list[SignalBatch]:
