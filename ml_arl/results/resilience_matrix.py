@@ -4,7 +4,8 @@ heat map.
 
 With several runs of the same config (seeds), the interval is over seeds and episodes: a
 two-level bootstrap that draws runs, then episodes within each drawn run (2,000 draws, fixed
-generator). With one run it is over episodes.
+generator). With one run it is over episodes. A matrix with best responses has a ``best_response`` column
+(and row), and the lines of each player's exploitability under them.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import numpy as np
 import yaml
 
 from ml_arl.results.run_results import RunResults
+from ml_arl.settings.matrix import BEST_RESPONSE
 
 DRAWS = 2000
 
@@ -89,7 +91,28 @@ def format_matrix(m: Matrix, n_runs: int) -> str:
     lines = [f"matrix {m.group}: {m.behavior}'s mean return, 95 % interval over {over}",
              "  ".join(str(c).ljust(w) for c, w in zip(head, widths))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
+    lines += exploitability(m)
     return "\n".join(lines)
+
+
+def exploitability(m: Matrix) -> list[str]:
+    """The best responses' lines (ml_arl.settings.matrix): each player's return under an opponent
+    trained against it alone, with the same budget for every player."""
+    def means(pairs: list[tuple[str, tuple[str, str]]]) -> str:
+        shown = []
+        for name, key in pairs:
+            est = interval(m.cells.get(key, []))
+            shown.append(f"{name} {'-' if est is None else f'{est[0]:.2f}'}")
+        return ", ".join(shown)
+
+    lines = []
+    if BEST_RESPONSE in m.columns:
+        pairs = [(row, (row, BEST_RESPONSE)) for row in m.rows if row != BEST_RESPONSE]
+        lines.append(f"exploitability: {m.behavior}'s return under a best response to it: {means(pairs)}")
+    if BEST_RESPONSE in m.rows:
+        pairs = [(column, (BEST_RESPONSE, column)) for column in m.columns if column != BEST_RESPONSE]
+        lines.append(f"exploitability of the others: {m.behavior}'s return as a best response to each: {means(pairs)}")
+    return lines
 
 
 def plot_matrix(m: Matrix, output: str) -> None:

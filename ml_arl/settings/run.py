@@ -247,11 +247,20 @@ class TrackerSettings(Strict):
 
 
 class LoadSettings(Strict):
-    """Where a phase takes a brain from: results/<run>/<phase>/<behavior>/checkpoint.pt."""
+    """Where a phase takes a brain from: results/<run>/<phase>/<behavior>/checkpoint.pt, or with
+    ``initial`` the brain as this run first made it (its first weights, a fresh optimizer, step 0:
+    a best response's fresh opponent, ml_arl.settings.matrix)."""
 
     run: Optional[RunName] = None  # default: this run
     phase: Optional[str] = None  # default: the newest phase (of that run) that saved the behavior
     behavior: Optional[str] = None  # default: the same behavior
+    initial: bool = False
+
+    @model_validator(mode="after")
+    def _initial_alone(self) -> LoadSettings:
+        if self.initial and (self.run or self.phase or self.behavior):
+            raise ValueError("initial: true is this run's own first brain; leave out run, phase and behavior")
+        return self
 
 
 class StopWhen(Strict):

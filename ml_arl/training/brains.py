@@ -22,7 +22,13 @@ from ml_arl.core.exceptions import ConfigError, RunDirectoryError
 from ml_arl.demonstrations import check_demonstrations
 from ml_arl.networks.attention import variable_length_problem
 from ml_arl.networks.encoders import check_visual_support
-from ml_arl.results.checkpoints import CheckpointManager, TrainingStatus, checkpoint_problem, resume_candidates
+from ml_arl.results.checkpoints import (
+    CheckpointManager,
+    TrainingStatus,
+    checkpoint_problem,
+    resume_candidates,
+    save_torch,
+)
 from ml_arl.results.run_folder import resolve_load_path
 from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import RunOptions, bounds
@@ -106,7 +112,10 @@ class Brains:
         self.trainers[brain] = trainer
         self.brain_of[behavior_id] = brain
         self.behavior_ids[brain] = [behavior_id]
+        if self.options.checkpoint_settings.resume:
+            self._keep_initial(trainer)  # (written by the first session; if not, the weights the seed makes)
         self._load_initial_weights(trainer, brain, settings.init_path)
+        self._keep_initial(trainer)
         if self.options.checkpoint_settings.resume and not self.schedule.resumed:
             self.load_phase_brain(trainer)  # --resume into a phase not begun yet: its load applies
         logger.info("Hyperparameters for behavior name %s: %s", brain, settings.model_dump(mode="json"))
@@ -124,13 +133,32 @@ class Brains:
         trainer.assign(self.schedule.assignment(brain, trainer, checkpoints))
 
     # ------------------------------------------------------------------ loading
+    def initial_path(self, brain: str) -> str:
+        """Where the brain as the run first made it is kept (for a phase's ``load: {initial: true}``)."""
+        return os.path.join(self.options.checkpoint_settings.run_logs_dir, "initial", f"{brain}.pt")
+
+    def _keep_initial(self, trainer: Trainer) -> None:
+        """Write the new brain's state aside when a phase will start it afresh (kept across --resume)."""
+        brain = trainer.behavior
+        wanted = any((load := p.load.get(brain)) is not None and load.initial for p in self.options.phases or [])
+        path = self.initial_path(brain)
+        if wanted and not os.path.isfile(path):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            save_torch(path, trainer.state())
+
     def load_phase_brain(self, trainer: Trainer) -> bool:
-        """A phase's ``load: {run, phase, behavior}``; True if weights were loaded."""
+        """A phase's ``load: {run, phase, behavior}`` or ``{initial: true}``; True if weights were loaded."""
         phase = self.schedule.phase
         brain = trainer.behavior
         load = phase.load.get(brain) if phase is not None else None
         if load is None:
             return False
+        if load.initial:  # a fresh brain: first weights, optimizer and step (the policy version goes on: workers take it as new)
+            version = trainer.policy_version
+            trainer.load(self.initial_path(brain), resume=True)
+            trainer.policy_version = version + 1
+            logger.info("Phase %s: %s starts afresh from its first weights", phase.name, brain)  # type: ignore[union-attr]
+            return True
         path = resolve_load_path(self.options, load, brain, self.schedule.index)
         trainer.load(path, resume=False)
         logger.info("Phase %s: %s loaded from %s", phase.name, brain, path)  # type: ignore[union-attr]

@@ -232,6 +232,7 @@ def test_grid_mode_writes_every_run_file_first_and_each_reruns_alone(tmp_path: P
     base["default_settings"]["summary_freq"] = 1000
     for phase in base["phases"]:
         phase.update({"max_steps": 1000} if phase["mode"] == "train" else {"episodes": 8})
+        phase.pop("best_response", None)  # (tests/rules/test_best_response.py has them)
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
     study = tmp_path / "doe.yaml"
     study.write_text("""\
