@@ -172,6 +172,7 @@ class LearnerGroup:
                     self.keepalives += 1
                 except (RuntimeError, ValueError) as err:
                     self._keepalive_error = self._failure("while waiting for an update", err)
+                    logger.warning("%s; the run's next update ends it", self._keepalive_error)
                     return
 
     def _join(self) -> None:

@@ -95,8 +95,9 @@ def test_recorded_expert_demonstrations_are_ml_agents_demos(expert_demos: dict[s
     assert np.array_equal(discrete.discrete[:, 0], (discrete.obs[0][:, 0] > 0).astype(int))
 
 
-@pytest.mark.parametrize("trainer", ["ppo", "sac"])
-@pytest.mark.parametrize("kind", ["continuous", "discrete"])
+# (SAC on continuous actions: the ML-Agents-made demonstrations' test below; its cloning passes over these 500
+# steps, once per gradient step as ML-Agents', cost the suite 15 s more)
+@pytest.mark.parametrize("trainer, kind", [("ppo", "continuous"), ("ppo", "discrete"), ("sac", "discrete")])
 def test_gail_and_behavioral_cloning_learn_from_demonstrations(
     tmp_path: Path, expert_demos: dict[str, Path], trainer: str, kind: str
 ) -> None:
@@ -146,10 +147,11 @@ def test_gail_and_behavioral_cloning_learn_from_demonstrations_made_as_ml_agents
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("trainer", ["ppo", "sac"])
+@pytest.mark.parametrize("trainer", ["ppo"])
 def test_gail_and_behavioral_cloning_learn_with_two_learners(tmp_path: Path, trainer: str) -> None:
     """The GoalReach test above with --num-learners 2: each learner steps GAIL on its half of every
-    minibatch (its own expert rows), behavioral cloning runs on rank 0; the same 500 steps, the same bar."""
+    minibatch (its own expert rows), behavioral cloning runs on rank 0; the same 500 steps, the same bar.
+    (SAC passes it too, in 10-18 s: tests/trainers/test_learner_signals.py checks SAC's signals in a group.)"""
     demo_path = str(DATA / "goal_reach_mlagents.demo")
     controller = run(
         tmp_path, TRAINERS[trainer], ["continuous=1"], "gail-2", stop_once_solved=False, learners=2, max_steps=500,
