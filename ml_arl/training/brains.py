@@ -184,9 +184,18 @@ class Brains:
 
     def _resume(self, trainer: Trainer, brain: str) -> None:
         """The newest readable checkpoint: the current phase's (checkpoint.pt, then the listed and
-        other step files, newest first), then the earlier phases' (newest phase first)."""
+        other step files, newest first), then the earlier phases' (newest phase first). A phase that
+        was running with a ``load`` of this brain but saved none of it yet (the run was killed before
+        its first checkpoint) starts again from its ``load``, as it first did."""
         unreadable: list[str] = []
-        for folder in self.schedule.folders():
+        folders = self.schedule.folders()
+        phase = self.schedule.phase
+        if self.schedule.resumed and phase is not None and phase.load.get(brain) is not None and folders:
+            status_path = os.path.join(folders[0], "run_logs", "training_status.json")
+            own = [p for p in resume_candidates(os.path.join(folders[0], brain), brain, status_path) if checkpoint_problem(p) is None]
+            if not own and self.load_phase_brain(trainer):
+                return
+        for folder in folders:
             status_path = os.path.join(folder, "run_logs", "training_status.json")
             for path in resume_candidates(os.path.join(folder, brain), brain, status_path):
                 problem = checkpoint_problem(path)

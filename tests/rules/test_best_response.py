@@ -104,3 +104,34 @@ def test_a_best_response_starts_afresh_and_arl_report_gives_exploitability(tmp_p
     header = next(line for line in text.splitlines() if line.startswith("Defender \\ others"))
     assert header.split()[-3:] == ["learned", "none", "best_response"], header
     assert "exploitability: Defender's return under a best response to it: volt_var_droop " in text, text
+
+
+def test_a_best_response_killed_before_its_first_checkpoint_starts_afresh_again(tmp_path: Path) -> None:
+    """arl-learn SIGKILLed just after a best response began (nothing of it saved yet): --resume
+    starts that response again from the attacker's first weights, not from the last checkpoint of
+    an earlier phase (the previous response's attacker)."""
+    from tests.training.test_kill_resume import kill_run, start, wait_for
+
+    cfg = config([
+        {"name": "attack", "max_steps": 300, "learn": ["Attacker"], "play": {"Defender": {"name": "volt_var_droop"}}},
+        {"name": "m", "mode": "test", "episodes": 2, "deterministic": True,
+         "matrix": {"Defender": ["volt_var_droop", "no_op"], "Attacker": ["learned"]},
+         "best_response": {"Attacker": {"max_steps": 300}}},
+    ])
+    cfg["default_settings"]["hyperparameters"] = {"batch_size": 32, "buffer_size": 128}
+    path = tmp_path / "killed.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    log = tmp_path / "first.log"
+    proc = start([str(path), "--run-id", "k"], tmp_path, log, fresh=False)
+    began = "Phase m.br-Attacker-vs-no_op.train: Attacker starts afresh from its first weights"
+    wait_for(log, began, 1, proc, 120)
+    assert proc.poll() is None, log.read_text()[-3000:]
+    kill_run(proc)
+    assert not (tmp_path / "results" / "k" / "m.br-Attacker-vs-no_op.train" / "Attacker" / "checkpoint.pt").exists()
+    result = arl_learn_here([str(path), "--run-id", "k", "--resume"], tmp_path)
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert began in output and "Resuming Attacker from" not in output, output
+    response = torch.load(tmp_path / "results" / "k" / "m.br-Attacker-vs-no_op.train" / "Attacker" / "checkpoint.pt",
+                          weights_only=True)
+    assert 300 <= response["global_step"] < 600, response["global_step"]
