@@ -11,6 +11,7 @@ then the mean and the standard deviation of those per-seed means.
 
     python bench/learning/grid2op_survival.py                   # 5 seeds (0..4), the config's budget
     python bench/learning/grid2op_survival.py --seeds 0 1 --steps 20000 --episodes 12
+    python bench/learning/grid2op_survival.py --config config/grid2op/case14-guarded.yaml   # the rule as a safety layer
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from bench.common.runner import Run, add_seeds_argument, run_grid  # noqa: E402
 
 CONFIG = ROOT / "config/grid2op/case14-operator.yaml"
 PLAYERS = ["learned", "grid2op_do_nothing", "grid2op_reconnect", "random"]
+T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # Student's t, 97.5 %
 
 
 def run_seed(config: dict, seed: int, results: Path) -> tuple[dict[str, list[int]], float]:
@@ -67,9 +69,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=None, help="training steps per seed (default: the config's)")
     parser.add_argument("--episodes", type=int, default=None, help="test episodes per player (default: the config's)")
     parser.add_argument("--results-dir", default=None, help="where the runs go (default: a temporary folder)")
+    parser.add_argument("--config", default=str(CONFIG.relative_to(ROOT)),
+                        help="the operator's config (default: %(default)s; config/grid2op/case14-guarded.yaml: the rule as a safety layer)")
+    parser.add_argument("--jobs", type=int, default=1, help="seeds at once")
     args = parser.parse_args(argv)
 
-    config = yaml.safe_load(CONFIG.read_text())
+    config = yaml.safe_load((ROOT / args.config).read_text())
     train, survival = config["phases"][0], config["phases"][1]
     if args.steps is not None:
         train["max_steps"] = config["default_settings"]["max_steps"] = args.steps
@@ -89,22 +94,24 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {run.seed}: {wall:.0f} s, " + ", ".join(f"{p} {means[p]:.1f} ({len(lengths[p])} ep.)" for p in PLAYERS),
               flush=True)
 
-    run_grid(lambda run: run_seed(config, run.seed, results), seeds=args.seeds, on_result=report)
+    run_grid(lambda run: run_seed(config, run.seed, results), seeds=args.seeds, on_result=report, jobs=args.jobs)
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     print()
-    print(f"python bench/learning/grid2op_survival.py --seeds {' '.join(map(str, args.seeds))}"
+    print(f"python bench/learning/grid2op_survival.py --config {args.config} --seeds {' '.join(map(str, args.seeds))}"
           + (f" --steps {args.steps}" if args.steps is not None else "")
           + (f" --episodes {args.episodes}" if args.episodes is not None else ""))
     print(f"{datetime.date.today().isoformat()}, commit {commit}, {os.cpu_count()} CPU cores; {train['max_steps']} training "
           f"steps and {survival['episodes']} test episodes per player and seed; {config['env_settings']['env_args']}")
     print()
-    print("| operator | mean steps survived (of 575) | sd over seeds | per seed |")
-    print("|---|---|---|---|")
+    print("| operator | mean steps survived (of 575) | sd over seeds | 95 % t-interval over seeds | per seed |")
+    print("|---|---|---|---|---|")
     for p in PLAYERS:
         values = per_seed[p]
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        print(f"| {p} | {statistics.fmean(values):.1f} | {sd:.1f} | {' / '.join(f'{v:.0f}' for v in values)} |")
+        half = T95.get(len(values) - 1, 1.96) * sd / len(values) ** 0.5 if len(values) > 1 else float("nan")
+        mean = statistics.fmean(values)
+        print(f"| {p} | {mean:.1f} | {sd:.1f} | [{mean - half:.1f}, {mean + half:.1f}] | {' / '.join(f'{v:.0f}' for v in values)} |")
     return 0
 
 

@@ -99,6 +99,39 @@ def test_do_nothing_survives_a_whole_chronic_without_an_opponent(plain: Any) -> 
 
 
 @needs_grid2op
+def test_below_safe_max_rho_the_rule_plays_and_the_operator_decides_above_it() -> None:
+    """safe_max_rho: the Operator is asked at an episode's first step and whenever the highest line
+    load is at or above the threshold; the steps in between are the reconnect rule's, their survival
+    rewards summed into the next decision's. Under random line attacks, the rule's action at every
+    decision survives as long as the rule does in the plain environment, step for step, and is
+    asked far fewer times."""
+    guarded = make_grid2op_env(CASE14, seed=3, opponent="random", safe_max_rho=0.95, redispatch=False)
+    plain = make_grid2op_env(CASE14, seed=3, opponent="random", redispatch=False)
+    try:
+        lengths = []
+        for env, rule in ((guarded, False), (plain, True)):
+            env.reset()
+            decisions, total, first = 0, 0.0, True
+            while True:
+                if not first and not rule:
+                    assert float(np.max(env.obs.rho)) >= 0.95  # asked only above the threshold
+                _act(env, "Operator", env.rule_choice())
+                env.step()
+                decisions, first = decisions + 1, False
+                decision, terminal = env.get_steps("Operator")
+                if len(terminal):
+                    total += float(terminal.reward[0])
+                    break
+                total += float(decision.reward[0])
+            lengths.append((decisions, total))
+        (asked, survived), (steps, rule_survived) = lengths
+        assert survived == rule_survived and asked < steps / 2, lengths
+    finally:
+        guarded.close()
+        plain.close()
+
+
+@needs_grid2op
 def test_opponent_attacks_under_grid2ops_budget_and_cooldown() -> None:
     env = make_grid2op_env(CASE14, seed=0, opponent=True, attack_duration=3, attack_cooldown=6,
                            attack_budget=6, attack_budget_per_step=0.0)
@@ -179,6 +212,8 @@ def test_grid2op_is_a_python_source_and_builds_in_a_worker() -> None:
         (CASE14, ["budget=3"], "unknown option budget; Grid2Op environments take opponent, "),
         (CASE14, ["opponent=true", "attack_lines=['9_9_9']"], "attack_lines: no line '9_9_9' on this grid"),
         (CASE14, ["opponent=true", "attack_lines=[1_3_3]"], "YAML reads 1_3_3 as the number 133"),
+        (CASE14, ["safe_max_rho=3"], "safe_max_rho=3: expected a line load above 0 and at most 2"),
+        (CASE14, ["opponent=true", "safe_max_rho=0.95"], "safe_max_rho: the Operator skips steps below it"),
     ],
 )
 def test_bad_grid2op_sources_are_one_line_errors(name: str, args: list[str], needle: str) -> None:

@@ -22,6 +22,9 @@ workers).
   redispatch               +/- redispatch actions on the redispatchable generators (true)
   redispatch_step          each redispatch action's size, a fraction of the generator's max ramp (1.0)
   backend                  lightsim (lightsim2grid, else pandapower when it does not import) or pandapower
+  safe_max_rho             none, or a line load (0.95): below it the expert rule plays (reconnect a line
+                           when one may be, else do nothing) and the Operator decides only once the highest
+                           line load reaches it (l2rpn-baselines' safe_max_rho); opponent false or random
 """
 
 from __future__ import annotations
@@ -44,7 +47,9 @@ OPTIONS: dict[str, Any] = {
     "redispatch": True,
     "redispatch_step": 1.0,
     "backend": "lightsim",
+    "safe_max_rho": None,
 }
+RHO_LIMIT = 2.0
 OPPONENT_MODES = {False: "none", None: "none", "none": "none", "false": "none", True: "agent", "true": "agent",
                   "agent": "agent", "random": "random"}
 
@@ -77,6 +82,14 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"backend={out['backend']!r}: expected lightsim or pandapower")
     if not isinstance(out["redispatch"], bool):
         raise ValueError(f"redispatch={out['redispatch']!r}: expected true or false")
+    rho = out["safe_max_rho"]
+    if rho is not None:
+        if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0.0 < rho <= RHO_LIMIT:
+            raise ValueError(f"safe_max_rho={rho!r}: expected a line load above 0 and at most {RHO_LIMIT:g} (0.95: 95 %)")
+        if out["opponent"] == "agent":
+            raise ValueError("safe_max_rho: the Operator skips steps below it, which an Opponent behavior would act in; "
+                             "use opponent=random or leave out safe_max_rho")
+        out["safe_max_rho"] = float(rho)
     lines = out["attack_lines"]
     if not (lines is None or lines == "all" or (isinstance(lines, list) and lines
                                                 and all(isinstance(x, (str, int)) and not isinstance(x, bool) for x in lines))):

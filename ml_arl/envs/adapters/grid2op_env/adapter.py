@@ -25,6 +25,10 @@ day as sin and cos (2); ``observation=vect`` is ``obs.to_vect()``. The Opponent'
 values: its budget / attack_duration, the steps its attack still runs / attack_duration, and its
 cooldown / attack_cooldown.
 
+With ``safe_max_rho`` the Operator decides only when the highest line load is at or above it (and
+at an episode's first step): below it the expert rule plays the steps (reconnect a line when one
+may be, else do nothing), and the next decision's reward is the sum over the steps in between.
+
 Rewards: ``survival`` +1 each step after which the grid still runs (0 on the step that ends it
 in a game over), ``grid2op`` the environment's reward class as given. The Opponent gets the
 Operator's reward (an attacker's objective is its negation: ``role: attacker``). A game over
@@ -237,26 +241,38 @@ class Grid2OpEnv(BaseEnv):
             k = int(att.discrete[0, 0]) if att is not None and len(att.discrete) else 0
             self.env._opponent.pending = k - 1 if 1 <= k <= len(self.line_ids) else None
         self._actions = dict.fromkeys(self._specs)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            obs, reward, done, info = self.env.step(action)
-        self.last_info = info
+        r, ended, end_of_chronic = self._advance(action)
         if self.mode == "agent":
             self.env._opponent.pending = None
-        ended = bool(done)
-        end_of_chronic = ended and self.env.nb_time_step >= self.env.max_episode_duration()
-        game_over = ended and not end_of_chronic
-        if self.options["reward"] == "survival":
-            r = 0.0 if game_over else 1.0
-        else:
-            r = float(reward)
-        if not game_over:
-            self.steps_survived += 1
-        self.obs = obs
+        guard = self.options["safe_max_rho"]
+        while guard is not None and not ended and float(np.max(self.obs.rho)) < guard:  # the rule's steps
+            more, ended, end_of_chronic = self._advance(self.operator_actions[self.rule_choice()])
+            r += more
         if ended:
             self._begin({b: (r, end_of_chronic) for b in self._specs})
         else:
             self._emit(r)
+
+    def _advance(self, action: Any) -> tuple[float, bool, bool]:
+        """One grid2op step: (reward, ended, ended by the chronic's end)."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            obs, reward, done, info = self.env.step(action)
+        self.last_info = info
+        ended = bool(done)
+        end_of_chronic = ended and self.env.nb_time_step >= self.env.max_episode_duration()
+        game_over = ended and not end_of_chronic
+        if not game_over:
+            self.steps_survived += 1
+        self.obs = obs
+        r = (0.0 if game_over else 1.0) if self.options["reward"] == "survival" else float(reward)
+        return r, ended, end_of_chronic
+
+    def rule_choice(self) -> int:
+        """The expert rule's action (grid2op's RecoPowerlineAgent): reconnect the first line that may
+        be, else do nothing."""
+        allowed = ~self.operator_mask()[1: 1 + self.n_line]
+        return 1 + int(np.argmax(allowed)) if allowed.any() else 0
 
     def get_steps(self, behavior_name: str) -> tuple[DecisionSteps, TerminalSteps]:
         return self._steps[behavior_name]
