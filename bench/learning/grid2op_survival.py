@@ -6,7 +6,8 @@ Each seed is one ``arl-learn`` run of the config (a process of its own, ``--seed
 phase, then its ``survival`` matrix phase, which plays each operator for the same number of
 episodes in test mode (the learned one deterministically). Steps survived is an episode's length
 (the steps played, the one that ended it in a game over included; 575 = the whole chronic), read
-from the run's results.sqlite. The table gives each player's mean over the episodes of each seed,
+from the run's results.sqlite (the survival reward's sum, plus the step of a game over: with
+``safe_max_rho`` an episode's length counts the Operator's decisions, not the steps). The table gives each player's mean over the episodes of each seed,
 then the mean and the standard deviation of those per-seed means.
 
     python bench/learning/grid2op_survival.py                   # 5 seeds (0..4), the config's budget
@@ -37,6 +38,7 @@ from bench.common.runner import Run, add_seeds_argument, run_grid  # noqa: E402
 
 CONFIG = ROOT / "config/grid2op/case14-operator.yaml"
 PLAYERS = ["learned", "grid2op_do_nothing", "grid2op_reconnect", "random"]
+CHRONIC_STEPS = 575  # one chronic of the sandbox, 5-minute steps
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # Student's t, 97.5 %
 
 
@@ -55,11 +57,13 @@ def run_seed(config: dict, seed: int, results: Path) -> tuple[dict[str, list[int
     if proc.returncode != 0:
         raise SystemExit(f"seed {seed}: arl-learn exited {proc.returncode}:\n{proc.stdout[-3000:]}")
     with sqlite3.connect(results / run_id / "results.sqlite") as db:
-        rows = db.execute("SELECT phase, length FROM episodes WHERE behavior = 'Operator' AND mode = 'test'").fetchall()
+        rows = db.execute("SELECT phase, env_reward FROM episodes WHERE behavior = 'Operator' AND mode = 'test'").fetchall()
     lengths: dict[str, list[int]] = {p: [] for p in PLAYERS}
-    for phase, length in rows:
+    for phase, survived in rows:
         player = phase.split(".", 1)[1] if "." in phase else phase
-        lengths.setdefault(player, []).append(int(length))
+        # the survival reward counts the steps after which the grid still ran; the steps played add the one
+        # that ended it in a game over (with safe_max_rho an episode's length counts decisions, not steps)
+        lengths.setdefault(player, []).append(min(int(round(survived)) + 1, CHRONIC_STEPS))
     return lengths, wall
 
 
