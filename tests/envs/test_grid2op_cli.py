@@ -16,7 +16,7 @@ from tests.support.runs import ROOT, arl_learn_here, tiny_config, write_config
 
 needs_grid2op = pytest.mark.skipif(importlib.util.find_spec("grid2op") is None,
                                    reason="grid2op is not installed (pip install 'ml_arl[grid2op]')")
-CONFIGS = ["case14-operator.yaml", "case14-adversarial.yaml"]
+CONFIGS = ["case14-operator.yaml", "case14-adversarial.yaml", "case14-guarded.yaml"]
 
 
 @needs_grid2op
