@@ -262,16 +262,20 @@ class Normalizer(nn.Module):
         return torch.cat([n, x.mean(0), x.var(0, unbiased=False)])
 
     def update(self, x: torch.Tensor) -> None:
-        self.add_moments(self.moments(x))
+        x = x.detach().to(torch.float64)
+        if x.shape[0]:
+            self._add(x.shape[0], x.mean(0), x.var(0, unbiased=False))
 
     def add_moments(self, moments: torch.Tensor) -> None:
-        """Take in a batch given by its ``moments`` (Chan's parallel update)."""
+        """Take in a batch given by its ``moments`` (``Normalizer.moments``)."""
         n = float(moments[0])
         if n == 0:
             return
         size = (moments.shape[0] - 1) // 2
-        batch_mean = moments[1 : 1 + size].to(self.mean.device)
-        batch_var = moments[1 + size :].to(self.mean.device)
+        self._add(n, moments[1 : 1 + size].to(self.mean.device), moments[1 + size :].to(self.mean.device))
+
+    def _add(self, n: float, batch_mean: torch.Tensor, batch_var: torch.Tensor) -> None:
+        """Chan's parallel update with a batch of ``n`` rows."""
         total = self.count + n
         delta = batch_mean - self.mean
         new_mean = self.mean + delta * n / total
