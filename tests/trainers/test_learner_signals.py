@@ -13,14 +13,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from ml_arl.core.experience import Trajectory
 from ml_arl.networks.encoders import Normalizer
 from ml_arl.results.summary_writers import StatsReporter
 from ml_arl.settings import build_run_options
 from ml_arl.trainers.learner_group import LearnerGroup
 from ml_arl.trainers.ppo.trainer import PPOTrainer
 from ml_arl.trainers.reward_signals import GAILProvider, LearnerSync, SignalBatch, make_reward_providers
-from tests.trainers.test_learners import DISCRETE, SPEC, _trajectories
+from tests.trainers.test_learners import DISCRETE, SPEC, _trajectories, discrete_trajectories
 
 SIGNALS = {"extrinsic": {"gamma": 0.99}, "curiosity": {"strength": 0.02, "network_settings": {"hidden_units": 16}},
            "rnd": {"strength": 0.01, "network_settings": {"hidden_units": 16, "normalize": True}}}
@@ -88,9 +87,7 @@ def test_two_sac_learners_step_curiosity_and_rnd_as_one_learner_does(tmp_path: P
     grouped.learners = group
     try:
         for round_ in (1, 2):
-            for traj in _trajectories(round_, count=8, steps=16):
-                traj = Trajectory(**{**traj._asdict(), "continuous": np.zeros((16, 0), np.float32),
-                                     "discrete": traj.discrete.repeat(2, axis=1) % 2, "allowed": np.ones((16, 5), bool)})
+            for traj in discrete_trajectories(round_):
                 single.add_experience(traj)
                 grouped.add_experience(traj)
             single.step = grouped.step = 128 * round_

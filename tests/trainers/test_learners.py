@@ -199,6 +199,13 @@ def _sac() -> Any:
     return SACTrainer("B", settings, DISCRETE, StatsReporter("B", []), None, torch.device("cpu"), seed=3)
 
 
+def discrete_trajectories(seed: int) -> list[Trajectory]:
+    """_trajectories for DISCRETE: no continuous action, two branches of two."""
+    return [Trajectory(**{**t._asdict(), "continuous": np.zeros((16, 0), np.float32),
+                          "discrete": t.discrete.repeat(2, axis=1) % 2, "allowed": np.ones((16, 5), bool)})
+            for t in _trajectories(seed, count=8, steps=16)]
+
+
 def _sac_parameters(trainer: Any) -> list[torch.Tensor]:
     modules = (trainer.network, trainer.q1, trainer.q2, trainer.value_net, trainer.target_net)
     return [p.detach().clone() for m in modules for p in m.parameters()] + [a.detach().clone() for a in trainer.alphas.parameters()]
@@ -214,9 +221,7 @@ def test_two_sac_learners_take_the_gradient_steps_one_learner_takes(tmp_path: Pa
     start = _sac_parameters(single)
     try:
         for round_ in (1, 2):
-            for traj in _trajectories(round_, count=8, steps=16):
-                traj = Trajectory(**{**traj._asdict(), "continuous": np.zeros((16, 0), np.float32),
-                                     "discrete": traj.discrete.repeat(2, axis=1) % 2, "allowed": np.ones((16, 5), bool)})
+            for traj in discrete_trajectories(round_):
                 single.add_experience(traj)
                 grouped.add_experience(traj)
             single.step = grouped.step = 128 * round_
