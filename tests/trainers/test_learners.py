@@ -120,7 +120,11 @@ def test_learners_outlive_a_wait_for_an_update_longer_than_the_collective_timeou
         for traj in _trajectories(1):
             trainer.add_experience(traj)
         trainer.update()
-        time.sleep(12.0)
+        began, deadline = time.monotonic(), time.monotonic() + 120.0
+        # the state waited for: the gap past the learner's timeout, and keep-alives sent within it
+        while time.monotonic() - began < 12.0 or group.keepalives < 5:
+            assert time.monotonic() < deadline, f"{group.keepalives} keep-alives in 120 s"
+            time.sleep(0.1)
         assert group.keepalives >= 5
         for traj in _trajectories(2):
             trainer.add_experience(traj)
