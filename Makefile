@@ -127,6 +127,15 @@ $(MLAGENTS_VENV)/.installed: bench/peers/install_mlagents.sh
 	bash bench/peers/install_mlagents.sh $(MLAGENTS_VENV)
 	touch $@
 
+# palaestrAI 3.5.18 with palaestrai-agents (harl) 3.6.2, the peer of bench/peers/harl_tictactoe.py, in a venv of its own:
+# harl pins numpy < 2. To make it again: rm -rf .venv-palaestrai-harl && make peer-palaestrai-harl.
+HARL_VENV := .venv-palaestrai-harl
+.PHONY: peer-palaestrai-harl
+peer-palaestrai-harl: $(HARL_VENV)/.installed
+$(HARL_VENV)/.installed: bench/peers/install_palaestrai_harl.sh
+	bash bench/peers/install_palaestrai_harl.sh $(HARL_VENV)
+	touch $@
+
 # The Unity protocol's Python modules from the .proto files beside them (ml_arl/protocol/__init__.py).
 # grpcio-tools is pinned: its version decides the protobuf and grpcio floors in setup.py.
 PROTOS := ml_arl/protocol/communicator_objects

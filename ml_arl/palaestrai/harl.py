@@ -48,12 +48,14 @@ def translate(agent: str, brain: str, brain_params: dict[str, Any], muscle_param
         hp.update(buffer_size=int(p.pop("rollout_size")), num_epoch=int(p.pop("epochs")),
                   batch_size=int(p.pop("batch_size")), learning_rate=float(p.pop("actor_lr")),
                   epsilon=float(p.pop("clip")), beta=float(p.pop("entropy_coef")), lambd=float(p.pop("gae_lambda")),
-                  max_grad_norm=float(p.pop("max_grad_norm")), learning_rate_schedule="constant",
+                  max_grad_norm=float(p.pop("max_grad_norm")), max_grad_norm_per_network=True,
+                  learning_rate_schedule="constant",
                   epsilon_schedule="constant", beta_schedule="constant")
         hp["batch_size"] = min(hp["batch_size"], hp["buffer_size"])
         extrinsic["gamma"] = float(p.pop("gamma"))
         net = _fc(p.pop("fc_dims"), where, warnings)
-        net["normalize"] = False
+        # harl's critic and continuous actor: tanh layers, orthogonal initialisation (its discrete actor: ReLU)
+        net.update(normalize=False, activation="tanh")
         time_horizon = hp["buffer_size"]
     else:
         p = {"replay_size": 1_000_000, "fc_dims": [256, 256], "gamma": 0.99, "polyak": 0.995, "lr": 3e-4,

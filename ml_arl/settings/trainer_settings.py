@@ -40,6 +40,16 @@ class _ClippedPolicySettings(Strict):
     beta_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
     epsilon_schedule: Optional[ScheduleType] = None  # default: learning_rate_schedule
     max_grad_norm: Optional[Float] = Field(None, gt=0)  # ml_arl extension: clip the gradient norm (SB3 uses 0.5)
+    # ml_arl extension: clip the actor's and the critic's gradients each to max_grad_norm on its own (harl's PPO, which
+    # steps them with two optimizers) instead of jointly. Joint clipping lets a critic whose loss is in the reward's
+    # units (tic-tac-toe's -100 / -1000) shrink the actor's step at every minibatch whose value error is large
+    max_grad_norm_per_network: bool = False
+
+    @model_validator(mode="after")
+    def _per_network_needs_a_norm(self) -> _ClippedPolicySettings:
+        if self.max_grad_norm_per_network and self.max_grad_norm is None:
+            raise ValueError("max_grad_norm_per_network needs max_grad_norm; set max_grad_norm (e.g. 0.5) or remove it")
+        return self
 
     @model_validator(mode="before")
     @classmethod

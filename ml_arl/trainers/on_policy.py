@@ -36,6 +36,7 @@ STATISTICS_TOLERANCE = 0.05  # see OnPolicyTrainer.statistics_moved
 class OnPolicyTrainer(Trainer[HP]):
     network: ActorCritic
     optimizer: Adam
+    clip_groups: list[list[torch.nn.Parameter]]
 
     env_actions: Actions = staticmethod(env_continuous)  # what a stored action becomes as the env got it
 
@@ -82,6 +83,10 @@ class OnPolicyTrainer(Trainer[HP]):
         """One Adam over ``parameters`` and behavioral cloning beside it (once the networks exist)."""
         hp, settings = self.hp, self.settings
         self.optimizer = Adam(parameters, lr=hp.learning_rate)
+        # the gradients max_grad_norm clips jointly: all of them, or the actor's and the rest (the critic's) apart
+        actor = {id(p) for p in self.network.actor_parameters()}
+        self.clip_groups = [parameters] if not hp.max_grad_norm_per_network else [
+            [p for p in parameters if id(p) in actor], [p for p in parameters if id(p) not in actor]]
         self.bc = make_behavioral_cloning(  # ML-Agents' on-policy trainers share the BC module
             self.behavior, settings.behavioral_cloning, self.network, hp.learning_rate, hp.batch_size,
             hp.num_epoch, self.device, self.rng, self.sequence_length,

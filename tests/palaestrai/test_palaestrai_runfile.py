@@ -199,6 +199,8 @@ def test_harl_ppo_defaults_are_harls() -> None:
     hp = learner["hyperparameters"]
     assert (hp["buffer_size"], hp["num_epoch"], hp["batch_size"], hp["learning_rate"]) == (96, 50, 4, 3.0e-4)
     assert (hp["epsilon"], hp["beta"], hp["lambd"], hp["max_grad_norm"]) == (0.2, 0.01, 0.95, 0.5)
+    # harl clips its actor's and its critic's gradients apart (two optimizers); its critic is tanh, orthogonally set
+    assert hp["max_grad_norm_per_network"] is True and learner["network_settings"]["activation"] == "tanh"
     assert learner["reward_signals"]["extrinsic"]["gamma"] == 0.99
     assert (learner["network_settings"]["hidden_units"], learner["network_settings"]["num_layers"]) == (256, 2)
 

@@ -310,7 +310,8 @@ class POCATrainer(OnPolicyTrainer[POCASettings]):
                 if reduce is not None:
                     reduce(self.optimizer.params)
                 if hp.max_grad_norm is not None:
-                    clip_grad_norm(self.optimizer.params, hp.max_grad_norm)
+                    for group in self.clip_groups:
+                        clip_grad_norm(group, hp.max_grad_norm)
                 self.optimizer.step()
                 losses.append(POCALoss(*(part.detach() for part in loss)))
                 if signal_data is not None and signal_stats is not None:

@@ -303,7 +303,8 @@ class PPOTrainer(OnPolicyTrainer[PPOSettings]):
                 if reduce is not None:
                     reduce(self.optimizer.params)
                 if hp.max_grad_norm is not None:
-                    clip_grad_norm(self.optimizer.params, hp.max_grad_norm)
+                    for group in self.clip_groups:
+                        clip_grad_norm(group, hp.max_grad_norm)
                 self.optimizer.step()
                 policy_losses.append(loss.policy.detach())
                 value_losses.append(loss.value.detach())
