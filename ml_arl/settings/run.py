@@ -282,6 +282,7 @@ BUILTIN_POLICIES: dict[str, str] = {
     "greedy": "ml_arl.rules.grid_defense_rules:GreedyAttacker",
     "grid2op_do_nothing": "ml_arl.rules.grid2op_rules:DoNothing",  # --env grid2op:... (docs/grid2op.md)
     "grid2op_reconnect": "ml_arl.rules.grid2op_rules:ReconnectLines",
+    "grid2op_greedy": "ml_arl.rules.grid2op_rules:Greedy",  # with simulate=true
     "random_line_attack": "ml_arl.rules.grid2op_rules:RandomLineAttack",
 }
 

@@ -16,7 +16,7 @@ from mlagents_envs.base_env import ActionSpec, ActionTuple, BehaviorSpec
 from ml_arl.core.exceptions import EnvironmentSourceError
 from ml_arl.envs.sources import is_python_source, resolve_env
 from ml_arl.rules import PolicyWeights, policy_problem
-from ml_arl.rules.grid2op_rules import DoNothing, RandomLineAttack, ReconnectLines
+from ml_arl.rules.grid2op_rules import DoNothing, Greedy, RandomLineAttack, ReconnectLines
 
 HAS_GRID2OP = importlib.util.find_spec("grid2op") is not None
 needs_grid2op = pytest.mark.skipif(not HAS_GRID2OP, reason="grid2op is not installed (pip install 'ml_arl[grid2op]')")
@@ -132,6 +132,33 @@ def test_below_safe_max_rho_the_rule_plays_and_the_operator_decides_above_it() -
 
 
 @needs_grid2op
+def test_simulate_forecasts_each_action_and_the_greedy_rule_plays_on_it() -> None:
+    """simulate=true: a second observation, one forecast highest line load per action: grid2op's own
+    obs.simulate of that action, 10 where the action is masked; grid2op_greedy takes the lowest."""
+    env = make_grid2op_env(CASE14, seed=3, opponent="random", topology_max_elements=4, safe_max_rho=0.95, simulate=True)
+    try:
+        env.reset()
+        spec = env.behavior_specs["Operator"]
+        n = len(env.operator_actions)
+        assert [o.name for o in spec.observation_specs] == ["vector", "simulated_rho"]
+        assert spec.observation_specs[1].shape == (n,) and policy_problem("grid2op_greedy", spec) is None
+        greedy = Greedy(PolicyWeights("grid2op_greedy", 0, (n,), {}))
+        for _ in range(12):
+            decision, _ = env.get_steps("Operator")
+            forecast, mask = decision.obs[1][0], decision.action_mask[0][0]
+            assert np.all(forecast[mask] == 10.0) and forecast[0] < 10.0  # do nothing is always allowed
+            for i in np.flatnonzero(~mask)[:4]:
+                sim, _, done, _ = env.obs.simulate(env.operator_actions[i])
+                assert forecast[i] == pytest.approx(10.0 if done else min(float(np.max(sim.rho)), 10.0), abs=1e-5)
+            choice = int(greedy.act([x for x in decision.obs], ~decision.action_mask[0]).env_action.discrete[0, 0])
+            assert not mask[choice] and forecast[choice] == pytest.approx(float(np.min(forecast)), abs=1e-3)
+            _act(env, "Operator", choice)
+            env.step()
+    finally:
+        env.close()
+
+
+@needs_grid2op
 def test_opponent_attacks_under_grid2ops_budget_and_cooldown() -> None:
     env = make_grid2op_env(CASE14, seed=0, opponent=True, attack_duration=3, attack_cooldown=6,
                            attack_budget=6, attack_budget_per_step=0.0)
@@ -183,6 +210,24 @@ def test_baselines_read_the_mask() -> None:
         ReconnectLines(PolicyWeights("x", 0, (8,), {"lines": 9}))
 
 
+def test_greedy_takes_the_lowest_forecast_unless_the_rule_is_as_good() -> None:
+    """grid2op_greedy: the allowed action with the lowest forecast line load; the reconnect rule's choice
+    where that is not lower by margin; masked actions never, whatever their forecast."""
+    allowed = np.zeros((3, 8), bool)
+    allowed[:, [0, 2, 6]] = True  # do nothing, reconnect line 2, topology 6
+    forecast = np.array([[0.99, 0.1, 0.97, 0.9, 0.9, 0.9, 0.80, 0.1],   # 6 is lowest among the allowed
+                         [0.99, 0.1, 0.80, 0.9, 0.9, 0.9, 0.8005, 0.1],  # 6 within the margin of the rule's 2
+                         [10.0, 10.0, 10.0, 0.5, 0.5, 0.5, 10.0, 0.5]],  # all allowed forecast a game over
+                        np.float32)
+    greedy = Greedy(PolicyWeights("grid2op_greedy", 0, (8,), {"lines": 4}))
+    picks = greedy.act([np.zeros((3, 4), np.float32), forecast], allowed).env_action.discrete[:, 0].tolist()
+    assert picks == [6, 2, 2]
+    wide = Greedy(PolicyWeights("grid2op_greedy", 0, (8,), {"lines": 4, "margin": 0.5}))
+    assert wide.act([np.zeros((3, 4), np.float32), forecast], allowed).env_action.discrete[:, 0].tolist() == [2, 2, 2]
+    with pytest.raises(ValueError, match="grid2op_greedy: unknown params depth; it takes lines and margin"):
+        Greedy(PolicyWeights("grid2op_greedy", 0, (8,), {"depth": 2}))
+
+
 @needs_grid2op
 def test_baselines_check_the_behavior(plain: Any) -> None:
     spec = plain.behavior_specs["Operator"]
@@ -191,6 +236,8 @@ def test_baselines_check_the_behavior(plain: Any) -> None:
     continuous = BehaviorSpec(spec.observation_specs, ActionSpec(3, ()))
     problem = policy_problem("random_line_attack", continuous)
     assert problem is not None and "one discrete branch" in problem
+    problem = policy_problem("grid2op_greedy", spec)  # without simulate=true there is nothing to be greedy on
+    assert problem is not None and "simulate=true" in problem and "['vector']" in problem
 
 
 @needs_grid2op
@@ -214,6 +261,7 @@ def test_grid2op_is_a_python_source_and_builds_in_a_worker() -> None:
         (CASE14, ["opponent=true", "attack_lines=[1_3_3]"], "YAML reads 1_3_3 as the number 133"),
         (CASE14, ["safe_max_rho=3"], "safe_max_rho=3: expected a line load above 0 and at most 2"),
         (CASE14, ["opponent=true", "safe_max_rho=0.95"], "safe_max_rho: the Operator skips steps below it"),
+        (CASE14, ["simulate=3"], "simulate=3: expected true or false"),
     ],
 )
 def test_bad_grid2op_sources_are_one_line_errors(name: str, args: list[str], needle: str) -> None:

@@ -25,6 +25,10 @@ workers).
   safe_max_rho             none, or a line load (0.95): below it the expert rule plays (reconnect a line
                            when one may be, else do nothing) and the Operator decides only once the highest
                            line load reaches it (l2rpn-baselines' safe_max_rho); opponent false or random
+  simulate                 false, or true: the Operator gets a second observation (``simulated_rho``), for each
+                           of its actions the highest line load grid2op's ``obs.simulate`` forecasts one step
+                           after it (10 where it is not allowed or the forecast is a game over); the
+                           ``grid2op_greedy`` rule plays on it
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ OPTIONS: dict[str, Any] = {
     "redispatch_step": 1.0,
     "backend": "lightsim",
     "safe_max_rho": None,
+    "simulate": False,
 }
 RHO_LIMIT = 2.0
 OPPONENT_MODES = {False: "none", None: "none", "none": "none", "false": "none", True: "agent", "true": "agent",
@@ -80,8 +85,9 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"observation={out['observation']!r}: expected subset or vect")
     if out["backend"] not in ("lightsim", "pandapower"):
         raise ValueError(f"backend={out['backend']!r}: expected lightsim or pandapower")
-    if not isinstance(out["redispatch"], bool):
-        raise ValueError(f"redispatch={out['redispatch']!r}: expected true or false")
+    for name in ("redispatch", "simulate"):
+        if not isinstance(out[name], bool):
+            raise ValueError(f"{name}={out[name]!r}: expected true or false")
     rho = out["safe_max_rho"]
     if rho is not None:
         if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0.0 < rho <= RHO_LIMIT:

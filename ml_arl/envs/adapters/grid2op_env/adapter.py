@@ -65,11 +65,14 @@ OPERATOR, OPPONENT = "Operator", "Opponent"
 RHO_MAX = 10.0
 COOLDOWN_SCALE = 12.0
 LOAD_SCALE = 100.0
+SIMULATED = "simulated_rho"  # the name of the Operator's second observation with simulate=true
 
 
-def _spec(size: int, branch: int) -> BehaviorSpec:
-    obs = ObservationSpec((size,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "vector")
-    return BehaviorSpec([obs], ActionSpec(0, (branch,)))
+def _spec(size: int, branch: int, simulated: bool = False) -> BehaviorSpec:
+    obs = [ObservationSpec((size,), (DimensionProperty.NONE,), ObservationType.DEFAULT, "vector")]
+    if simulated:  # one forecast line load per action (simulate=true)
+        obs.append(ObservationSpec((branch,), (DimensionProperty.NONE,), ObservationType.DEFAULT, SIMULATED))
+    return BehaviorSpec(obs, ActionSpec(0, (branch,)))
 
 
 def _backend(choice: str) -> Any:
@@ -156,7 +159,7 @@ class Grid2OpEnv(BaseEnv):
         self._resets = 0
         self._n_chronics = max(1, _count_chronics(env))
         size = self._features(env.get_obs()).shape[0]
-        self._specs = {OPERATOR: _spec(size, len(self.operator_actions))}
+        self._specs = {OPERATOR: _spec(size, len(self.operator_actions), o["simulate"])}
         if self.mode == "agent":
             self._specs[OPPONENT] = _spec(size + 3, 1 + len(self.line_ids))
         self._actions: dict[str, Optional[ActionTuple]] = dict.fromkeys(self._specs)
@@ -294,7 +297,7 @@ class Grid2OpEnv(BaseEnv):
             if behavior in ended:
                 r, interrupted = ended[behavior]
                 terminal[behavior] = TerminalSteps(
-                    [self._observe(behavior)[None]], np.array([r], np.float32), np.array([interrupted]),
+                    [x[None] for x in self._observe(behavior, final=True)], np.array([r], np.float32), np.array([interrupted]),
                     np.zeros(1, np.int32), np.zeros(1, np.int32), np.zeros(1, np.float32))
             else:
                 terminal[behavior] = TerminalSteps.empty(spec)
@@ -315,7 +318,7 @@ class Grid2OpEnv(BaseEnv):
         for behavior, spec in self._specs.items():
             forbidden = self.operator_mask() if behavior == OPERATOR else self.opponent_mask()
             self._steps[behavior] = (
-                DecisionSteps([self._observe(behavior)[None]], np.array([reward], np.float32), np.zeros(1, np.int32),
+                DecisionSteps([x[None] for x in self._observe(behavior)], np.array([reward], np.float32), np.zeros(1, np.int32),
                               [forbidden[None]], np.zeros(1, np.int32), np.zeros(1, np.float32)),
                 terminal[behavior] if terminal is not None else TerminalSteps.empty(spec),
             )
@@ -339,10 +342,13 @@ class Grid2OpEnv(BaseEnv):
         ]
         return np.nan_to_num(np.concatenate(parts).astype(np.float32), nan=0.0, posinf=RHO_MAX, neginf=-RHO_MAX)
 
-    def _observe(self, behavior: str) -> np.ndarray:
+    def _observe(self, behavior: str, final: bool = False) -> list[np.ndarray]:
+        """The behavior's observations; ``final``: an episode's last, where nothing is forecast."""
         base = self._features(self.obs)
         if behavior != OPPONENT:
-            return base
+            if not self.options["simulate"]:
+                return [base]
+            return [base, np.full(len(self.operator_actions), RHO_MAX, np.float32) if final else self.simulated_rho()]
         space = self.env._oppSpace
         o = self.options
         extra = np.array([
@@ -350,7 +356,23 @@ class Grid2OpEnv(BaseEnv):
             space.current_attack_duration / max(o["attack_duration"], 1),
             space.current_attack_cooldown / max(o["attack_cooldown"], 1),
         ], np.float32)
-        return np.concatenate([base, extra])
+        return [np.concatenate([base, extra])]
+
+    def simulated_rho(self) -> np.ndarray:
+        """Each Operator action's forecast highest line load one step on (grid2op's ``obs.simulate``);
+        RHO_MAX where the action is not allowed now or its forecast is a game over (or fails)."""
+        out = np.full(len(self.operator_actions), RHO_MAX, np.float32)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for i in np.flatnonzero(~self.operator_mask()):
+                try:
+                    sim, _, done, info = self.obs.simulate(self.operator_actions[i])
+                except Exception as err:  # grid2op raises its own errors on an observation it cannot forecast from
+                    logger.debug("simulate failed for action %d: %s", i, err)
+                    continue
+                if not done and not info.get("exception"):
+                    out[i] = min(float(np.max(sim.rho)), RHO_MAX)
+        return out
 
     def operator_mask(self) -> np.ndarray:
         """The Operator's forbidden actions now (True = not allowed)."""
