@@ -42,7 +42,7 @@ CHRONIC_STEPS = 575  # one chronic of the sandbox, 5-minute steps
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # Student's t, 97.5 %
 
 
-def run_seed(config: dict, seed: int, results: Path) -> tuple[dict[str, list[int]], float]:
+def run_seed(config: dict, seed: int, results: Path, players: list[str]) -> tuple[dict[str, list[int]], float]:
     """One arl-learn run; each player's episode lengths in the survival phase, and the run's wall-clock."""
     path = results / f"seed{seed}.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -58,7 +58,7 @@ def run_seed(config: dict, seed: int, results: Path) -> tuple[dict[str, list[int
         raise SystemExit(f"seed {seed}: arl-learn exited {proc.returncode}:\n{proc.stdout[-3000:]}")
     with sqlite3.connect(results / run_id / "results.sqlite") as db:
         rows = db.execute("SELECT phase, env_reward FROM episodes WHERE behavior = 'Operator' AND mode = 'test'").fetchall()
-    lengths: dict[str, list[int]] = {p: [] for p in PLAYERS}
+    lengths: dict[str, list[int]] = {p: [] for p in players}
     for phase, survived in rows:
         player = phase.split(".", 1)[1] if "." in phase else phase
         # the survival reward counts the steps after which the grid still ran; the steps played add the one
@@ -84,21 +84,23 @@ def main(argv: list[str] | None = None) -> int:
         train["max_steps"] = config["default_settings"]["max_steps"] = args.steps
     if args.episodes is not None:
         survival["episodes"] = args.episodes
-    survival["matrix"] = {"Operator": PLAYERS}
+    # grid2op_greedy plays on the forecasts of simulate=true
+    players = PLAYERS + (["grid2op_greedy"] if "simulate=true" in config["env_settings"]["env_args"] else [])
+    survival["matrix"] = {"Operator": players}
     results = Path(args.results_dir or tempfile.mkdtemp(prefix="grid2op-survival-"))
     results.mkdir(parents=True, exist_ok=True)
 
-    per_seed: dict[str, list[float]] = {p: [] for p in PLAYERS}
+    per_seed: dict[str, list[float]] = {p: [] for p in players}
 
     def report(run: Run, result: tuple[dict[str, list[int]], float]) -> None:
         lengths, wall = result
         means = {p: statistics.fmean(v) if v else float("nan") for p, v in lengths.items()}
-        for p in PLAYERS:
+        for p in players:
             per_seed[p].append(means[p])
-        print(f"seed {run.seed}: {wall:.0f} s, " + ", ".join(f"{p} {means[p]:.1f} ({len(lengths[p])} ep.)" for p in PLAYERS),
+        print(f"seed {run.seed}: {wall:.0f} s, " + ", ".join(f"{p} {means[p]:.1f} ({len(lengths[p])} ep.)" for p in players),
               flush=True)
 
-    run_grid(lambda run: run_seed(config, run.seed, results), seeds=args.seeds, on_result=report, jobs=args.jobs)
+    run_grid(lambda run: run_seed(config, run.seed, results, players), seeds=args.seeds, on_result=report, jobs=args.jobs)
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     print()
@@ -110,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print("| operator | mean steps survived (of 575) | sd over seeds | 95 % t-interval over seeds | per seed |")
     print("|---|---|---|---|---|")
-    for p in PLAYERS:
+    for p in players:
         values = per_seed[p]
         sd = statistics.stdev(values) if len(values) > 1 else 0.0
         half = T95.get(len(values) - 1, 1.96) * sd / len(values) ** 0.5 if len(values) > 1 else float("nan")
