@@ -318,7 +318,7 @@ class Grid2OpEnv(BaseEnv):
         for behavior, spec in self._specs.items():
             forbidden = self.operator_mask() if behavior == OPERATOR else self.opponent_mask()
             self._steps[behavior] = (
-                DecisionSteps([x[None] for x in self._observe(behavior)], np.array([reward], np.float32), np.zeros(1, np.int32),
+                DecisionSteps([x[None] for x in self._observe(behavior, forbidden=forbidden)], np.array([reward], np.float32), np.zeros(1, np.int32),
                               [forbidden[None]], np.zeros(1, np.int32), np.zeros(1, np.float32)),
                 terminal[behavior] if terminal is not None else TerminalSteps.empty(spec),
             )
@@ -342,13 +342,14 @@ class Grid2OpEnv(BaseEnv):
         ]
         return np.nan_to_num(np.concatenate(parts).astype(np.float32), nan=0.0, posinf=RHO_MAX, neginf=-RHO_MAX)
 
-    def _observe(self, behavior: str, final: bool = False) -> list[np.ndarray]:
-        """The behavior's observations; ``final``: an episode's last, where nothing is forecast."""
+    def _observe(self, behavior: str, final: bool = False, forbidden: Optional[np.ndarray] = None) -> list[np.ndarray]:
+        """The behavior's observations; ``final``: an episode's last, where nothing is forecast; ``forbidden``:
+        the Operator's mask when the caller has it."""
         base = self._features(self.obs)
         if behavior != OPPONENT:
             if not self.options["simulate"]:
                 return [base]
-            return [base, np.full(len(self.operator_actions), RHO_MAX, np.float32) if final else self.simulated_rho()]
+            return [base, np.full(len(self.operator_actions), RHO_MAX, np.float32) if final else self.simulated_rho(forbidden)]
         space = self.env._oppSpace
         o = self.options
         extra = np.array([
@@ -358,13 +359,16 @@ class Grid2OpEnv(BaseEnv):
         ], np.float32)
         return [np.concatenate([base, extra])]
 
-    def simulated_rho(self) -> np.ndarray:
+    def simulated_rho(self, forbidden: Optional[np.ndarray] = None) -> np.ndarray:
         """Each Operator action's forecast highest line load one step on (grid2op's ``obs.simulate``);
-        RHO_MAX where the action is not allowed now or its forecast is a game over (or fails)."""
+        RHO_MAX where the action is not allowed now (``forbidden``: operator_mask(), computed when not given)
+        or its forecast is a game over (or fails)."""
         out = np.full(len(self.operator_actions), RHO_MAX, np.float32)
+        if forbidden is None:
+            forbidden = self.operator_mask()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            for i in np.flatnonzero(~self.operator_mask()):
+            for i in np.flatnonzero(~forbidden):
                 try:
                     sim, _, done, info = self.obs.simulate(self.operator_actions[i])
                 except Exception as err:  # grid2op raises its own errors on an observation it cannot forecast from
