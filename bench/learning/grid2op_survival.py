@@ -13,6 +13,14 @@ then the mean and the standard deviation of those per-seed means.
     python bench/learning/grid2op_survival.py                   # 5 seeds (0..4), the config's budget
     python bench/learning/grid2op_survival.py --seeds 0 1 --steps 20000 --episodes 12
     python bench/learning/grid2op_survival.py --config config/grid2op/case14-guarded.yaml   # the rule as a safety layer
+
+A config with ``behavioral_cloning`` (case14-guarded.yaml) gets its demonstrations first: one run of
+DEMO_CONFIG (grid2op_greedy, the teacher) with ``--record-demo`` on ``--demo-seed`` (20: not a seed it
+reports on), whose folder every seed's run then reads. With a ``survival`` matrix of its own, the config's
+players are the table's. Beside each player's mean, the table gives each player's paired difference from
+grid2op_reconnect: per seed, the difference of the two means over the same episodes (a phase switch
+replays the seed's episodes: the same chronics, the same attacks until the players act apart), then its
+mean and t-interval over the seeds.
 """
 
 from __future__ import annotations
@@ -37,6 +45,8 @@ if Path(sys.path[0] or ".").resolve() == Path(__file__).resolve().parent:  # run
 from bench.common.runner import Run, add_seeds_argument, run_grid  # noqa: E402
 
 CONFIG = ROOT / "config/grid2op/case14-operator.yaml"
+DEMO_CONFIG = ROOT / "config/grid2op/case14-greedy-demos.yaml"
+RULE = "grid2op_reconnect"
 PLAYERS = ["learned", "grid2op_do_nothing", "grid2op_reconnect", "random"]
 CHRONIC_STEPS = 575  # one chronic of the sandbox, 5-minute steps
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262}  # Student's t, 97.5 %
@@ -67,6 +77,27 @@ def run_seed(config: dict, seed: int, results: Path, players: list[str]) -> tupl
     return lengths, wall
 
 
+def record_demos(results: Path, seed: int) -> Path:
+    """The greedy teacher's demonstrations (DEMO_CONFIG, one arl-learn run on ``seed``); their folder."""
+    folder = results / "demos"
+    proc = subprocess.run(
+        [sys.executable, "-m", "ml_arl.cli.learn", str(DEMO_CONFIG), "--run-id", "greedy-demos", "--seed", str(seed),
+         "--results-dir", str(results), "--record-demo", str(folder), "--force"],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"demonstrations (seed {seed}): arl-learn exited {proc.returncode}:\n{proc.stdout[-3000:]}")
+    return folder
+
+
+def interval(values: list[float]) -> tuple[float, float, float]:
+    """Mean, sd and the half-width of the 95 % t-interval over ``values``."""
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    half = T95.get(len(values) - 1, 1.96) * sd / len(values) ** 0.5 if len(values) > 1 else float("nan")
+    return mean, sd, half
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     add_seeds_argument(parser, [0, 1, 2, 3, 4])
@@ -76,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default=str(CONFIG.relative_to(ROOT)),
                         help="the operator's config (default: %(default)s; config/grid2op/case14-guarded.yaml: the rule as a safety layer)")
     parser.add_argument("--jobs", type=int, default=1, help="seeds at once")
+    parser.add_argument("--demo-seed", type=int, default=20, help="the seed the teacher's demonstrations are recorded on")
     args = parser.parse_args(argv)
 
     config = yaml.safe_load((ROOT / args.config).read_text())
@@ -84,11 +116,20 @@ def main(argv: list[str] | None = None) -> int:
         train["max_steps"] = config["default_settings"]["max_steps"] = args.steps
     if args.episodes is not None:
         survival["episodes"] = args.episodes
-    # grid2op_greedy plays on the forecasts of simulate=true
-    players = PLAYERS + (["grid2op_greedy"] if "simulate=true" in config["env_settings"]["env_args"] else [])
-    survival["matrix"] = {"Operator": players}
+    if "matrix" in survival:
+        players = list(survival["matrix"]["Operator"])
+    else:  # grid2op_greedy plays on the forecasts of simulate=true
+        players = PLAYERS + (["grid2op_greedy"] if "simulate=true" in config["env_settings"]["env_args"] else [])
+        survival["matrix"] = {"Operator": players}
     results = Path(args.results_dir or tempfile.mkdtemp(prefix="grid2op-survival-"))
     results.mkdir(parents=True, exist_ok=True)
+    cloning = config.get("default_settings", {}).get("behavioral_cloning")
+    if cloning is not None:
+        if args.demo_seed in args.seeds:
+            raise SystemExit(f"--demo-seed {args.demo_seed} is one of the seeds reported on; pick another")
+        started = time.time()
+        cloning["demo_path"] = str(record_demos(results, args.demo_seed))
+        print(f"demonstrations: grid2op_greedy, seed {args.demo_seed}, {time.time() - started:.0f} s", flush=True)
 
     per_seed: dict[str, list[float]] = {p: [] for p in players}
 
@@ -106,18 +147,22 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(f"python bench/learning/grid2op_survival.py --config {args.config} --seeds {' '.join(map(str, args.seeds))}"
           + (f" --steps {args.steps}" if args.steps is not None else "")
-          + (f" --episodes {args.episodes}" if args.episodes is not None else ""))
+          + (f" --episodes {args.episodes}" if args.episodes is not None else "")
+          + (f" --demo-seed {args.demo_seed}" if cloning is not None else ""))
     print(f"{datetime.date.today().isoformat()}, commit {commit}, {os.cpu_count()} CPU cores; {train['max_steps']} training "
           f"steps and {survival['episodes']} test episodes per player and seed; {config['env_settings']['env_args']}")
     print()
-    print("| operator | mean steps survived (of 575) | sd over seeds | 95 % t-interval over seeds | per seed |")
-    print("|---|---|---|---|---|")
+    print(f"| operator | mean steps survived (of 575) | sd over seeds | 95 % t-interval over seeds | per seed "
+          f"| paired difference from {RULE}, 95 % t-interval |")
+    print("|---|---|---|---|---|---|")
     for p in players:
-        values = per_seed[p]
-        sd = statistics.stdev(values) if len(values) > 1 else 0.0
-        half = T95.get(len(values) - 1, 1.96) * sd / len(values) ** 0.5 if len(values) > 1 else float("nan")
-        mean = statistics.fmean(values)
-        print(f"| {p} | {mean:.1f} | {sd:.1f} | [{mean - half:.1f}, {mean + half:.1f}] | {' / '.join(f'{v:.0f}' for v in values)} |")
+        mean, sd, half = interval(per_seed[p])
+        paired = ""
+        if p != RULE and RULE in per_seed:
+            diff, _, dhalf = interval([a - b for a, b in zip(per_seed[p], per_seed[RULE])])
+            paired = f"{diff:+.1f} [{diff - dhalf:+.1f}, {diff + dhalf:+.1f}]"
+        print(f"| {p} | {mean:.1f} | {sd:.1f} | [{mean - half:.1f}, {mean + half:.1f}] "
+              f"| {' / '.join(f'{v:.0f}' for v in per_seed[p])} | {paired} |")
     return 0
 
 

@@ -132,6 +132,72 @@ def test_below_safe_max_rho_the_rule_plays_and_the_operator_decides_above_it() -
 
 
 @needs_grid2op
+def test_with_an_opponent_behavior_the_operator_decides_only_at_or_above_safe_max_rho() -> None:
+    """opponent=true with safe_max_rho: one grid2op step a call, the Opponent decides at every one, the
+    Operator only at an episode's first step and at or above the threshold (the rule plays the rest);
+    its rewards, summed over its decisions and its end, count the same steps as the Opponent's."""
+    env = make_grid2op_env(CASE14, seed=3, opponent=True, safe_max_rho=0.95, redispatch=False)
+    try:
+        env.reset()
+        rewards = {"Operator": 0.0, "Opponent": 0.0}
+        asked, steps, ended = 0, 0, False
+        while not ended:
+            for behavior in rewards:
+                decision, _ = env.get_steps(behavior)
+                if behavior == "Operator" and len(decision):
+                    assert steps == 0 or float(np.max(env.obs.rho)) >= 0.95
+                    asked += 1
+                    _act(env, behavior, env.rule_choice())
+                if behavior == "Opponent":
+                    assert len(decision) == 1  # every step
+                    mask = decision.action_mask[0][0]
+                    _act(env, behavior, int(np.flatnonzero(~mask)[-1]))  # the last line it may attack, else none
+            env.step()
+            steps += 1
+            for behavior in rewards:
+                decision, terminal = env.get_steps(behavior)
+                if len(terminal):
+                    rewards[behavior] += float(terminal.reward[0])
+                    ended = True
+                elif len(decision):
+                    rewards[behavior] += float(decision.reward[0])
+        assert rewards["Operator"] == rewards["Opponent"] == steps - 1 or rewards["Operator"] == rewards["Opponent"] == steps
+        assert 0 < asked < steps / 2 and steps > 20, (asked, steps, rewards)
+        assert len(env.get_steps("Operator")[0]) == 1  # the next episode's first step is the Operator's
+    finally:
+        env.close()
+
+
+@needs_grid2op
+def test_a_reset_replays_the_seed_sequence_so_matrix_cells_face_the_same_episodes() -> None:
+    """Episode k after reset() plays chronic (seed + k) mod their number, grid2op seeded from seed and k:
+    the same player after a reset (a phase switch, a matrix cell) survives the same steps."""
+    env = make_grid2op_env(CASE14, seed=4, opponent="random", redispatch=False)
+    try:
+        def two_episodes() -> list[tuple[int, int]]:
+            env.reset()
+            out = []
+            for _ in range(2):
+                chronic = str(env.env.chronics_handler.get_name())
+                steps = 0
+                while True:
+                    _act(env, "Operator", env.rule_choice())
+                    env.step()
+                    steps += 1
+                    if len(env.get_steps("Operator")[1]):
+                        break
+                out.append((chronic, steps))
+            return out
+
+        first = two_episodes()
+        assert two_episodes() == first
+        names = sorted(env.env.chronics_handler.real_data.subpaths)
+        assert [c for c, _ in first] == [names[(4 + k) % len(names)].rstrip("/").split("/")[-1] for k in range(2)], first
+    finally:
+        env.close()
+
+
+@needs_grid2op
 def test_simulate_forecasts_each_action_and_the_greedy_rule_plays_on_it() -> None:
     """simulate=true: a second observation, one forecast highest line load per action: grid2op's own
     obs.simulate of that action, 10 where the action is masked; grid2op_greedy takes the lowest."""
@@ -260,7 +326,6 @@ def test_grid2op_is_a_python_source_and_builds_in_a_worker() -> None:
         (CASE14, ["opponent=true", "attack_lines=['9_9_9']"], "attack_lines: no line '9_9_9' on this grid"),
         (CASE14, ["opponent=true", "attack_lines=[1_3_3]"], "YAML reads 1_3_3 as the number 133"),
         (CASE14, ["safe_max_rho=3"], "safe_max_rho=3: expected a line load above 0 and at most 2"),
-        (CASE14, ["opponent=true", "safe_max_rho=0.95"], "safe_max_rho: the Operator skips steps below it"),
         (CASE14, ["simulate=3"], "simulate=3: expected true or false"),
     ],
 )

@@ -24,7 +24,8 @@ workers).
   backend                  lightsim (lightsim2grid, else pandapower when it does not import) or pandapower
   safe_max_rho             none, or a line load (0.95): below it the expert rule plays (reconnect a line
                            when one may be, else do nothing) and the Operator decides only once the highest
-                           line load reaches it (l2rpn-baselines' safe_max_rho); opponent false or random
+                           line load reaches it (l2rpn-baselines' safe_max_rho); with an Opponent behavior
+                           (opponent=true) it still decides every step, the Operator only at or above it
   simulate                 false, or true: the Operator gets a second observation (``simulated_rho``), for each
                            of its actions the highest line load grid2op's ``obs.simulate`` forecasts one step
                            after it (10 where it is not allowed or the forecast is a game over); the
@@ -92,9 +93,6 @@ def check_options(options: dict[str, Any]) -> dict[str, Any]:
     if rho is not None:
         if isinstance(rho, bool) or not isinstance(rho, (int, float)) or not 0.0 < rho <= RHO_LIMIT:
             raise ValueError(f"safe_max_rho={rho!r}: expected a line load above 0 and at most {RHO_LIMIT:g} (0.95: 95 %)")
-        if out["opponent"] == "agent":
-            raise ValueError("safe_max_rho: the Operator skips steps below it, which an Opponent behavior would act in; "
-                             "use opponent=random or leave out safe_max_rho")
         out["safe_max_rho"] = float(rho)
     lines = out["attack_lines"]
     if not (lines is None or lines == "all" or (isinstance(lines, list) and lines

@@ -27,13 +27,21 @@ cooldown / attack_cooldown.
 
 With ``safe_max_rho`` the Operator decides only when the highest line load is at or above it (and
 at an episode's first step): below it the expert rule plays the steps (reconnect a line when one
-may be, else do nothing), and the next decision's reward is the sum over the steps in between.
+may be, else do nothing), and the next decision's reward is the sum over the steps in between. With
+no Opponent behavior the adapter plays those steps within one ``step()``; with one (``opponent=true``),
+each ``step()`` is one grid2op step, the Opponent decides at each, and the Operator has no decision
+step (ML-Agents' agents that request no decision) until the line load reaches the threshold again.
 
 Rewards: ``survival`` +1 each step after which the grid still runs (0 on the step that ends it
 in a game over), ``grid2op`` the environment's reward class as given. The Opponent gets the
 Operator's reward (an attacker's objective is its negation: ``role: attacker``). A game over
 ends the episode (terminated); the end of the chronic ends it as interrupted, so the value is
 bootstrapped. The environment then resets on its own, in the same step.
+
+Seeding (a worker's ``seed``): episode k after a ``reset()`` plays chronic (seed + k) mod the number of
+chronics, with grid2op seeded (the opponent's draws, the forecasts' noise) by seed + k x 10,007. A phase
+switch resets every environment, so each phase, and each cell of a test matrix, replays the same
+episodes: two players compared there face the same chronics and the same attacks until they act apart.
 """
 
 from __future__ import annotations
@@ -156,6 +164,9 @@ class Grid2OpEnv(BaseEnv):
         self.line_ids = [int(np.flatnonzero(env.name_line == n)[0]) for n in self.attack_lines]
         self._build_operator_actions(o)
         self._seed = seed
+        self._episode = 0  # episodes begun since the last reset(): the next one's place in the seed sequence
+        self._operator_decides = True  # False: below safe_max_rho with an Opponent behavior, the rule plays
+        self._operator_reward = 0.0  # the Operator's reward since its last decision (the same case)
         self._resets = 0
         self._n_chronics = max(1, _count_chronics(env))
         size = self._features(env.get_obs()).shape[0]
@@ -233,11 +244,14 @@ class Grid2OpEnv(BaseEnv):
         return BehaviorMapping(dict(self._specs))
 
     def reset(self) -> None:
+        self._episode = 0  # a phase switch: its episodes replay the seed sequence from its start
         self._begin({})
 
     def step(self) -> None:
         op = self._actions[OPERATOR]
         choice = int(op.discrete[0, 0]) if op is not None and len(op.discrete) else 0
+        if not self._operator_decides:  # below safe_max_rho with an Opponent behavior: the rule plays this step
+            choice = self.rule_choice()
         action = self.operator_actions[choice if 0 <= choice < len(self.operator_actions) else 0]
         if self.mode == "agent":
             att = self._actions[OPPONENT]
@@ -245,16 +259,24 @@ class Grid2OpEnv(BaseEnv):
             self.env._opponent.pending = k - 1 if 1 <= k <= len(self.line_ids) else None
         self._actions = dict.fromkeys(self._specs)
         r, ended, end_of_chronic = self._advance(action)
+        guard = self.options["safe_max_rho"]
         if self.mode == "agent":
             self.env._opponent.pending = None
-        guard = self.options["safe_max_rho"]
+            if guard is not None:  # one grid2op step a call; the Operator's reward sums the steps since its decision
+                self._operator_reward += r
+                if ended:
+                    self._begin({OPERATOR: (self._operator_reward, end_of_chronic), OPPONENT: (r, end_of_chronic)})
+                else:
+                    self._operator_decides = float(np.max(self.obs.rho)) >= guard
+                    self._emit({OPERATOR: self._operator_reward, OPPONENT: r})
+                return
         while guard is not None and not ended and float(np.max(self.obs.rho)) < guard:  # the rule's steps
             more, ended, end_of_chronic = self._advance(self.operator_actions[self.rule_choice()])
             r += more
         if ended:
             self._begin({b: (r, end_of_chronic) for b in self._specs})
         else:
-            self._emit(r)
+            self._emit({b: r for b in self._specs})
 
     def _advance(self, action: Any) -> tuple[float, bool, bool]:
         """One grid2op step: (reward, ended, ended by the chronic's end)."""
@@ -303,24 +325,32 @@ class Grid2OpEnv(BaseEnv):
                 terminal[behavior] = TerminalSteps.empty(spec)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            if self._seed is not None:
-                self.env.seed(int(self._seed))
-                first = int(self._seed) % self._n_chronics
-                self._seed = None  # seed once; later resets go on through the chronics in order
-                self.obs = self.env.reset(options={"time serie id": first})
+            if self._seed is not None:  # episode k: chronic seed + k, the opponent's draws from seed + k * stride
+                self.env.seed(int(self._seed) + EPISODE_SEED_STRIDE * self._episode)
+                chronic = (int(self._seed) + self._episode) % self._n_chronics
+                self.obs = self.env.reset(options={"time serie id": chronic})
             else:
                 self.obs = self.env.reset()
+        self._episode += 1
         self.steps_survived = 0
         self._resets += 1
-        self._emit(0.0, terminal)
+        self._operator_decides = True  # an episode's first step is the Operator's
+        self._emit(dict.fromkeys(self._specs, 0.0), terminal)
 
-    def _emit(self, reward: float, terminal: Optional[dict[str, TerminalSteps]] = None) -> None:
+    def _emit(self, rewards: dict[str, float], terminal: Optional[dict[str, TerminalSteps]] = None) -> None:
+        """Each behavior's steps: a decision with its reward (none for an Operator the rule stands in for)."""
         for behavior, spec in self._specs.items():
+            ended = terminal[behavior] if terminal is not None else TerminalSteps.empty(spec)
+            if behavior == OPERATOR and not self._operator_decides:
+                self._steps[behavior] = (DecisionSteps.empty(spec), ended)
+                continue
+            if behavior == OPERATOR:
+                self._operator_reward = 0.0
             forbidden = self.operator_mask() if behavior == OPERATOR else self.opponent_mask()
             self._steps[behavior] = (
-                DecisionSteps([x[None] for x in self._observe(behavior, forbidden=forbidden)], np.array([reward], np.float32), np.zeros(1, np.int32),
-                              [forbidden[None]], np.zeros(1, np.int32), np.zeros(1, np.float32)),
-                terminal[behavior] if terminal is not None else TerminalSteps.empty(spec),
+                DecisionSteps([x[None] for x in self._observe(behavior, forbidden=forbidden)], np.array([rewards[behavior]], np.float32),
+                              np.zeros(1, np.int32), [forbidden[None]], np.zeros(1, np.int32), np.zeros(1, np.float32)),
+                ended,
             )
 
     def _features(self, o: Any) -> np.ndarray:
@@ -415,6 +445,9 @@ class Grid2OpEnv(BaseEnv):
         cooldown = max(0, space.current_attack_cooldown - 1)
         budget = space.budget + space.budget_per_timestep
         return duration == 0 and cooldown <= space.attack_cooldown and budget >= space.attack_max_duration
+
+
+EPISODE_SEED_STRIDE = 10_007  # a prime above any num_envs: worker w's seed (seed + w) never meets another's sequence
 
 
 def _count_chronics(env: Any) -> int:
