@@ -16,7 +16,8 @@ from tests.support.runs import ROOT, arl_learn_here, tiny_config, write_config
 
 needs_grid2op = pytest.mark.skipif(importlib.util.find_spec("grid2op") is None,
                                    reason="grid2op is not installed (pip install 'ml_arl[grid2op]')")
-CONFIGS = ["case14-operator.yaml", "case14-adversarial.yaml", "case14-guarded.yaml"]
+CONFIGS = ["case14-operator.yaml", "case14-adversarial.yaml", "case14-guarded.yaml", "case14-greedy-demos.yaml",
+           "case14-guarded-adversarial.yaml"]
 
 
 @needs_grid2op
@@ -74,3 +75,38 @@ def test_missing_extra_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert output.strip().splitlines() == [
         "arl-learn: error: --env grid2op:l2rpn_case14_sandbox: Grid2Op is not installed; pip install 'ml_arl[grid2op]'"
     ] or (len(output.strip().splitlines()) == 1 and "pip install 'ml_arl[grid2op]'" in output), output
+
+
+@needs_grid2op
+def test_guarded_operator_against_a_best_response_opponent(tmp_path: Path) -> None:
+    """safe_max_rho with an Opponent behavior (opponent=true): the Operator decides only at or above the
+    threshold, the Opponent every step; a matrix with a best-response Opponent trains a fresh one
+    against each operator and tests it. Every episode's Operator return counts its steps survived."""
+    config = tiny_config("grid2op:l2rpn_case14_sandbox", max_steps=200, time_horizon=32)
+    config["env_settings"].update({"num_envs": 1, "manager": "inprocess", "seed": 2,
+                                   "env_args": ["opponent=true", "safe_max_rho=0.95", "redispatch=false"]})
+    config["behaviors"] = {"Operator": {"role": "defender", "max_steps": 40}, "Opponent": {"role": "attacker"}}
+    config["phases"] = [
+        {"name": "train", "mode": "train", "learn": ["Operator"], "max_steps": 40,
+         "play": {"Opponent": {"name": "random_line_attack"}}},
+        {"name": "matrix", "mode": "test", "episodes": 1, "deterministic": True,
+         "matrix": {"Operator": ["learned", "grid2op_reconnect"], "Opponent": ["random_line_attack"]},
+         "best_response": {"Opponent": {"max_steps": 200}}},
+    ]
+    cfg = write_config(tmp_path / "g2o.yaml", config)
+    proc = arl_learn_here([str(cfg), "--run-id", "guarded"], cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    status = json.loads((tmp_path / "results/guarded/train/run_logs/training_status.json").read_text())
+    assert status["Operator"]["final_checkpoint"]["steps"] >= 40
+    with sqlite3.connect(tmp_path / "results/guarded/results.sqlite") as db:
+        rows = db.execute("SELECT phase, behavior, env_reward, length FROM episodes WHERE phase LIKE 'matrix.%'").fetchall()
+    phases = {phase for phase, *_ in rows}
+    assert {"matrix.learned-vs-random_line_attack", "matrix.grid2op_reconnect-vs-random_line_attack",
+            "matrix.br-Opponent-vs-learned", "matrix.br-Opponent-vs-grid2op_reconnect"} <= phases, phases
+    operator = {phase: (reward, length) for phase, behavior, reward, length in rows if behavior == "Operator"}
+    opponent = {phase: (reward, length) for phase, behavior, reward, length in rows if behavior == "Opponent"}
+    for phase, (reward, length) in operator.items():
+        assert reward == opponent[phase][0]  # the same steps survived; the Opponent decides every step
+        assert length <= opponent[phase][1], (phase, length, opponent[phase])
+    reward, length = operator["matrix.grid2op_reconnect-vs-random_line_attack"]
+    assert reward > 20 and length < opponent["matrix.grid2op_reconnect-vs-random_line_attack"][1] / 2
