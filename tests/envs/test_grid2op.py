@@ -56,26 +56,26 @@ def test_spaces_observation_and_action_decoding(plain: Any) -> None:
     assert np.array_equal(row[N_LINE: 2 * N_LINE], o.line_status.astype(np.float32))
     assert np.array_equal(row[2 * N_LINE: 2 * N_LINE + DIM_TOPO], np.where(o.topo_vect > 0, o.topo_vect - 1, -1))
     # the action set: 0 do nothing, 1..20 reconnect, topologies, then redispatch
-    labels = env.operator_labels
+    labels = env.actions.labels
     assert labels[0] == "do nothing" and labels[1] == "reconnect line 0_1_0" and labels[N_LINE].startswith("reconnect")
     assert sorted({int(label.split()[1]) for label in labels if label.startswith("substation")}) == [2, 4, 8, 12]
     assert sum(label.startswith("redispatch") for label in labels) == 6
     assert env.operator_actions[3].as_dict()["set_line_status"]["connected_id"].tolist() == [2]
-    topo = env.operator_actions[env.topo_start + 1].as_dict()["set_bus_vect"]
+    topo = env.operator_actions[env.actions.topo_start + 1].as_dict()["set_bus_vect"]
     assert topo["modif_subs_id"] == ["2"]
-    assert env.operator_actions[env.redispatch_start].redispatch.tolist() == [5.0, 0, 0, 0, 0, 0]  # +max ramp
-    assert env.operator_actions[env.redispatch_start + 1].redispatch.tolist() == [-5.0, 0, 0, 0, 0, 0]
+    assert env.operator_actions[env.actions.redispatch_start].redispatch.tolist() == [5.0, 0, 0, 0, 0, 0]  # +max ramp
+    assert env.operator_actions[env.actions.redispatch_start + 1].redispatch.tolist() == [-5.0, 0, 0, 0, 0, 0]
     # every line connected: no reconnection allowed; the reference topologies are already in place
     mask = decision.action_mask[0][0]
     assert mask.shape == (N_ACTIONS,) and not mask[0] and mask[1: 1 + N_LINE].all()
-    assert mask[env.topo_start] and not mask[env.topo_start + 1] and not mask[env.redispatch_start:].any()
+    assert mask[env.actions.topo_start] and not mask[env.actions.topo_start + 1] and not mask[env.actions.redispatch_start:].any()
     # a topology action takes effect; the reference is then allowed again, the applied one not
-    assert env.operator_labels[env.topo_start + 2] == "substation 2 buses 1221"
-    _act(env, "Operator", env.topo_start + 2)
+    assert env.actions.labels[env.actions.topo_start + 2] == "substation 2 buses 1221"
+    _act(env, "Operator", env.actions.topo_start + 2)
     env.step()
-    assert env.obs.topo_vect[env._sub_start[2]: env._sub_start[3]].tolist() == [1, 2, 2, 1]
+    assert env.obs.topo_vect[env.actions.sub_start[2]: env.actions.sub_start[3]].tolist() == [1, 2, 2, 1]
     mask = env.get_steps("Operator")[0].action_mask[0][0]
-    assert not mask[env.topo_start] and mask[env.topo_start + 2]
+    assert not mask[env.actions.topo_start] and mask[env.actions.topo_start + 2]
     assert env.get_steps("Operator")[0].reward[0] == 1.0
 
 

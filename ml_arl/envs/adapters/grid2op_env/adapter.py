@@ -66,6 +66,7 @@ from mlagents_envs.base_env import (
 )
 
 from ml_arl.envs.adapters.grid2op_env import DEFAULT_ATTACK_LINES, check_options, import_grid2op
+from ml_arl.envs.adapters.grid2op_env.actions import OperatorActions
 
 logger = logging.getLogger(__name__)
 
@@ -162,7 +163,8 @@ class Grid2OpEnv(BaseEnv):
         self.n_line, self.n_sub, self.n_gen = int(env.n_line), int(env.n_sub), int(env.n_gen)
         self.gen_pmax = np.maximum(np.asarray(env.gen_pmax, np.float64), 1e-6)
         self.line_ids = [int(np.flatnonzero(env.name_line == n)[0]) for n in self.attack_lines]
-        self._build_operator_actions(o)
+        self.actions = OperatorActions(env, o)
+        self.operator_actions = self.actions.actions
         self._seed = seed
         self._episode = 0  # episodes begun since the last reset(): the next one's place in the seed sequence
         self._operator_decides = True  # False: below safe_max_rho with an Opponent behavior, the rule plays
@@ -180,62 +182,6 @@ class Grid2OpEnv(BaseEnv):
         self.last_info: dict[str, Any] = {}
 
     # -- set-up -----------------------------------------------------------------------------
-
-    def _build_operator_actions(self, o: dict[str, Any]) -> None:
-        env, space = self.env, self.env.action_space
-        actions: list[Any] = [space({})]
-        labels = ["do nothing"]
-        for line in range(self.n_line):
-            actions.append(space({"set_line_status": [(line, 1)]}))
-            labels.append(f"reconnect line {env.name_line[line]}")
-        self.n_reconnect = self.n_line
-        topo_sub: list[int] = []
-        topo_target: list[np.ndarray] = []
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            for sub in range(self.n_sub if space.supports_type("set_bus") else 0):
-                if env.sub_info[sub] > o["topology_max_elements"]:
-                    continue
-                found = space.get_all_unitary_topologies_set(space, sub_id=sub, add_alone_line=False)
-                targets: list[np.ndarray] = []
-                for act in found:
-                    buses = np.asarray(act.set_bus[env.sub_info[:sub].sum(): env.sub_info[: sub + 1].sum()]).astype(np.int64)
-                    if not any(np.array_equal(buses, t) for t in targets):
-                        targets.append(buses)
-                if not targets:
-                    continue
-                ref = np.ones(int(env.sub_info[sub]), np.int64)
-                if not any(np.array_equal(ref, t) for t in targets):
-                    targets.insert(0, ref)
-                for buses in targets:
-                    actions.append(space({"set_bus": {"substations_id": [(sub, buses.tolist())]}}))
-                    labels.append(f"substation {sub} buses {''.join(map(str, buses))}")
-                    topo_sub.append(sub)
-                    topo_target.append(buses)
-        self.topo_sub = np.asarray(topo_sub, np.int64)
-        self.topo_target = topo_target
-        self.topo_start = 1 + self.n_reconnect
-        self.redispatch_start = self.topo_start + len(topo_sub)
-        if o["redispatch"] and space.supports_type("redispatch"):
-            for gen in np.flatnonzero(env.gen_redispatchable):
-                up = float(env.gen_max_ramp_up[gen]) * o["redispatch_step"]
-                down = float(env.gen_max_ramp_down[gen]) * o["redispatch_step"]
-                if up > 0:
-                    actions.append(space({"redispatch": [(int(gen), up)]}))
-                    labels.append(f"redispatch generator {env.name_gen[gen]} +{up:g} MW")
-                if down > 0:
-                    actions.append(space({"redispatch": [(int(gen), -down)]}))
-                    labels.append(f"redispatch generator {env.name_gen[gen]} -{down:g} MW")
-        self.operator_actions = actions
-        self.operator_labels = labels
-        self._sub_start = np.concatenate([[0], np.cumsum(env.sub_info)]).astype(np.int64)
-        # each topology action's substation (as a mask over topo_vect) and target buses there
-        self._topo_at = np.zeros((len(topo_sub), int(env.dim_topo)), bool)
-        self._topo_full = np.zeros((len(topo_sub), int(env.dim_topo)), np.int64)
-        for j, (sub, buses) in enumerate(zip(topo_sub, topo_target)):
-            start, stop = self._sub_start[sub], self._sub_start[sub + 1]
-            self._topo_at[j, start:stop] = True
-            self._topo_full[j, start:stop] = buses
 
     # -- BaseEnv ----------------------------------------------------------------------------
 
@@ -410,19 +356,7 @@ class Grid2OpEnv(BaseEnv):
 
     def operator_mask(self) -> np.ndarray:
         """The Operator's forbidden actions now (True = not allowed)."""
-        o = self.obs
-        forbidden = np.zeros(len(self.operator_actions), bool)
-        status = np.asarray(o.line_status, bool)
-        line_cd = np.asarray(o.time_before_cooldown_line) > 0
-        forbidden[1: 1 + self.n_line] = status | line_cd
-        if len(self.topo_sub):
-            sub_cd = np.asarray(o.time_before_cooldown_sub) > 0
-            topo = np.asarray(o.topo_vect)[None, :]
-            at, target = self._topo_at, self._topo_full
-            same = ((topo == target) | ~at).all(axis=1)
-            cut = ((topo < 1) & at).any(axis=1)
-            forbidden[self.topo_start: self.redispatch_start] = sub_cd[self.topo_sub] | cut | same
-        return forbidden
+        return self.actions.mask(self.obs)
 
     def opponent_mask(self) -> np.ndarray:
         """The Opponent's forbidden actions now: every attack when grid2op would refuse one this step."""
