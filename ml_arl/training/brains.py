@@ -190,7 +190,12 @@ class Brains:
         unreadable: list[str] = []
         folders = self.schedule.folders()
         phase = self.schedule.phase
-        if self.schedule.resumed and phase is not None and phase.load.get(brain) is not None and folders:
+        load = phase.load.get(brain) if phase is not None else None
+        if not self.schedule.resumed and load is not None and load.initial:
+            # a phase not begun yet (killed before its state was saved) that starts the brain afresh:
+            # create() applies that load next, so no earlier phase's checkpoint is read (nor logged) first
+            return
+        if self.schedule.resumed and load is not None and folders:
             status_path = os.path.join(folders[0], "run_logs", "training_status.json")
             own = [p for p in resume_candidates(os.path.join(folders[0], brain), brain, status_path) if checkpoint_problem(p) is None]
             if not own and self.load_phase_brain(trainer):
