@@ -81,8 +81,8 @@ report_interval_s: 0.2
 metric: {{tag: "Policy/Learning Rate", reduce: last, direction: maximize}}
 search:
   {LR}: {{sampler_type: choice, sampler_parameters: {{values: [1.0e-3, 1.0e-5]}}}}
-""", env="tests.support.fault_envs:make_env", max_steps=2000)
-    # each env step sleeps 2 ms: a run lasts 4 s or more however fast the machine, so the study
+""", env="tests.support.fault_envs:make_env", max_steps=1000)
+    # each env step sleeps 2 ms: a run lasts 2 s or more however fast the machine, so the study
     # reads several of its summaries while it trains
     base = (tmp_path / "base.yaml").read_text().replace("manager: inprocess}", "manager: inprocess, env_args: [step_sleep=0.002]}")
     (tmp_path / "base.yaml").write_text(base)
@@ -91,7 +91,7 @@ search:
     folder = tmp_path / "results" / "lr"
     table = rows(folder)
     assert [r["state"] for r in table] == ["COMPLETE", "COMPLETE", "COMPLETE", "PRUNED"], table
-    assert float(table[3][LR]) == 1e-5 and table[3]["pruned_at_step"] and int(table[3]["pruned_at_step"]) < 2000
+    assert float(table[3][LR]) == 1e-5 and table[3]["pruned_at_step"] and int(table[3]["pruned_at_step"]) < 1000
     assert all(float(r[LR]) == 1e-3 for r in table[:3])
     assert "Trial 3 pruned at step" in result.stdout
     best = yaml.safe_load((folder / "best.yaml").read_text())
@@ -188,7 +188,7 @@ def _runs_alive(run_id: str) -> bool:
 
 @pytest.mark.slow
 def test_a_killed_study_resumes_its_trials_from_their_checkpoints(tmp_path: Path) -> None:
-    study = write_fault_study(tmp_path, "step_sleep=0.004", max_steps=3000)
+    study = write_fault_study(tmp_path, "step_sleep=0.004", max_steps=1500)
     folder = tmp_path / "results" / "killed"
     proc = subprocess.Popen(
         [sys.executable, "-m", "ml_arl.cli.study", str(study), "--run-id", "killed", "--results-dir", str(tmp_path / "results")],
@@ -229,9 +229,9 @@ def test_grid_mode_writes_every_run_file_first_and_each_reruns_alone(tmp_path: P
     concrete run file written before anything runs; the metric is the defender's test episodes."""
     base = yaml.safe_load((ROOT / "config" / "arl" / "GridDefense.yaml").read_text())
     base["env_settings"]["num_envs"] = 1
-    base["default_settings"]["summary_freq"] = 1000
+    base["default_settings"]["summary_freq"] = 500
     for phase in base["phases"]:
-        phase.update({"max_steps": 1000} if phase["mode"] == "train" else {"episodes": 8})
+        phase.update({"max_steps": 500} if phase["mode"] == "train" else {"episodes": 8})
         phase.pop("best_response", None)  # (tests/rules/test_best_response.py has them)
     (tmp_path / "base.yaml").write_text(yaml.safe_dump(base))
     study = tmp_path / "doe.yaml"
@@ -242,7 +242,7 @@ parallel: 2
 metric: {tag: episodes/env_reward, behavior: Defender, reduce: mean_last_8}
 search:
   behaviors.Attacker.hyperparameters.learning_rate: {sampler_type: choice, sampler_parameters: {values: [1.0e-4, 3.0e-3]}}
-  phases.1.max_steps: {sampler_type: int_uniform, sampler_parameters: {min_value: 1000, max_value: 2000, step: 1000}}
+  phases.1.max_steps: {sampler_type: int_uniform, sampler_parameters: {min_value: 500, max_value: 1000, step: 500}}
 """)
     check = arl_study_here([study, "--run-id", "doe", "--check"], tmp_path)
     assert "mode grid: 4 combinations, 2 at once, seeds [0], pruner none" in check.stdout, check
@@ -253,10 +253,10 @@ search:
     assert len(commands) == 4
     table = rows(folder)
     assert [(float(r["behaviors.Attacker.hyperparameters.learning_rate"]), int(r["phases.1.max_steps"])) for r in table] == [
-        (1e-4, 1000), (1e-4, 2000), (3e-3, 1000), (3e-3, 2000)]  # in order, the last key fastest
+        (1e-4, 500), (1e-4, 1000), (3e-3, 500), (3e-3, 1000)]  # in order, the last key fastest
     assert all(r["state"] == "COMPLETE" and float(r["metric"]) > 0 for r in table), table
     written = yaml.safe_load((folder / "configs" / "trial-0003.yaml").read_text())
-    assert written["phases"][1]["max_steps"] == 2000 and written["behaviors"]["Attacker"]["hyperparameters"]["learning_rate"] == 3e-3
+    assert written["phases"][1]["max_steps"] == 1000 and written["behaviors"]["Attacker"]["hyperparameters"]["learning_rate"] == 3e-3
     # any one run again, alone, from its line in runs.txt
     args = commands[3].split()[1:]
     args[args.index("--run-id") + 1] = "again"
@@ -277,7 +277,7 @@ parallel: 2
 sampler: random
 search:
   {LR}: {{sampler_type: log_uniform, sampler_parameters: {{min_value: 1.0e-4, max_value: 1.0e-2}}}}
-""", max_steps=1000)
+""", max_steps=500)
     tables = {}
     for name, extra in (("here", []), ("ray", ["--ray-address", "local"])):
         done = subprocess.run(
