@@ -166,7 +166,7 @@ def test_a_learner_killed_mid_run_ends_it_and_resume_continues(tmp_path: Path) -
 
     from tests.support.runs import arl_learn, arl_learn_watched, tiny_config, write_config
 
-    config = tiny_config("builtin:Reach", max_steps=6000, checkpoint_interval=2000, summary_freq=2000)
+    config = tiny_config("builtin:Reach", max_steps=12000, checkpoint_interval=2000, summary_freq=2000)
     path = write_config(tmp_path / "reach.yaml", config)
     args = [path, "--run-id", "killed", "--results-dir", tmp_path / "results", "--num-learners", "2", "--seed", "2"]
     log = tmp_path / "results" / "killed" / "run_logs" / "learner-1.log"
@@ -244,13 +244,11 @@ def test_two_sac_learners_take_the_gradient_steps_one_learner_takes(tmp_path: Pa
 
 @pytest.mark.slow
 def test_sac_reach_learns_with_two_learners(tmp_path: Path) -> None:
-    """The shipped config's 8,000 steps, stopped once the last 20 returns average 0.9 (one learner
-    ends them at 0.96 with seed 1)."""
     config = yaml.safe_load((ROOT / "config" / "sac" / "Reach.yaml").read_text())
-    solved = ml_arl.StopOnReward("Reach", threshold=0.9, window=20)
-    run = ml_arl.train(config, run_id="sac-2", results_dir=str(tmp_path), num_learners=2, seed=1, callbacks=[solved])
-    assert solved.reached_at is not None, list(solved.returns)
-    print(f"SAC Reach with two learners: solved after {run.steps['Reach']} steps")
+    run = ml_arl.train(config, run_id="sac-2", results_dir=str(tmp_path), num_learners=2, seed=1)
+    assert run.steps["Reach"] >= 8000
+    rewards = [value for _step, value in scalars(tmp_path / "sac-2" / "Reach", "Environment/Cumulative Reward")]
+    assert rewards[-1] >= 0.9, rewards  # 0.96 with seed 1, as with one learner
 
 
 def _poca() -> Any:
