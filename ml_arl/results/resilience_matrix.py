@@ -6,6 +6,12 @@ With several runs of the same config (seeds), the interval is over seeds and epi
 two-level bootstrap that draws runs, then episodes within each drawn run (2,000 draws, fixed
 generator). With one run it is over episodes. A matrix with best responses has a ``best_response`` column
 (and row), and the lines of each player's exploitability under them.
+
+With several runs and a ``learned`` player, the lines after the table pair the runs: in each column, per
+run, the learned player's mean return minus each other player's, then the mean of those differences and
+its 95 % t-interval over the runs. A run's cells face the same seed (and, where the environment replays
+its episodes per seed, the same episodes), so the pairing removes what the runs share; the cells' own
+intervals above are not paired and can overlap where every run ranks the players alike.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from ml_arl.results.run_results import RunResults
 from ml_arl.settings.matrix import BEST_RESPONSE
 
 DRAWS = 2000
+REFERENCE = "learned"  # the player the paired differences start from
 
 
 @dataclass
@@ -92,7 +99,41 @@ def format_matrix(m: Matrix, n_runs: int) -> str:
              "  ".join(str(c).ljust(w) for c, w in zip(head, widths))]
     lines += ["  ".join(str(c).ljust(w) for c, w in zip(r, widths)) for r in rows]
     lines += exploitability(m)
+    lines += paired_differences(m)
     return "\n".join(lines)
+
+
+def paired(first: list[list[float]], second: list[list[float]]) -> Optional[tuple[float, float, float, int]]:
+    """(mean, low, high, runs): per run, the mean of ``first``'s returns minus the mean of ``second``'s, then
+    their mean and 95 % t-interval over the runs that have both; None with fewer than 2 such runs."""
+    diffs = [float(np.mean(a) - np.mean(b)) for a, b in zip(first, second) if len(a) and len(b)]
+    if len(diffs) < 2:
+        return None
+    from scipy.stats import t
+
+    mean = float(np.mean(diffs))
+    half = float(t.ppf(0.975, len(diffs) - 1) * np.std(diffs, ddof=1) / np.sqrt(len(diffs)))
+    return mean, mean - half, mean + half, len(diffs)
+
+
+def paired_differences(m: Matrix) -> list[str]:
+    """The learned player's return minus each other player's, paired by run (the module's docstring)."""
+    if REFERENCE not in m.rows:
+        return []
+    lines = []
+    for row in m.rows:
+        if row in (REFERENCE, BEST_RESPONSE):
+            continue
+        shown, runs = [], set()
+        for column in m.columns:
+            est = paired(m.cells.get((REFERENCE, column), []), m.cells.get((row, column), []))
+            if est is not None:
+                shown.append(f"against {column} {est[0]:+.2f} [{est[1]:+.2f}, {est[2]:+.2f}]")
+                runs.add(est[3])
+        if shown:
+            over = "-".join(str(n) for n in sorted(runs)[:: max(len(runs) - 1, 1)])
+            lines.append(f"paired over {over} runs, {REFERENCE} minus {row} (95 % t-interval): " + ", ".join(shown))
+    return lines
 
 
 def exploitability(m: Matrix) -> list[str]:

@@ -96,6 +96,7 @@ def test_a_matrix_phase_plays_every_pairing_and_arl_report_shows_it(tmp_path: Pa
     line = next(row for row in text.splitlines() if row.startswith("volt_var_droop "))
     greedy, none = [float(cell.split(" [")[0]) for cell in line.split("  ")[1:] if cell.strip()]
     assert greedy < none  # the greedy attack costs the droop
+    assert "paired over 2 runs, learned minus volt_var_droop (95 % t-interval): against greedy " in text, text
     assert (tmp_path / "results" / "m" / "matrix-m.png").is_file()
     bad = config([{"name": "m", "mode": "train", "max_steps": 10, "matrix": {"Defender": ["learned"]}}])
     path.write_text(yaml.safe_dump(bad))
