@@ -187,6 +187,10 @@ def run() -> NoReturn:
     without the interpreter's teardown of every loaded module (with torch loaded it takes seconds
     after the run is over): exit handlers run and output is flushed, then the process ends. If
     another thread is still running (sys.exit waits for those), it is ``sys.exit`` itself."""
+    import faulthandler
+
+    if hasattr(signal, "SIGUSR2"):  # `kill -USR2 PID`: every thread's Python stack on stderr (a run that seems stuck)
+        faulthandler.register(signal.SIGUSR2, all_threads=True)
     code = main()
     if threading.active_count() > 1:
         sys.exit(code)

@@ -5,7 +5,9 @@ reward signals' normaliser statistics."""
 from __future__ import annotations
 
 import datetime
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, Optional
 
 import numpy as np
 import torch
@@ -13,16 +15,35 @@ import torch.distributed as dist
 
 COLLECTIVE_TIMEOUT_S = 600.0  # the join, and one collective, with a learner that stopped answering (a dead one fails at once)
 KEEPALIVE_S = 120.0  # rank 0 sends a KeepAlive when it has sent nothing for this long (well inside the timeout)
+WAIT_SLICE_S = 1.0  # with a liveness check, a collective is waited for in slices this long, the check between them
 
 
-def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
+def finish(work: Any, check: Optional[Callable[[], None]], timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
+    """Wait for an asynchronous collective. With ``check`` (rank 0's: it raises when a learner is gone),
+    in slices of WAIT_SLICE_S with the check between them, at most ``timeout_s`` in all: a learner that
+    is gone ends the wait even when gloo has not seen its connection close."""
+    if check is None:
+        work.wait()
+        return
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            work.wait(timeout=datetime.timedelta(seconds=WAIT_SLICE_S))
+            return
+        except RuntimeError as err:
+            if "timed out" not in str(err).lower() or time.monotonic() > deadline:
+                raise
+        check()
+
+
+def all_reduce_mean(params: Sequence[torch.Tensor], world: int, check: Optional[Callable[[], None]] = None) -> None:
     """Every learner's gradients of ``params`` summed in one all-reduce and divided by ``world``
-    (the parameters without a gradient, the same on every learner, are left out)."""
+    (the parameters without a gradient, the same on every learner, are left out); ``check``: finish's."""
     grads = [p.grad for p in params if p.grad is not None]
     if not grads:
         return
     flat = torch.cat([g.reshape(-1) for g in grads])
-    dist.all_reduce(flat)
+    finish(dist.all_reduce(flat, async_op=True), check)
     flat /= world
     offset = 0
     for g in grads:
@@ -31,10 +52,10 @@ def all_reduce_mean(params: Sequence[torch.Tensor], world: int) -> None:
         offset += n
 
 
-def all_gather(x: torch.Tensor, world: int) -> list[torch.Tensor]:
-    """``x`` from every learner (each the same shape), in rank order."""
+def all_gather(x: torch.Tensor, world: int, check: Optional[Callable[[], None]] = None) -> list[torch.Tensor]:
+    """``x`` from every learner (each the same shape), in rank order; ``check``: finish's."""
     out = [torch.empty_like(x) for _ in range(world)]
-    dist.all_gather(out, x.contiguous())
+    finish(dist.all_gather(out, x.contiguous(), async_op=True), check)
     return out
 
 

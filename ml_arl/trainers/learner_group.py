@@ -213,10 +213,17 @@ class LearnerGroup:
                 self._last_sent = time.monotonic()
 
     def reduce(self, params: Sequence[torch.Tensor]) -> None:
-        all_reduce_mean(params, self.world)
+        all_reduce_mean(params, self.world, self._check_members)
 
     def gather(self, x: torch.Tensor) -> list[torch.Tensor]:
-        return all_gather(x, self.world)
+        return all_gather(x, self.world, self._check_members)
+
+    def _check_members(self) -> None:
+        """Raised from inside a collective that waits on a learner which is gone (its exit seen here
+        before gloo sees its connection close, or never: the collective would wait out its timeout)."""
+        dead = self.members.dead("during an update")
+        if dead is not None:
+            raise LearnerError(dead)
 
     def close(self) -> None:
         """Ask every learner to stop, wait, then terminate and kill what is left."""

@@ -62,7 +62,14 @@ def arl_learn_watched(
 
     proc = popen_arl_learn(args, cwd, dict(os.environ, PYTHONPATH=str(ROOT), **env), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
-    watchdog = threading.Timer(deadline_s, proc.kill)
+    def dump_and_kill() -> None:  # every thread's stack into the console first (arl-learn's SIGUSR2), for the failure
+        proc.send_signal(signal.SIGUSR2)
+        try:
+            proc.wait(timeout=3)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+    watchdog = threading.Timer(deadline_s, dump_and_kill)
     watchdog.start()
     lines: list[str] = []
     stopped = False

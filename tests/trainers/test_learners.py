@@ -303,3 +303,41 @@ def test_poca_group_reach_learns_with_two_learners(tmp_path: Path) -> None:
     assert run.steps["GroupReach"] >= 8000
     rewards = [value for _step, value in scalars(tmp_path / "poca-2" / "GroupReach", "Environment/Group Cumulative Reward")]
     assert rewards and rewards[-1] >= 0.9, rewards  # 1.06 with seed 1, as with one learner
+
+
+class _Work:
+    """An asynchronous collective as gloo's Work answers wait(timeout): timed out ``slices`` times, then done."""
+
+    def __init__(self, slices: int, error: str = "") -> None:
+        self.slices, self.error, self.waits = slices, error, 0
+
+    def wait(self, timeout: Any = None) -> None:
+        self.waits += 1
+        if self.error:
+            raise RuntimeError(self.error)
+        if self.waits <= self.slices:
+            raise RuntimeError("[../third_party/gloo/gloo/transport/tcp/unbound_buffer.cc:81] Operation timed out!")
+
+
+def test_rank_0_checks_its_learners_between_slices_of_a_collective_wait() -> None:
+    """learner_collectives.finish: without a check one plain wait; with one, timed-out slices run the check
+    (a gone learner ends the wait with its error) until the collective is done; gloo's own errors pass at once."""
+    from ml_arl.trainers.learner_collectives import finish
+
+    plain = _Work(0)
+    finish(plain, None)
+    assert plain.waits == 1
+    checks: list[int] = []
+    work = _Work(3)
+    finish(work, lambda: checks.append(1))
+    assert work.waits == 4 and len(checks) == 3
+
+    def gone() -> None:
+        raise LearnerError("learner 1 stopped during an update (killed by signal 9)")
+
+    with pytest.raises(LearnerError, match="learner 1 stopped during an update"):
+        finish(_Work(5), gone)
+    with pytest.raises(RuntimeError, match="Connection closed by peer"):
+        finish(_Work(0, "Connection closed by peer [127.0.0.1]:1234"), gone)
+    with pytest.raises(RuntimeError, match="timed out"):  # past the deadline: the timeout itself is the error
+        finish(_Work(10), lambda: None, timeout_s=0.0)
