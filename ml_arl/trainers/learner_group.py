@@ -167,9 +167,14 @@ class LearnerGroup:
                 if time.monotonic() - self._last_sent < self.keepalive_s:
                     continue
                 try:
+                    self._check_members("while waiting for an update")
                     dist.scatter_object_list([None], [None, *([KeepAlive()] * (self.world - 1))], src=0)
                     self._last_sent = time.monotonic()
                     self.keepalives += 1
+                except LearnerError as gone:
+                    self._keepalive_error = gone
+                    logger.warning("%s; the run's next update ends it", gone)
+                    return
                 except (RuntimeError, ValueError) as err:
                     self._keepalive_error = self._failure("while waiting for an update", err)
                     logger.warning("%s; the run's next update ends it", self._keepalive_error)
@@ -206,6 +211,9 @@ class LearnerGroup:
         with self._lock:
             if self._keepalive_error is not None:
                 raise self._keepalive_error
+            # a learner gone since the last update: gloo's scatter to it can wait out the collective's timeout
+            # (seen: the broadcast of the shards' sizes to a SIGKILLed learner waited until the test's deadline)
+            self._check_members("before its shard")
             try:
                 self._guarded(lambda: dist.scatter_object_list([None], [None, *messages], src=0), "while receiving its shard")
                 self._guarded(descend, "during an update")
@@ -218,10 +226,11 @@ class LearnerGroup:
     def gather(self, x: torch.Tensor) -> list[torch.Tensor]:
         return all_gather(x, self.world, self._check_members)
 
-    def _check_members(self) -> None:
-        """Raised from inside a collective that waits on a learner which is gone (its exit seen here
-        before gloo sees its connection close, or never: the collective would wait out its timeout)."""
-        dead = self.members.dead("during an update")
+    def _check_members(self, during: str = "during an update") -> None:
+        """LearnerError when a learner is gone: before a scatter, and from inside a collective that waits
+        on it (its exit seen here before gloo sees its connection close, or never: the collective would
+        wait out its timeout)."""
+        dead = self.members.dead(during)
         if dead is not None:
             raise LearnerError(dead)
 

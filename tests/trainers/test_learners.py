@@ -341,3 +341,27 @@ def test_rank_0_checks_its_learners_between_slices_of_a_collective_wait() -> Non
         finish(_Work(0, "Connection closed by peer [127.0.0.1]:1234"), gone)
     with pytest.raises(RuntimeError, match="timed out"):  # past the deadline: the timeout itself is the error
         finish(_Work(10), lambda: None, timeout_s=0.0)
+
+
+def test_a_learner_killed_between_updates_ends_the_next_one_at_once(tmp_path: Path) -> None:
+    """The learner's exit is seen before the next scatter: one LearnerError naming it, not a wait on gloo
+    (its broadcast to a SIGKILLed learner once waited out the test's 240 s deadline)."""
+    import time
+
+    trainer = _trainer()
+    group = LearnerGroup(2, str(tmp_path))
+    trainer.learners = group
+    try:
+        for traj in _trajectories(1):
+            trainer.add_experience(traj)
+        trainer.update()
+        group.procs[0].send_signal(signal.SIGKILL)
+        group.procs[0].wait(timeout=30)
+        for traj in _trajectories(2):
+            trainer.add_experience(traj)
+        began = time.monotonic()
+        with pytest.raises(LearnerError, match=r"learner 1 stopped before its shard \(killed by signal 9\)"):
+            trainer.update()
+        assert time.monotonic() - began < 30
+    finally:
+        group.close()
