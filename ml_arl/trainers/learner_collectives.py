@@ -5,6 +5,7 @@ reward signals' normaliser statistics."""
 from __future__ import annotations
 
 import datetime
+import pickle
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, Optional
@@ -34,6 +35,25 @@ def finish(work: Any, check: Optional[Callable[[], None]], timeout_s: float = CO
             if "timed out" not in str(err).lower() or time.monotonic() > deadline:
                 raise
         check()
+
+
+def scatter_objects(objects: Sequence[object], check: Optional[Callable[[], None]], timeout_s: float = COLLECTIVE_TIMEOUT_S) -> None:
+    """Rank 0's side of ``dist.scatter_object_list`` (``objects[r]`` to rank r; the learners receive with
+    scatter_object_list itself), the same three collectives on the same bytes (pickled, padded to the
+    largest, then each one's length), each waited for with ``finish`` and ``check``: torch's own waits
+    without a deadline of ours, and its broadcast to a learner that was gone was seen waiting out
+    the collective's timeout."""
+    payloads = [pickle.dumps(obj) for obj in objects]
+    size = max(len(p) for p in payloads)
+    padded = []
+    for payload in payloads:
+        tensor = torch.zeros(size, dtype=torch.uint8)
+        tensor[: len(payload)] = torch.frombuffer(bytearray(payload), dtype=torch.uint8)
+        padded.append(tensor)
+    finish(dist.broadcast(torch.tensor([size], dtype=torch.long), src=0, async_op=True), check, timeout_s)
+    finish(dist.scatter(torch.empty(size, dtype=torch.uint8), scatter_list=padded, src=0, async_op=True), check, timeout_s)
+    lengths = [torch.tensor([len(p)], dtype=torch.long) for p in payloads]
+    finish(dist.scatter(torch.tensor([0], dtype=torch.long), scatter_list=lengths, src=0, async_op=True), check, timeout_s)
 
 
 def all_reduce_mean(params: Sequence[torch.Tensor], world: int, check: Optional[Callable[[], None]] = None) -> None:

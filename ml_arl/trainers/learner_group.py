@@ -43,6 +43,7 @@ from ml_arl.trainers.learner_collectives import (
     all_gather,
     all_reduce_mean,
     join_group,
+    scatter_objects,
 )
 from ml_arl.trainers.learner_protocol import KeepAlive, LearnerSpec, StopLearners
 from ml_arl.trainers.optimizers import Adam
@@ -168,7 +169,7 @@ class LearnerGroup:
                     continue
                 try:
                     self._check_members("while waiting for an update")
-                    dist.scatter_object_list([None], [None, *([KeepAlive()] * (self.world - 1))], src=0)
+                    scatter_objects([None, *([KeepAlive()] * (self.world - 1))], self._idle_check)
                     self._last_sent = time.monotonic()
                     self.keepalives += 1
                 except LearnerError as gone:
@@ -215,7 +216,7 @@ class LearnerGroup:
             # (seen: the broadcast of the shards' sizes to a SIGKILLed learner waited until the test's deadline)
             self._check_members("before its shard")
             try:
-                self._guarded(lambda: dist.scatter_object_list([None], [None, *messages], src=0), "while receiving its shard")
+                self._guarded(lambda: scatter_objects([None, *messages], self._shard_check), "while receiving its shard")
                 self._guarded(descend, "during an update")
             finally:
                 self._last_sent = time.monotonic()
@@ -225,6 +226,12 @@ class LearnerGroup:
 
     def gather(self, x: torch.Tensor) -> list[torch.Tensor]:
         return all_gather(x, self.world, self._check_members)
+
+    def _shard_check(self) -> None:
+        self._check_members("while receiving its shard")
+
+    def _idle_check(self) -> None:
+        self._check_members("while waiting for an update")
 
     def _check_members(self, during: str = "during an update") -> None:
         """LearnerError when a learner is gone: before a scatter, and from inside a collective that waits
@@ -240,13 +247,20 @@ class LearnerGroup:
         if self._joined and self._keepalive_error is None and self.members.alive():
             try:
                 with self._lock:
-                    dist.scatter_object_list([None], [None, *([StopLearners()] * (self.world - 1))], src=0)
-            except (RuntimeError, ValueError):
+                    scatter_objects([None, *([StopLearners()] * (self.world - 1))], self._idle_check, STOP_TIMEOUT_S)
+            except (RuntimeError, ValueError, LearnerError):
                 logger.debug("the learners did not take the stop", exc_info=True)
         self.members.stop()
         self._joiner.join(STOP_TIMEOUT_S)  # (a join still under way fails once the learners are gone)
         if self._joined and dist.is_initialized():
-            dist.destroy_process_group()
+            # after a learner was lost, a collective left waiting on it may never end, and the group's
+            # destructor joins gloo's threads that run it: destroyed in a thread of its own, waited for a while
+            closer = threading.Thread(target=dist.destroy_process_group, name="learner-group-close", daemon=True)
+            closer.start()
+            closer.join(STOP_TIMEOUT_S)
+            if closer.is_alive():
+                logger.warning("the learner group's gloo threads did not stop within %.0f s; left to the process's exit",
+                               STOP_TIMEOUT_S)
         self._joined = False
         for remove in (lambda: os.unlink(self.store_path), lambda: os.rmdir(self._folder)):
             try:
