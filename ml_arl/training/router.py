@@ -162,6 +162,9 @@ class Router:
         brain, schedule = self.brains.brain_of[ep.behavior], self.schedule
         if not self.selfplay.is_learning(brain, ep.behavior):
             return  # a snapshot played it: not this brain's episode (nor in TensorBoard, nor in the store)
+        phase = schedule.phase
+        if phase is not None and phase.episodes is not None and schedule.episodes.get(brain, 0) >= phase.episodes:
+            return  # the phase has its episodes: one that ended after them (workers step ahead) is not the phase's
         self.managers[brain].record_episodes([ep])
         self.curriculum.record_episode(brain, ep.reward)
         number = schedule.count_episode(brain, ep.objective, ep.length)

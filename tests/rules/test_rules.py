@@ -47,6 +47,21 @@ def test_droop_and_greedy_play_and_the_store_names_them(tmp_path: Path) -> None:
     assert defended["droop-greedy"] < defended["droop-random"] < defended["droop-none"] + 1e-6, defended
 
 
+def test_a_phase_of_n_episodes_records_n_when_areas_end_theirs_together(tmp_path: Path) -> None:
+    """GridDefense's 4 areas end their episodes on the same step, 4 at a time: a phase of 6 episodes
+    records 6 per behavior, not the 8 that have ended by the step that reached 6 (nor those the worker
+    stepped ahead: 8-episode phases recorded 12 once under load)."""
+    path = tmp_path / "six.yaml"
+    six = {**phase("six", "volt_var_droop", "random"), "episodes": 6}
+    path.write_text(yaml.safe_dump(config([six, phase("eight", "no_op", "no_op")])))
+    result = arl_learn_here([str(path), "--run-id", "six"], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    with sqlite3.connect(tmp_path / "results" / "six" / "results.sqlite") as db:
+        counts = dict(((p, b), n) for p, b, n in db.execute(
+            "SELECT phase, behavior, COUNT(*) FROM episodes GROUP BY phase, behavior"))
+    assert counts == {("six", "Defender"): 6, ("six", "Attacker"): 6, ("eight", "Defender"): 8, ("eight", "Attacker"): 8}
+
+
 def test_bad_policies_are_one_line_each(tmp_path: Path) -> None:
     path = tmp_path / "bad.yaml"
     bad = config([{"name": "t", "mode": "test", "episodes": 2, "play": {"Defender": {"name": "droopy"}}},
