@@ -50,7 +50,7 @@ def test_droop_and_greedy_play_and_the_store_names_them(tmp_path: Path) -> None:
 def test_a_phase_of_n_episodes_records_n_when_areas_end_theirs_together(tmp_path: Path) -> None:
     """GridDefense's 4 areas end their episodes on the same step, 4 at a time: a phase of 6 episodes
     records 6 per behavior, not the 8 that have ended by the step that reached 6 (nor those the worker
-    stepped ahead: 8-episode phases recorded 12 once under load)."""
+    stepped ahead: an 8-episode phase recorded more than 8 once in a loaded make test)."""
     path = tmp_path / "six.yaml"
     six = {**phase("six", "volt_var_droop", "random"), "episodes": 6}
     path.write_text(yaml.safe_dump(config([six, phase("eight", "no_op", "no_op")])))
